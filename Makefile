@@ -1,0 +1,146 @@
+# warpdrive-operator: a Helm-based operator (operator-sdk Helm layout) with a Go sidecar.
+# `make help` lists the targets.
+
+# Image of the manager pod (helm-operator + sidecar, built from one Dockerfile).
+IMG ?= warpdrive-operator:latest
+
+# Where tools and binaries go. Everything is built from the Go module proxy at the
+# versions pinned in go.mod and hack/tools/*/go.mod; nothing is downloaded from release pages.
+LOCALBIN ?= $(CURDIR)/bin
+export PATH := $(LOCALBIN):$(PATH)
+
+# The local cluster (make cluster-up) keeps its state, logs and kubeconfig here.
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+LOCAL_KUBECONFIG := $(CLUSTER_DIR)/kubeconfig
+# make run / install / deploy talk to $KUBECONFIG, and to the local cluster when it is unset.
+KUBECONFIG ?= $(LOCAL_KUBECONFIG)
+
+KUBE_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/kubernetes" {print $$3}' hack/tools/kube/go.mod)
+KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+KUBE_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean)
+
+KUBECTL ?= $(LOCALBIN)/kubectl
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+GO_TEST_FLAGS ?= -count=1
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: ## Generate the CRDs in config/crd/bases from each chart's values.schema.json.
+	go run ./hack/crdgen -watches watches.yaml -charts helm-charts -out config/crd/bases
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: test
+test: build tools ## Run every test: unit, chart and e2e on the local cluster (started if needed).
+	go vet ./...
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+	$(MAKE) cluster-up
+	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee $(CLUSTER_DIR)/e2e.log
+
+.PHONY: test-unit
+test-unit: ## Run the unit and chart tests only (no cluster).
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+
+.PHONY: demo
+demo: ## Start the local cluster, run the operator, apply the five samples and show them converge.
+	hack/demo.sh
+
+##@ Build
+
+.PHONY: build
+build: helm-operator sidecar ## Build bin/helm-operator and bin/sidecar.
+
+.PHONY: helm-operator
+helm-operator: ## Build bin/helm-operator from helm-operator-plugins (version pinned in go.mod).
+	go build -o $(LOCALBIN)/helm-operator github.com/operator-framework/helm-operator-plugins
+
+.PHONY: sidecar
+sidecar: ## Build bin/sidecar.
+	go build -o $(LOCALBIN)/sidecar ./sidecar
+
+.PHONY: run
+run: build ## Run the helm-operator and the sidecar in the foreground against $KUBECONFIG.
+	hack/run.sh
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image.
+	docker push $(IMG)
+
+##@ Local cluster
+
+.PHONY: tools
+tools: $(LOCALBIN)/kube-apiserver $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(KUSTOMIZE) ## Build the local cluster's binaries and kustomize into bin/.
+
+.PHONY: cluster-up
+cluster-up: tools ## Start etcd, kube-apiserver, controller-manager, scheduler and kwok nodes (no-op if running).
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster-up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and delete its state.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster-down.sh
+
+.PHONY: kubeconfig
+kubeconfig: ## Print the path of the local cluster's kubeconfig (use with make -s).
+	@echo $(LOCAL_KUBECONFIG)
+
+##@ Deployment
+
+.PHONY: install
+install: manifests $(KUSTOMIZE) ## Install the CRDs into the cluster in $KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: $(KUSTOMIZE) ## Uninstall the CRDs (deletes every CR: their releases are uninstalled only while the operator runs).
+	$(KUSTOMIZE) build config/crd | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests $(KUSTOMIZE) ## Deploy the operator (config/default) to the cluster in $KUBECONFIG.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(KUSTOMIZE) ## Remove the operator from the cluster in $KUBECONFIG.
+	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Dependencies
+
+# The control plane: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
+# the k8s.io/kubernetes module, stamped with the real version so that clients accept it.
+$(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler $(LOCALBIN)/kubectl &: hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -ldflags "$(KUBE_LDFLAGS)" -o $(LOCALBIN)/ \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	touch $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler $(LOCALBIN)/kubectl
+
+$(LOCALBIN)/etcd: hack/tools/etcd/go.mod
+	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
+
+$(LOCALBIN)/kwok: hack/tools/kwok/go.mod
+	cd hack/tools/kwok && go build -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+$(KUSTOMIZE): hack/tools/kustomize/go.mod
+	cd hack/tools/kustomize && go build -o $@ sigs.k8s.io/kustomize/kustomize/v5
