@@ -1,0 +1,204 @@
+// Package framework is the e2e suite's test environment, in the spirit of controller-runtime's
+// envtest but over a real local control plane (make cluster-up): it connects to the cluster,
+// installs the CRDs from config/crd/bases, runs the operator's binaries from bin/ as child
+// processes (as `make run` does) and offers small helpers to make namespaces and wait for
+// conditions.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// KubeconfigEnv names the variable that points the suite at the cluster; `make test` sets it
+// to the local cluster's kubeconfig.
+const KubeconfigEnv = "WARPDRIVE_KUBECONFIG"
+
+// Env is a connection to the test cluster plus the operator processes running against it.
+type Env struct {
+	Root       string // repository root: watches.yaml names charts relative to it
+	Kubeconfig string
+	LogDir     string
+	Config     *rest.Config
+	Client     client.Client
+	Clientset  kubernetes.Interface
+	CRDs       []*apiextensionsv1.CustomResourceDefinition
+}
+
+// New connects to the cluster named by $WARPDRIVE_KUBECONFIG.
+func New() (*Env, error) {
+	kubeconfig := os.Getenv(KubeconfigEnv)
+	if kubeconfig == "" {
+		return nil, fmt.Errorf("%s is not set: run the e2e suite with `make test` (it starts the local cluster)", KubeconfigEnv)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	// The suite creates objects in bursts; the client-side default (5 QPS) would dominate it.
+	cfg.QPS, cfg.Burst = 100, 200
+
+	scheme := clientgoscheme.Scheme
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(filepath.Dir(kubeconfig), "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Env{Root: RepoRoot(), Kubeconfig: kubeconfig, LogDir: logDir, Config: cfg, Client: c, Clientset: cs}, nil
+}
+
+// RepoRoot is the repository root, found from this source file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// InstallCRDs applies every CRD in config/crd/bases (server-side, so a rerun updates them)
+// and waits until the apiserver serves them.
+func (e *Env) InstallCRDs(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(e.Root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in config/crd/bases (run make manifests): %v", err)
+	}
+	e.CRDs = nil
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		if err := e.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s: %w", f, err)
+		}
+		e.CRDs = append(e.CRDs, crd)
+	}
+	for _, crd := range e.CRDs {
+		err := Poll(ctx, time.Minute, func(ctx context.Context) error {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("CRD %s not established", crd.Name)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// A CRD's REST mapping reaches a new client only after discovery refreshes: a fresh
+	// client sees them all.
+	c, err := client.New(e.Config, client.Options{Scheme: e.Client.Scheme()})
+	if err != nil {
+		return err
+	}
+	e.Client = c
+	return nil
+}
+
+// GVR returns the resource of a kind installed by InstallCRDs.
+func (e *Env) GVR(kind string) schema.GroupVersionResource {
+	for _, crd := range e.CRDs {
+		if crd.Spec.Names.Kind == kind {
+			return schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
+		}
+	}
+	panic("no CRD for kind " + kind)
+}
+
+// Namespace creates a namespace for one test and deletes it when the test ends.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	name := strings.ToLower(fmt.Sprintf("e2e-%s-%s", slug(t.Name()), rand.String(5)))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := e.Client.Delete(context.Background(), ns); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func slug(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteRune('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 40 {
+		out = strings.Trim(out[len(out)-40:], "-")
+	}
+	return out
+}
+
+// Poll calls check every 250 ms until it returns nil or the timeout passes; the error then
+// says what was last seen. The timeout bounds a wait, it is not a timing goal.
+func Poll(ctx context.Context, timeout time.Duration, check func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("still not true after %s: %w", timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Eventually fails the test when check does not succeed within timeout.
+func Eventually(t testing.TB, timeout time.Duration, check func(ctx context.Context) error) {
+	t.Helper()
+	if err := Poll(context.Background(), timeout, check); err != nil {
+		t.Fatal(err)
+	}
+}

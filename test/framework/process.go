@@ -1,0 +1,77 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Process is one of the operator's binaries running as a child of the test process, its
+// output in a log file under Env.LogDir.
+type Process struct {
+	Name string
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Run starts bin/<binary> with args in the repository root, against the test cluster.
+// name tells apart several processes of one binary (for example a leader and a standby).
+func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
+	path := filepath.Join(e.Root, "bin", binary)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%s is not built (make build): %w", path, err)
+	}
+	logPath := filepath.Join(e.LogDir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = e.Root
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop ends the process gracefully (SIGTERM), and kills it if it has not ended in 15 s.
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.Kill()
+	}
+}
+
+// Kill ends the process at once (SIGKILL), as a crash would.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
