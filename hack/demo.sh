@@ -22,7 +22,7 @@ step "running the operator (helm-operator + sidecar), logs in $CLUSTER_DIR/logs/
 mkdir -p "$CLUSTER_DIR/logs"
 hack/run.sh >"$CLUSTER_DIR/logs/demo-operator.log" 2>&1 &
 operator=$!
-trap 'kill $operator 2>/dev/null; wait $operator 2>/dev/null' EXIT
+trap 'kill $operator 2>/dev/null; wait $operator 2>/dev/null || true' EXIT
 
 step "applying the five samples (config/samples)"
 kubectl apply -k config/samples
@@ -37,9 +37,9 @@ kubectl get deployments,statefulsets,services,configmaps,poddisruptionbudgets -l
 kubectl get storageclasses -l app.kubernetes.io/managed-by=Helm
 kubectl get secrets -l owner=helm
 
-step "a spec edit is a Helm upgrade: scaling the Memcached sample to 3"
-kubectl patch memcached memcached-sample --type=merge -p '{"spec":{"size":3}}'
-kubectl wait --for=jsonpath='{.status.availableReplicas}'=3 deployment/memcached-sample --timeout=120s
+step "a spec edit is a Helm upgrade: scaling the Memcached sample from 3 to 4"
+kubectl patch memcached memcached-sample --type=merge -p '{"spec":{"size":4}}'
+kubectl wait --for=jsonpath='{.status.availableReplicas}'=4 deployment/memcached-sample --timeout=120s
 kubectl get secrets -l owner=helm,name=memcached-sample
 kubectl get deployment memcached-sample
 

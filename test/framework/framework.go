@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
@@ -151,11 +152,52 @@ func (e *Env) Namespace(t testing.TB) string {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		// CRs first, while the operator runs: their releases are uninstalled, including
+		// cluster-scoped objects that deleting the namespace would leave behind.
+		if err := e.DeleteCRs(context.Background(), name); err != nil {
+			t.Errorf("cleaning up namespace %s: %v", name, err)
+		}
 		if err := e.Client.Delete(context.Background(), ns); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
 	})
 	return name
+}
+
+// DeleteCRs deletes every CR of the installed kinds in namespace ns and waits until they are
+// gone, that is until the operator has uninstalled their releases and removed its finalizer.
+func (e *Env) DeleteCRs(ctx context.Context, ns string) error {
+	remaining := func(ctx context.Context) ([]unstructured.Unstructured, error) {
+		var all []unstructured.Unstructured
+		for _, crd := range e.CRDs {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Kind: crd.Spec.Names.ListKind})
+			if err := e.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return nil, err
+			}
+			all = append(all, list.Items...)
+		}
+		return all, nil
+	}
+	crs, err := remaining(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range crs {
+		if err := e.Client.Delete(ctx, &crs[i]); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+		left, err := remaining(ctx)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("%d CRs still there, e.g. %s %s (finalizers %v)", len(left), left[0].GetKind(), left[0].GetName(), left[0].GetFinalizers())
+		}
+		return nil
+	})
 }
 
 func slug(s string) string {

@@ -1,0 +1,110 @@
+package workloadstatus
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The sidecar shares a pod with the helm-operator, so its informer cache is
+// kept to what the status computation reads:
+//
+//   - Deployments, StatefulSets and DaemonSets, only those labelled
+//     app.kubernetes.io/managed-by=Helm (Helm force-sets that label on every
+//     object of every release, so no workload of a CR's release is missed),
+//     stripped to metadata, spec.selector and status. The pod template is
+//     by far the largest part of a workload and is never read here.
+//   - The CR kinds from watches.yaml as unstructured, without spec (the Helm
+//     values, never read here), managedFields, the last-applied annotation
+//     and status.deployedRelease.manifest, in which the helm-operator keeps
+//     the whole rendered release.
+//
+// Nothing else is cached: no Pods, no Secrets (the Helm release storage), no
+// ReplicaSets.
+
+// CacheOptions returns the per-object cache configuration for the workload
+// kinds and the CR kinds gvks, to be set as cache.Options.ByObject.
+func CacheOptions(gvks []schema.GroupVersionKind) map[client.Object]cache.ByObject {
+	helmManaged := labels.SelectorFromSet(labels.Set{helmManagedByLabel: helmManagedByValue})
+	byObject := map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:  {Label: helmManaged, Transform: TrimWorkload},
+		&appsv1.StatefulSet{}: {Label: helmManaged, Transform: TrimWorkload},
+		&appsv1.DaemonSet{}:   {Label: helmManaged, Transform: TrimWorkload},
+	}
+	for _, gvk := range gvks {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		byObject[u] = cache.ByObject{Transform: TrimCustomResource}
+	}
+	return byObject
+}
+
+var _ toolscache.TransformFunc = TrimWorkload
+var _ toolscache.TransformFunc = TrimCustomResource
+
+// TrimWorkload is a cache transform that keeps only what the sidecar reads of
+// a workload: name, namespace, UID, labels, owner references, the Helm
+// release annotations, spec.selector and status. Objects of other types
+// (such as tombstones) pass through untouched. It is idempotent, as client-go
+// requires of transforms.
+func TrimWorkload(in interface{}) (interface{}, error) {
+	switch o := in.(type) {
+	case *appsv1.Deployment:
+		o.ObjectMeta = trimMeta(o.ObjectMeta)
+		o.Spec = appsv1.DeploymentSpec{Selector: o.Spec.Selector, Replicas: o.Spec.Replicas}
+	case *appsv1.StatefulSet:
+		o.ObjectMeta = trimMeta(o.ObjectMeta)
+		o.Spec = appsv1.StatefulSetSpec{Selector: o.Spec.Selector, Replicas: o.Spec.Replicas}
+	case *appsv1.DaemonSet:
+		o.ObjectMeta = trimMeta(o.ObjectMeta)
+		o.Spec = appsv1.DaemonSetSpec{Selector: o.Spec.Selector}
+	}
+	return in, nil
+}
+
+func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	var ann map[string]string
+	for _, k := range []string{helmReleaseNameAnnotation, helmReleaseNamespaceAnnotation} {
+		if v, ok := m.Annotations[k]; ok {
+			if ann == nil {
+				ann = make(map[string]string, 2)
+			}
+			ann[k] = v
+		}
+	}
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        m.Generation,
+		CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp,
+		Labels:            m.Labels,
+		Annotations:       ann,
+		OwnerReferences:   m.OwnerReferences,
+	}
+}
+
+// TrimCustomResource is a cache transform for the CRs: it drops spec, the
+// rendered manifest in status.deployedRelease, managedFields and the
+// last-applied annotation. The sidecar only reads metadata and the owned
+// status fields, and it writes with merge patches built from those, never
+// with an update of the cached object, so nothing dropped here can be lost.
+func TrimCustomResource(in interface{}) (interface{}, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return in, nil
+	}
+	delete(u.Object, "spec")
+	unstructured.RemoveNestedField(u.Object, "status", "deployedRelease", "manifest")
+	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(u.Object, "metadata", "annotations", corev1.LastAppliedConfigAnnotation)
+	return u, nil
+}
