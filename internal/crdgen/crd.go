@@ -1,0 +1,392 @@
+// Package crdgen builds the CustomResourceDefinition of each kind the helm-operator watches
+// from the kind's chart: the spec schema from values.schema.json, and the CRD's names,
+// printer columns and scale subresource from annotations in Chart.yaml. Each kind's facts
+// thus live in its chart directory, and the CRDs cannot drift from what the charts accept.
+package crdgen
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/watches"
+)
+
+// Chart.yaml annotations that describe the kind of a chart.
+const (
+	AnnotationPrefix = "crd.warpdrive.transwarp.io/"
+	// AnnotationPlural is the resource name, e.g. "warpdrivepools" (required).
+	AnnotationPlural = AnnotationPrefix + "plural"
+	// AnnotationShortNames is a comma-separated list, e.g. "wdp,wdpool".
+	AnnotationShortNames = AnnotationPrefix + "shortNames"
+	// AnnotationCategories is a comma-separated list, e.g. "warpdrive".
+	AnnotationCategories = AnnotationPrefix + "categories"
+	// AnnotationReplicasPath is the desired-replicas field, e.g. ".spec.replicas": it gets a
+	// Desired column and the scale subresource.
+	AnnotationReplicasPath = AnnotationPrefix + "replicasPath"
+	// AnnotationPrinterColumns are extra columns, a comma-separated list of
+	// Name=.spec.path, e.g. "Capacity=.spec.capacity"; each column's type is its field's.
+	AnnotationPrinterColumns = AnnotationPrefix + "printerColumns"
+)
+
+// MaxNameLength is the longest name of a custom resource: the helm-operator names the
+// release after it, and Helm refuses release names longer than 53 characters.
+const MaxNameLength = 53
+
+// The apiserver refuses CRDs in these API groups unless they carry the approval annotation.
+var protectedGroups = []string{"k8s.io", "kubernetes.io"}
+
+const apiApprovedAnnotation = "api-approved.kubernetes.io"
+
+// kindInfo is what Chart.yaml says about the kind.
+type kindInfo struct {
+	plural       string
+	shortNames   []string
+	categories   []string
+	replicasPath string
+	columns      []column
+}
+
+type column struct{ name, path string }
+
+// Generate returns the CRD of the kind gvk, whose chart is in chartDir.
+func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomResourceDefinition, error) {
+	if err := checkGVK(gvk); err != nil {
+		return nil, fmt.Errorf("%s: %w", gvk, err)
+	}
+	chrt, err := loader.LoadDir(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("loading chart %s: %w", chartDir, err)
+	}
+	wrap := func(err error) error { return fmt.Errorf("chart %s (kind %s): %w", chartDir, gvk.Kind, err) }
+	if chrt.Schema == nil {
+		return nil, wrap(errors.New("values.schema.json is missing: it defines the spec of the kind"))
+	}
+	spec, err := TranslateSchema(chrt.Schema)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	info, err := readKindInfo(chrt.Metadata.Annotations)
+	if err != nil {
+		return nil, wrap(err)
+	}
+
+	version := apiextv1.CustomResourceDefinitionVersion{
+		Name:    gvk.Version,
+		Served:  true,
+		Storage: true,
+		Schema: &apiextv1.CustomResourceValidation{
+			OpenAPIV3Schema: rootSchema(gvk.Kind, chrt.Name(), spec),
+		},
+		Subresources: &apiextv1.CustomResourceSubresources{
+			Status: &apiextv1.CustomResourceSubresourceStatus{},
+		},
+	}
+
+	if info.replicasPath != "" {
+		field, err := specField(spec, info.replicasPath)
+		if err != nil {
+			return nil, wrap(fmt.Errorf("%s: %w", AnnotationReplicasPath, err))
+		}
+		if field.Type != "integer" {
+			return nil, wrap(fmt.Errorf("%s: %s must be an integer", AnnotationReplicasPath, info.replicasPath))
+		}
+		// The sidecar reports status.replicas and status.selector, so that kubectl scale and
+		// autoscalers work on the custom resource itself.
+		version.Subresources.Scale = &apiextv1.CustomResourceSubresourceScale{
+			SpecReplicasPath:   info.replicasPath,
+			StatusReplicasPath: ".status.replicas",
+			LabelSelectorPath:  ptr(".status.selector"),
+		}
+		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns, apiextv1.CustomResourceColumnDefinition{
+			Name: "Desired", Type: "integer", JSONPath: info.replicasPath,
+			Description: "Desired number of replicas.",
+		})
+	}
+	for _, c := range info.columns {
+		field, err := specField(spec, c.path)
+		if err != nil {
+			return nil, wrap(fmt.Errorf("%s: column %s: %w", AnnotationPrinterColumns, c.name, err))
+		}
+		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns, apiextv1.CustomResourceColumnDefinition{
+			Name: c.name, Type: columnType(field), JSONPath: c.path, Description: field.Description,
+		})
+	}
+	version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
+		apiextv1.CustomResourceColumnDefinition{
+			Name: "Deployed", Type: "string", JSONPath: `.status.conditions[?(@.type=="Deployed")].status`,
+			Description: "Whether the Helm release of the resource is deployed.",
+		},
+		apiextv1.CustomResourceColumnDefinition{
+			Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+		},
+	)
+
+	crd := &apiextv1.CustomResourceDefinition{
+		TypeMeta: metav1.TypeMeta{
+			APIVersion: apiextv1.SchemeGroupVersion.String(),
+			Kind:       "CustomResourceDefinition",
+		},
+		ObjectMeta: metav1.ObjectMeta{Name: info.plural + "." + gvk.Group},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group,
+			Names: apiextv1.CustomResourceDefinitionNames{
+				Plural:     info.plural,
+				Singular:   strings.ToLower(gvk.Kind),
+				Kind:       gvk.Kind,
+				ListKind:   gvk.Kind + "List",
+				ShortNames: info.shortNames,
+				Categories: info.categories,
+			},
+			Scope:    apiextv1.NamespaceScoped,
+			Versions: []apiextv1.CustomResourceDefinitionVersion{version},
+		},
+	}
+	if isProtectedGroup(gvk.Group) {
+		// These groups are reserved for APIs reviewed by the Kubernetes project; the
+		// original controllers of these kinds used them, so the CRD says it is unapproved.
+		crd.Annotations = map[string]string{apiApprovedAnnotation: "unapproved, experimental-only"}
+	}
+	return crd, nil
+}
+
+// rootSchema wraps the spec schema into the schema of the whole custom resource.
+func rootSchema(kind, chartName string, spec *apiextv1.JSONSchemaProps) *apiextv1.JSONSchemaProps {
+	root := &apiextv1.JSONSchemaProps{
+		Type: "object",
+		Description: fmt.Sprintf("A %s. The helm-operator installs the chart %s as a Helm release named after it, "+
+			"with the spec as the values.", kind, chartName),
+		Properties: map[string]apiextv1.JSONSchemaProps{
+			"apiVersion": {Type: "string", Description: "APIVersion defines the versioned schema of this representation of an object."},
+			"kind":       {Type: "string", Description: "Kind is a string value representing the REST resource this object represents."},
+			"metadata":   {Type: "object"},
+			"spec":       *spec,
+			"status":     statusSchema(),
+		},
+		XValidations: apiextv1.ValidationRules{{
+			Rule: fmt.Sprintf("size(self.metadata.name) <= %d", MaxNameLength),
+			Message: fmt.Sprintf("metadata.name must be no more than %d characters: it names the Helm release, "+
+				"and Helm release names are limited to %d characters", MaxNameLength, MaxNameLength),
+		}},
+	}
+	if len(spec.Required) > 0 {
+		root.Required = []string{"spec"}
+	}
+	return root
+}
+
+// statusSchema is what the helm-operator writes. The sidecar adds more fields (replicas,
+// selector and its bookkeeping), which the schema keeps rather than prunes.
+func statusSchema() apiextv1.JSONSchemaProps {
+	str := func(desc string) apiextv1.JSONSchemaProps {
+		return apiextv1.JSONSchemaProps{Type: "string", Description: desc}
+	}
+	return apiextv1.JSONSchemaProps{
+		Type:                   "object",
+		Description:            "Status written by the helm-operator and the sidecar.",
+		XPreserveUnknownFields: ptr(true),
+		Properties: map[string]apiextv1.JSONSchemaProps{
+			"conditions": {
+				Type:        "array",
+				Description: "Conditions of the release: Initialized, Deployed, ReleaseFailed, Irreconcilable.",
+				Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{
+					Type:     "object",
+					Required: []string{"type", "status"},
+					Properties: map[string]apiextv1.JSONSchemaProps{
+						"type":               str("Type of the condition."),
+						"status":             str("Status of the condition: True, False or Unknown."),
+						"reason":             str("Reason of the last transition, in CamelCase."),
+						"message":            str("Human-readable details of the last transition."),
+						"lastTransitionTime": {Type: "string", Format: "date-time", Description: "When the status last changed."},
+					},
+				}},
+			},
+			"deployedRelease": {
+				Type:        "object",
+				Description: "The Helm release last deployed.",
+				Properties: map[string]apiextv1.JSONSchemaProps{
+					"name":     str("Name of the release."),
+					"manifest": str("Rendered manifest of the release."),
+				},
+			},
+		},
+	}
+}
+
+func readKindInfo(annotations map[string]string) (kindInfo, error) {
+	var info kindInfo
+	for key := range annotations {
+		switch key {
+		case AnnotationPlural, AnnotationShortNames, AnnotationCategories, AnnotationReplicasPath, AnnotationPrinterColumns:
+		default:
+			if strings.HasPrefix(key, AnnotationPrefix) {
+				return info, fmt.Errorf("unknown annotation %s", key)
+			}
+		}
+	}
+	info.plural = annotations[AnnotationPlural]
+	if info.plural == "" {
+		return info, fmt.Errorf("annotation %s is required", AnnotationPlural)
+	}
+	if errs := validation.IsDNS1035Label(info.plural); len(errs) > 0 {
+		return info, fmt.Errorf("%s: %s", AnnotationPlural, strings.Join(errs, "; "))
+	}
+	info.shortNames = splitList(annotations[AnnotationShortNames])
+	info.categories = splitList(annotations[AnnotationCategories])
+	info.replicasPath = annotations[AnnotationReplicasPath]
+	for _, entry := range splitList(annotations[AnnotationPrinterColumns]) {
+		name, path, ok := strings.Cut(entry, "=")
+		if !ok || name == "" {
+			return info, fmt.Errorf("%s: %q is not Name=.spec.path", AnnotationPrinterColumns, entry)
+		}
+		info.columns = append(info.columns, column{name: name, path: path})
+	}
+	return info, nil
+}
+
+// specField finds the schema of a field given as a simple path such as ".spec.replicas".
+func specField(spec *apiextv1.JSONSchemaProps, path string) (*apiextv1.JSONSchemaProps, error) {
+	rest, ok := strings.CutPrefix(path, ".spec.")
+	if !ok || rest == "" {
+		return nil, fmt.Errorf("%q must be a field under .spec", path)
+	}
+	field := spec
+	for _, name := range strings.Split(rest, ".") {
+		next, ok := field.Properties[name]
+		if !ok {
+			return nil, fmt.Errorf("%s is not a field of the spec schema", path)
+		}
+		field = &next
+	}
+	return field, nil
+}
+
+func columnType(field *apiextv1.JSONSchemaProps) string {
+	switch field.Type {
+	case "integer", "number", "boolean":
+		return field.Type
+	default:
+		return "string"
+	}
+}
+
+func checkGVK(gvk schema.GroupVersionKind) error {
+	if !strings.Contains(gvk.Group, ".") {
+		return errors.New("a CRD's group must contain a dot")
+	}
+	if errs := validation.IsDNS1123Subdomain(gvk.Group); len(errs) > 0 {
+		return fmt.Errorf("group: %s", strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1035Label(gvk.Version); len(errs) > 0 {
+		return fmt.Errorf("version: %s", strings.Join(errs, "; "))
+	}
+	if gvk.Kind == "" || strings.ToUpper(gvk.Kind[:1]) != gvk.Kind[:1] {
+		return errors.New("kind must start with a capital letter")
+	}
+	return nil
+}
+
+func isProtectedGroup(group string) bool {
+	for _, g := range protectedGroups {
+		if group == g || strings.HasSuffix(group, "."+g) {
+			return true
+		}
+	}
+	return false
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// FileName is the name of a CRD's file in config/crd/bases, as operator-sdk names it.
+func FileName(crd *apiextv1.CustomResourceDefinition) string {
+	return crd.Spec.Group + "_" + crd.Spec.Names.Plural + ".yaml"
+}
+
+// Header starts every generated file; stale files are recognised by it.
+const Header = "# Generated by hack/crdgen from the chart's values.schema.json and Chart.yaml.\n" +
+	"# DO NOT EDIT: change the chart and run make manifests.\n"
+
+// Marshal renders a CRD as YAML, deterministically (map keys sorted), without the empty
+// status and creation timestamp that the Go types would print.
+func Marshal(crd *apiextv1.CustomResourceDefinition) ([]byte, error) {
+	data, err := yaml.Marshal(crd)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	delete(obj, "status")
+	if meta, ok := obj["metadata"].(map[string]any); ok {
+		delete(meta, "creationTimestamp")
+	}
+	data, err = yaml.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(Header), data...), nil
+}
+
+// File is a generated file: its name in the output directory and its content.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// GenerateAll generates the CRD of every kind in a watches file, whose charts are looked up
+// in chartsDir by the last element of their path (the operator resolves chart paths from
+// its own working directory, which need not be the repository). Files are sorted by name.
+func GenerateAll(watchesPath, chartsDir string) ([]File, error) {
+	entries, err := watches.Load(watchesPath)
+	if err != nil {
+		return nil, err
+	}
+	// A CRD holds every version of a kind; this generator makes one version per kind.
+	seen := map[schema.GroupKind]bool{}
+	var files []File
+	for _, w := range entries {
+		gvk := w.GroupVersionKind()
+		if seen[gvk.GroupKind()] {
+			return nil, fmt.Errorf("%s: more than one version of %s is watched; hack/crdgen supports one", watchesPath, gvk.GroupKind())
+		}
+		seen[gvk.GroupKind()] = true
+		crd, err := Generate(ChartDir(chartsDir, w.Chart), gvk)
+		if err != nil {
+			return nil, err
+		}
+		data, err := Marshal(crd)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: FileName(crd), Data: data})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	return files, nil
+}
+
+// ChartDir is where a watches entry's chart is inside chartsDir: the operator resolves
+// the chart path from its own working directory, so only its last element is kept.
+func ChartDir(chartsDir, chart string) string {
+	return filepath.Join(chartsDir, path.Base(filepath.ToSlash(chart)))
+}
+
+func ptr[T any](v T) *T { return &v }

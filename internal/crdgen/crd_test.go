@@ -1,0 +1,210 @@
+package crdgen
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+const testSchema = `{"type": "object", "properties": {
+	"replicas": {"type": "integer", "default": 1},
+	"size": {"type": "string", "description": "The size."}}}`
+
+// writeChart makes a minimal chart whose Chart.yaml carries the given annotations.
+func writeChart(t *testing.T, dir string, annotations map[string]string, schemaJSON string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: v2\nname: " + filepath.Base(dir) + "\nversion: 0.1.0\nannotations:\n")
+	for k, v := range annotations {
+		b.WriteString("  " + k + ": " + `"` + v + `"` + "\n")
+	}
+	files := map[string]string{"Chart.yaml": b.String(), "values.yaml": "replicas: 1\n"}
+	if schemaJSON != "" {
+		files["values.schema.json"] = schemaJSON
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+var widgetGVK = schema.GroupVersionKind{Group: "example.transwarp.io", Version: "v1", Kind: "Widget"}
+
+func TestGenerate(t *testing.T) {
+	dir := writeChart(t, filepath.Join(t.TempDir(), "widget"), map[string]string{
+		AnnotationPlural:         "widgets",
+		AnnotationShortNames:     "wg, wdg",
+		AnnotationCategories:     "warpdrive",
+		AnnotationReplicasPath:   ".spec.replicas",
+		AnnotationPrinterColumns: "Size=.spec.size",
+	}, testSchema)
+	crd, err := Generate(dir, widgetGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crd.Name != "widgets.example.transwarp.io" || FileName(crd) != "example.transwarp.io_widgets.yaml" {
+		t.Errorf("name %q, file %q", crd.Name, FileName(crd))
+	}
+	names := crd.Spec.Names
+	if names.Kind != "Widget" || names.ListKind != "WidgetList" || names.Singular != "widget" ||
+		strings.Join(names.ShortNames, ",") != "wg,wdg" || strings.Join(names.Categories, ",") != "warpdrive" {
+		t.Errorf("names: %+v", names)
+	}
+	if len(crd.Annotations) != 0 {
+		t.Errorf("a group outside k8s.io needs no approval annotation, got %v", crd.Annotations)
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != "v1" || !v.Served || !v.Storage || v.Subresources.Status == nil {
+		t.Errorf("version: %+v", v)
+	}
+	if s := v.Subresources.Scale; s == nil || s.SpecReplicasPath != ".spec.replicas" ||
+		s.StatusReplicasPath != ".status.replicas" || *s.LabelSelectorPath != ".status.selector" {
+		t.Errorf("scale subresource: %+v", s)
+	}
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		cols = append(cols, c.Name+":"+c.Type+":"+c.JSONPath)
+	}
+	want := []string{"Desired:integer:.spec.replicas", "Size:string:.spec.size",
+		`Deployed:string:.status.conditions[?(@.type=="Deployed")].status`, "Age:date:.metadata.creationTimestamp"}
+	if strings.Join(cols, " ") != strings.Join(want, " ") {
+		t.Errorf("columns:\n got %v\nwant %v", cols, want)
+	}
+	root := v.Schema.OpenAPIV3Schema
+	if len(root.XValidations) != 1 || root.XValidations[0].Rule != "size(self.metadata.name) <= 53" {
+		t.Errorf("root rules: %+v", root.XValidations)
+	}
+	if root.Required != nil {
+		t.Errorf("a spec without required fields must not make spec required, got %v", root.Required)
+	}
+	status := root.Properties["status"]
+	if status.XPreserveUnknownFields == nil || !*status.XPreserveUnknownFields {
+		t.Error("status must preserve unknown fields for the sidecar")
+	}
+	for _, f := range []string{"conditions", "deployedRelease"} {
+		if _, ok := status.Properties[f]; !ok {
+			t.Errorf("status has no %s", f)
+		}
+	}
+
+	// Output is deterministic and carries neither status nor creationTimestamp.
+	a, err := Marshal(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := Generate(dir, widgetGVK)
+	b, _ := Marshal(again)
+	if !bytes.Equal(a, b) {
+		t.Error("two generations differ")
+	}
+	if !bytes.HasPrefix(a, []byte(Header)) || bytes.Contains(a, []byte("creationTimestamp: null")) ||
+		bytes.Contains(a, []byte("\nstatus:")) {
+		t.Errorf("unexpected output:\n%s", a)
+	}
+}
+
+func TestGenerateProtectedGroupAndNoReplicas(t *testing.T) {
+	dir := writeChart(t, filepath.Join(t.TempDir(), "gadget"), map[string]string{AnnotationPlural: "gadgets"}, testSchema)
+	for _, group := range []string{"apps.k8s.io", "k8s.io", "x.kubernetes.io"} {
+		crd, err := Generate(dir, schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Gadget"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := crd.Annotations["api-approved.kubernetes.io"]; got != "unapproved, experimental-only" {
+			t.Errorf("%s: approval annotation %q", group, got)
+		}
+		v := crd.Spec.Versions[0]
+		if v.Subresources.Scale != nil || len(v.AdditionalPrinterColumns) != 2 {
+			t.Errorf("without replicasPath: scale %+v, columns %+v", v.Subresources.Scale, v.AdditionalPrinterColumns)
+		}
+	}
+	// Only a group ending in .k8s.io is protected, not one that merely contains it.
+	crd, err := Generate(dir, schema.GroupVersionKind{Group: "k8s.io.example.com", Version: "v1", Kind: "Gadget"})
+	if err != nil || len(crd.Annotations) != 0 {
+		t.Errorf("k8s.io.example.com: %v %v", err, crd.Annotations)
+	}
+}
+
+func TestGenerateRejects(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		schema      string
+		gvk         schema.GroupVersionKind
+		wantErr     string
+	}{
+		{"no plural", map[string]string{}, testSchema, widgetGVK, "annotation crd.warpdrive.transwarp.io/plural is required"},
+		{"misspelt annotation", map[string]string{AnnotationPlural: "widgets", AnnotationPrefix + "shortname": "w"}, testSchema, widgetGVK,
+			"unknown annotation crd.warpdrive.transwarp.io/shortname"},
+		{"replicas path not in spec", map[string]string{AnnotationPlural: "widgets", AnnotationReplicasPath: ".spec.count"}, testSchema, widgetGVK,
+			".spec.count is not a field of the spec schema"},
+		{"replicas path not an integer", map[string]string{AnnotationPlural: "widgets", AnnotationReplicasPath: ".spec.size"}, testSchema, widgetGVK,
+			".spec.size must be an integer"},
+		{"replicas path outside spec", map[string]string{AnnotationPlural: "widgets", AnnotationReplicasPath: ".status.replicas"}, testSchema, widgetGVK,
+			"must be a field under .spec"},
+		{"bad column", map[string]string{AnnotationPlural: "widgets", AnnotationPrinterColumns: "Size"}, testSchema, widgetGVK,
+			`"Size" is not Name=.spec.path`},
+		{"column of unknown field", map[string]string{AnnotationPlural: "widgets", AnnotationPrinterColumns: "Color=.spec.color"}, testSchema, widgetGVK,
+			"column Color: .spec.color is not a field"},
+		{"no schema", map[string]string{AnnotationPlural: "widgets"}, "", widgetGVK, "values.schema.json is missing"},
+		{"bad schema", map[string]string{AnnotationPlural: "widgets"}, `{"type": "object", "properties": {"a": {"oneOf": []}}}`, widgetGVK,
+			`"oneOf": keyword not supported`},
+		{"group without a dot", map[string]string{AnnotationPlural: "widgets"}, testSchema,
+			schema.GroupVersionKind{Group: "example", Version: "v1", Kind: "Widget"}, "must contain a dot"},
+		{"lowercase kind", map[string]string{AnnotationPlural: "widgets"}, testSchema,
+			schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "widget"}, "capital letter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeChart(t, filepath.Join(t.TempDir(), "widget"), tt.annotations, tt.schema)
+			_, err := Generate(dir, tt.gvk)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestGenerateAll(t *testing.T) {
+	dir := t.TempDir()
+	writeChart(t, filepath.Join(dir, "charts", "widget"), map[string]string{AnnotationPlural: "widgets"}, testSchema)
+	watches := filepath.Join(dir, "watches.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(watches, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The chart is found in the charts directory by the base name of its watches path.
+	write("- group: example.transwarp.io\n  version: v1\n  kind: Widget\n  chart: /opt/helm/helm-charts/widget\n  reconcilePeriod: 1m\n")
+	files, err := GenerateAll(watches, filepath.Join(dir, "charts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].Name != "example.transwarp.io_widgets.yaml" {
+		t.Errorf("files: %v", files)
+	}
+
+	write("- group: example.transwarp.io\n  version: v1\n  kind: Widget\n  chart: widget\n" +
+		"- group: example.transwarp.io\n  version: v2\n  kind: Widget\n  chart: widget\n")
+	if _, err := GenerateAll(watches, filepath.Join(dir, "charts")); err == nil || !strings.Contains(err.Error(), "more than one version") {
+		t.Errorf("two versions of a kind: %v", err)
+	}
+	write("- group: example.transwarp.io\n  kind: Widget\n  chart: widget\n")
+	if _, err := GenerateAll(watches, filepath.Join(dir, "charts")); err == nil || !strings.Contains(err.Error(), "version must not be empty") {
+		t.Errorf("entry without version: %v", err)
+	}
+	write("[]\n")
+	if _, err := GenerateAll(watches, filepath.Join(dir, "charts")); err == nil || !strings.Contains(err.Error(), "no watches") {
+		t.Errorf("empty watches: %v", err)
+	}
+}

@@ -1,0 +1,442 @@
+package charts
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// The objects each chart renders for its sample, by release name and spec.
+var sampleObjects = map[string]func(release string, spec map[string]any) []string{
+	"WarpdrivePool": func(release string, _ map[string]any) []string {
+		return []string{"ConfigMap/" + release, "Service/" + release, "StatefulSet/" + release, "StorageClass/" + release}
+	},
+	"AppService": func(release string, spec map[string]any) []string {
+		return []string{"Deployment/" + spec["deploymentName"].(string), "Service/" + release}
+	},
+	"UnitedDeployment": func(_ string, spec map[string]any) []string {
+		return []string{"Deployment/" + spec["deploymentName"].(string)}
+	},
+	"Guestbook": func(release string, _ map[string]any) []string {
+		return []string{"Deployment/" + release, "Service/" + release}
+	},
+	"Memcached": func(release string, _ map[string]any) []string {
+		return []string{"Deployment/" + release, "PodDisruptionBudget/" + release}
+	},
+}
+
+// Every watched kind has a chart, a sample, and renders exactly the expected objects for it.
+func TestSamplesRender(t *testing.T) {
+	for _, w := range watchList(t) {
+		t.Run(w.Kind, func(t *testing.T) {
+			want, ok := sampleObjects[w.Kind]
+			if !ok {
+				t.Fatalf("no expectations for kind %s: add them to sampleObjects", w.Kind)
+			}
+			s := loadSample(t, w)
+			if s.Object["kind"] != w.Kind || s.Object["apiVersion"] != w.Group+"/"+w.Version {
+				t.Errorf("sample is a %v %v", s.Object["apiVersion"], s.Object["kind"])
+			}
+			chartName := strings.ToLower(w.Kind)
+			if w.Chart != "helm-charts/"+chartName {
+				t.Errorf("chart path %q, want helm-charts/%s", w.Chart, chartName)
+			}
+			r := mustInstall(t, chartName, s.Name, s.Spec)
+			if got := r.keys(); !reflect.DeepEqual(got, want(s.Name, s.Spec)) {
+				t.Errorf("objects %v, want %v", got, want(s.Name, s.Spec))
+			}
+			checkCommon(t, r, chartName, s.Name)
+		})
+	}
+}
+
+// The original controllers' custom resources keep working: the spec shapes they used are
+// accepted as they are.
+func TestOriginalSpecShapes(t *testing.T) {
+	tests := []struct {
+		chart, spec, replicasOf string
+		replicas                int32
+	}{
+		{"appservice", "deploymentName: x\nreplicas: 1", "Deployment/x", 1},
+		{"uniteddeployment", "deploymentName: x\nreplicas: 3", "Deployment/x", 3},
+		{"memcached", "size: 3", "Deployment/r", 3},
+		{"guestbook", "foo: bar", "Deployment/r", 1},
+		{"warpdrivepool", "capacity: 10Gi", "StatefulSet/r", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.chart, func(t *testing.T) {
+			r := mustInstall(t, tt.chart, "r", decodeYAML(t, tt.spec))
+			checkCommon(t, r, tt.chart, "r")
+			var got *int32
+			switch o := r.objects[tt.replicasOf].(type) {
+			case *appsv1.Deployment:
+				got = o.Spec.Replicas
+			case *appsv1.StatefulSet:
+				got = o.Spec.Replicas
+			default:
+				t.Fatalf("no %s among %v", tt.replicasOf, r.keys())
+			}
+			if got == nil || *got != tt.replicas {
+				t.Errorf("replicas %v, want %d", got, tt.replicas)
+			}
+		})
+	}
+}
+
+func TestWarpdrivePool(t *testing.T) {
+	const release = "pool-a"
+	r := mustInstall(t, "warpdrivepool", release, decodeYAML(t, `
+capacity: 100Gi
+replicas: 3
+overcommitRatio: 1.5
+reclaimPolicy: Retain
+storageClassName: fast-pool
+image: registry.example.com/pool:2.0
+nodeSelector: {disktype: ssd}
+resources: {limits: {memory: 1Gi}}
+`))
+	checkCommon(t, r, "warpdrivepool", release)
+	if got, want := r.keys(), []string{"ConfigMap/pool-a", "Service/pool-a", "StatefulSet/pool-a", "StorageClass/fast-pool"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("objects %v, want %v", got, want)
+	}
+
+	sts := get[*appsv1.StatefulSet](t, r, "StatefulSet/pool-a")
+	if *sts.Spec.Replicas != 3 || sts.Spec.ServiceName != "pool-a" || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("statefulset: replicas %d, serviceName %q, policy %q", *sts.Spec.Replicas, sts.Spec.ServiceName, sts.Spec.PodManagementPolicy)
+	}
+	pod := sts.Spec.Template.Spec
+	if !reflect.DeepEqual(pod.NodeSelector, map[string]string{"disktype": "ssd"}) {
+		t.Errorf("nodeSelector %v", pod.NodeSelector)
+	}
+	c := pod.Containers[0]
+	if c.Image != "registry.example.com/pool:2.0" || c.EnvFrom[0].ConfigMapRef.Name != "pool-a" {
+		t.Errorf("container: image %q, envFrom %+v", c.Image, c.EnvFrom)
+	}
+	// Limits from the spec and the default requests are both kept.
+	wantRes := corev1.ResourceRequirements{
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+	}
+	if !equalResources(c.Resources, wantRes) {
+		t.Errorf("resources %v, want %v", c.Resources, wantRes)
+	}
+	if !reflect.DeepEqual(sts.Spec.Selector.MatchLabels, map[string]string{
+		"app.kubernetes.io/name": "warpdrivepool", "app.kubernetes.io/instance": release}) {
+		t.Errorf("selector %v", sts.Spec.Selector.MatchLabels)
+	}
+
+	svc := get[*corev1.Service](t, r, "Service/pool-a")
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !reflect.DeepEqual(svc.Spec.Selector, sts.Spec.Selector.MatchLabels) {
+		t.Errorf("service: clusterIP %q, selector %v", svc.Spec.ClusterIP, svc.Spec.Selector)
+	}
+
+	cm := get[*corev1.ConfigMap](t, r, "ConfigMap/pool-a")
+	wantData := map[string]string{
+		"POOL_NAME": release, "POOL_CAPACITY": "100Gi", "POOL_OVERCOMMIT_RATIO": "1.5",
+		"POOL_RECLAIM_POLICY": "Retain", "POOL_STORAGE_CLASS": "fast-pool",
+	}
+	if !reflect.DeepEqual(cm.Data, wantData) {
+		t.Errorf("configmap data %v, want %v", cm.Data, wantData)
+	}
+
+	sc := get[*storagev1.StorageClass](t, r, "StorageClass/fast-pool")
+	wantParams := map[string]string{"pool": release, "poolNamespace": namespace, "poolService": "pool-a.team-a.svc"}
+	if sc.Provisioner != "warpdrive.transwarp.io/pool" || *sc.ReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
+		*sc.VolumeBindingMode != storagev1.VolumeBindingImmediate || !reflect.DeepEqual(sc.Parameters, wantParams) {
+		t.Errorf("storageclass: provisioner %q, reclaimPolicy %v, binding %v, parameters %v",
+			sc.Provisioner, *sc.ReclaimPolicy, *sc.VolumeBindingMode, sc.Parameters)
+	}
+}
+
+func TestWarpdrivePoolDefaultsAndBounds(t *testing.T) {
+	r := mustInstall(t, "warpdrivepool", "pool-b", map[string]any{"capacity": int64(1099511627776)})
+	checkCommon(t, r, "warpdrivepool", "pool-b")
+	sc := get[*storagev1.StorageClass](t, r, "StorageClass/pool-b")
+	if *sc.ReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		t.Errorf("default reclaimPolicy %v", *sc.ReclaimPolicy)
+	}
+	cm := get[*corev1.ConfigMap](t, r, "ConfigMap/pool-b")
+	if cm.Data["POOL_CAPACITY"] != "1099511627776" || cm.Data["POOL_OVERCOMMIT_RATIO"] != "1" {
+		t.Errorf("configmap data %v", cm.Data)
+	}
+	if img := get[*appsv1.StatefulSet](t, r, "StatefulSet/pool-b").Spec.Template.Spec.Containers[0].Image; img != "warpdrive/pool-server:0.1.0" {
+		t.Errorf("default image %q", img)
+	}
+
+	// Scaling the pool changes only the StatefulSet's replicas: the pod template (with its
+	// config checksum) stays the same, so no server restarts.
+	var template *corev1.PodTemplateSpec
+	for _, replicas := range []int64{1, 32} {
+		r := mustInstall(t, "warpdrivepool", "pool-b", map[string]any{"capacity": "1Ti", "replicas": replicas})
+		sts := get[*appsv1.StatefulSet](t, r, "StatefulSet/pool-b")
+		if int64(*sts.Spec.Replicas) != replicas {
+			t.Errorf("replicas %d rendered as %d", replicas, *sts.Spec.Replicas)
+		}
+		if template != nil && !reflect.DeepEqual(template, &sts.Spec.Template) {
+			t.Errorf("scaling to %d changed the pod template", replicas)
+		}
+		template = &sts.Spec.Template
+	}
+	// A change of the servers' settings does change the pod template, to restart them.
+	r = mustInstall(t, "warpdrivepool", "pool-b", map[string]any{"capacity": "2Ti", "replicas": int64(32)})
+	if sts := get[*appsv1.StatefulSet](t, r, "StatefulSet/pool-b"); sts.Spec.Template.Annotations["checksum/config"] == template.Annotations["checksum/config"] {
+		t.Error("a new capacity left the config checksum of the pod template unchanged")
+	}
+	for _, capacity := range []any{"1", int64(1), "0.5Gi", "1e3", "+2Pi"} {
+		mustInstall(t, "warpdrivepool", "pool-b", map[string]any{"capacity": capacity})
+	}
+}
+
+// A capacity of zero matches the schema but is refused by the chart's own check, with a
+// message the operator shows in the ReleaseFailed condition.
+func TestWarpdrivePoolZeroCapacityFails(t *testing.T) {
+	for _, capacity := range []any{int64(0), "0", "0Gi", "0.0Ti", "000", ".0", "0e3", "+0Mi"} {
+		_, err := install(t, "warpdrivepool", "pool-c", map[string]any{"capacity": capacity})
+		if err == nil || !strings.Contains(err.Error(), "capacity must be greater than zero") {
+			t.Errorf("capacity %v: error %v, want \"capacity must be greater than zero\"", capacity, err)
+		}
+	}
+}
+
+func TestAppServiceAndUnitedDeployment(t *testing.T) {
+	for _, chartName := range []string{"appservice", "uniteddeployment"} {
+		t.Run(chartName, func(t *testing.T) {
+			for _, replicas := range []int64{0, 1, 100} {
+				r := mustInstall(t, chartName, "svc-a", map[string]any{"deploymentName": "web", "replicas": replicas})
+				checkCommon(t, r, chartName, "svc-a")
+				d := get[*appsv1.Deployment](t, r, "Deployment/web")
+				if int64(*d.Spec.Replicas) != replicas {
+					t.Errorf("replicas %d rendered as %d", replicas, *d.Spec.Replicas)
+				}
+				if chartName == "appservice" {
+					svc := get[*corev1.Service](t, r, "Service/svc-a")
+					if !reflect.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || svc.Spec.Ports[0].TargetPort != intstr.FromString("http") {
+						t.Errorf("service selector %v, ports %v; deployment selector %v", svc.Spec.Selector, svc.Spec.Ports, d.Spec.Selector.MatchLabels)
+					}
+				}
+			}
+			// A 63-character deploymentName, the longest label, is the Deployment's name.
+			long := strings.Repeat("d", 63)
+			r := mustInstall(t, chartName, "svc-a", map[string]any{"deploymentName": long})
+			if d := get[*appsv1.Deployment](t, r, "Deployment/"+long); *d.Spec.Replicas != 1 {
+				t.Errorf("default replicas %d", *d.Spec.Replicas)
+			}
+		})
+	}
+}
+
+func TestGuestbook(t *testing.T) {
+	for _, serviceType := range []string{"ClusterIP", "NodePort", "LoadBalancer"} {
+		r := mustInstall(t, "guestbook", "gb", map[string]any{"replicas": int64(4), "serviceType": serviceType, "image": "gb:1"})
+		checkCommon(t, r, "guestbook", "gb")
+		d := get[*appsv1.Deployment](t, r, "Deployment/gb")
+		svc := get[*corev1.Service](t, r, "Service/gb")
+		if *d.Spec.Replicas != 4 || d.Spec.Template.Spec.Containers[0].Image != "gb:1" {
+			t.Errorf("deployment: replicas %d, image %q", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image)
+		}
+		if string(svc.Spec.Type) != serviceType || !reflect.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) {
+			t.Errorf("service: type %q, selector %v", svc.Spec.Type, svc.Spec.Selector)
+		}
+	}
+	r := mustInstall(t, "guestbook", "gb", map[string]any{})
+	if svc := get[*corev1.Service](t, r, "Service/gb"); svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("default service type %q", svc.Spec.Type)
+	}
+}
+
+func TestMemcached(t *testing.T) {
+	for _, size := range []int64{0, 3, 100} {
+		r := mustInstall(t, "memcached", "cache", map[string]any{"size": size})
+		checkCommon(t, r, "memcached", "cache")
+		d := get[*appsv1.Deployment](t, r, "Deployment/cache")
+		if int64(*d.Spec.Replicas) != size {
+			t.Errorf("size %d rendered as %d replicas", size, *d.Spec.Replicas)
+		}
+		pdb := get[*policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget/cache")
+		if *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || !reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) {
+			t.Errorf("pdb: maxUnavailable %v, selector %v", pdb.Spec.MaxUnavailable, pdb.Spec.Selector)
+		}
+	}
+}
+
+// Release names up to Helm's limit of 53 give valid object names and label values; the
+// pool's StatefulSet (and its Service and ConfigMap) are cut to 52 characters, which leaves
+// room for the revision hash that the StatefulSet controller appends in its pods' labels.
+func TestLongReleaseName(t *testing.T) {
+	long := strings.Repeat("a", 52) + "z"
+	cut := long[:52]
+	tests := []struct {
+		chart string
+		spec  map[string]any
+		want  []string
+	}{
+		{"warpdrivepool", map[string]any{"capacity": "1Gi"},
+			[]string{"ConfigMap/" + cut, "Service/" + cut, "StatefulSet/" + cut, "StorageClass/" + long}},
+		{"appservice", map[string]any{"deploymentName": "web"}, []string{"Deployment/web", "Service/" + long}},
+		{"uniteddeployment", map[string]any{"deploymentName": "web"}, []string{"Deployment/web"}},
+		{"guestbook", map[string]any{}, []string{"Deployment/" + long, "Service/" + long}},
+		{"memcached", map[string]any{}, []string{"Deployment/" + long, "PodDisruptionBudget/" + long}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.chart, func(t *testing.T) {
+			r := mustInstall(t, tt.chart, long, tt.spec)
+			checkCommon(t, r, tt.chart, long)
+			if got := r.keys(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("objects %v, want %v", got, tt.want)
+			}
+			_, err := install(t, tt.chart, long+"b", tt.spec)
+			if err == nil || !strings.Contains(err.Error(), "must not be longer than 53") {
+				t.Errorf("a 54-character release name: error %v, want Helm to refuse it", err)
+			}
+		})
+	}
+}
+
+// Strings that would break YAML or look like templates reach the objects verbatim: values
+// are quoted, never evaluated as templates, and cannot add fields or objects.
+func TestHostileStrings(t *testing.T) {
+	hostile := []string{"a: b\n- c", "{{ .Release.Name }}", "x\"\n---\napiVersion: v1\nkind: Namespace", "'; } ]"}
+	specs := map[string]map[string]any{
+		"warpdrivepool":    {"capacity": "1Gi"},
+		"appservice":       {"deploymentName": "web"},
+		"uniteddeployment": {"deploymentName": "web"},
+		"guestbook":        {},
+		"memcached":        {},
+	}
+	for chartName, spec := range specs {
+		t.Run(chartName, func(t *testing.T) {
+			plain := mustInstall(t, chartName, "h", spec)
+			for _, s := range hostile {
+				values := with(spec, "image", s)
+				if chartName == "warpdrivepool" {
+					values["nodeSelector"] = map[string]any{"zone": s, s: "v"}
+				}
+				r := mustInstall(t, chartName, "h", values)
+				if !reflect.DeepEqual(r.keys(), plain.keys()) {
+					t.Fatalf("image %q: objects %v, want %v", s, r.keys(), plain.keys())
+				}
+				checkCommon(t, r, chartName, "h")
+				for key, obj := range r.objects {
+					tmpl := podTemplate(obj)
+					if tmpl == nil {
+						continue
+					}
+					if got := tmpl.Spec.Containers[0].Image; got != s {
+						t.Errorf("%s: image %q, want %q", key, got, s)
+					}
+					if chartName == "warpdrivepool" && !reflect.DeepEqual(tmpl.Spec.NodeSelector, map[string]string{"zone": s, s: "v"}) {
+						t.Errorf("%s: nodeSelector %v", key, tmpl.Spec.NodeSelector)
+					}
+				}
+			}
+		})
+	}
+}
+
+// values.schema.json rejects bad values before anything renders, naming the field.
+func TestSchemaRejects(t *testing.T) {
+	pool := map[string]any{"capacity": "10Gi"}
+	app := map[string]any{"deploymentName": "web"}
+	tests := []struct {
+		chart   string
+		values  map[string]any
+		wantErr string
+	}{
+		{"warpdrivepool", map[string]any{}, "missing property 'capacity'"},
+		{"warpdrivepool", with(pool, "capacity", "-1Gi"), "'/capacity'"},
+		{"warpdrivepool", with(pool, "capacity", int64(-1)), "'/capacity'"},
+		{"warpdrivepool", with(pool, "capacity", "ten gigs"), "'/capacity'"},
+		{"warpdrivepool", with(pool, "capacity", 1.5), "'/capacity'"},
+		{"warpdrivepool", with(pool, "capacity", "a: b\n- c"), "'/capacity'"},
+		{"warpdrivepool", with(pool, "replicas", int64(0)), "'/replicas'"},
+		{"warpdrivepool", with(pool, "replicas", int64(33)), "'/replicas'"},
+		{"warpdrivepool", with(pool, "replicas", "3"), "'/replicas'"},
+		{"warpdrivepool", with(pool, "overcommitRatio", 0.5), "'/overcommitRatio'"},
+		{"warpdrivepool", with(pool, "overcommitRatio", int64(11)), "'/overcommitRatio'"},
+		{"warpdrivepool", with(pool, "reclaimPolicy", "Recycle"), "'/reclaimPolicy'"},
+		{"warpdrivepool", with(pool, "storageClassName", "Fast_Pool"), "'/storageClassName'"},
+		{"warpdrivepool", with(pool, "storageClassName", ""), "'/storageClassName'"},
+		{"warpdrivepool", with(pool, "storageClassName", "{{ .Release.Name }}"), "'/storageClassName'"},
+		{"warpdrivepool", with(pool, "image", ""), "'/image'"},
+		{"warpdrivepool", with(pool, "nodeSelector", map[string]any{"zone": int64(1)}), "'/nodeSelector/zone'"},
+		{"warpdrivepool", with(pool, "resources", map[string]any{"requests": map[string]any{"cpu": "lots"}}), "'/resources/requests/cpu'"},
+		{"warpdrivepool", with(pool, "resources", map[string]any{"claims": []any{}}), "'/resources'"},
+		{"warpdrivepool", with(pool, "namespace", "kube-system"), "additional properties 'namespace' not allowed"},
+		{"appservice", map[string]any{"replicas": int64(1)}, "missing property 'deploymentName'"},
+		{"appservice", with(app, "deploymentName", "Web_App"), "'/deploymentName'"},
+		{"appservice", with(app, "deploymentName", "a: b\n- c"), "'/deploymentName'"},
+		{"appservice", with(app, "deploymentName", strings.Repeat("d", 64)), "'/deploymentName'"},
+		{"appservice", with(app, "replicas", int64(-1)), "'/replicas'"},
+		{"appservice", with(app, "replicas", int64(101)), "'/replicas'"},
+		{"uniteddeployment", map[string]any{}, "missing property 'deploymentName'"},
+		{"uniteddeployment", with(app, "deploymentName", "web.app"), "'/deploymentName'"},
+		{"uniteddeployment", with(app, "replicas", int64(101)), "'/replicas'"},
+		{"guestbook", map[string]any{"serviceType": "ExternalName"}, "'/serviceType'"},
+		{"guestbook", map[string]any{"replicas": int64(101)}, "'/replicas'"},
+		{"guestbook", map[string]any{"foo": int64(1)}, "'/foo'"},
+		{"memcached", map[string]any{"size": int64(-1)}, "'/size'"},
+		{"memcached", map[string]any{"size": int64(101)}, "'/size'"},
+		{"memcached", map[string]any{"size": 2.5}, "'/size'"},
+	}
+	for _, tt := range tests {
+		_, err := install(t, tt.chart, "bad", tt.values)
+		if err == nil {
+			t.Errorf("%s %v: rendered, want a schema error naming %s", tt.chart, tt.values, tt.wantErr)
+			continue
+		}
+		if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s %v: error %q, want a schema error containing %s", tt.chart, tt.values, err, tt.wantErr)
+		}
+	}
+}
+
+// values.yaml holds exactly the schema's defaults (plus defaults the schema leaves to the
+// chart, such as resources), so that the CRD's defaulting and Helm's agree.
+func TestValuesMatchSchemaDefaults(t *testing.T) {
+	for _, w := range watchList(t) {
+		t.Run(w.Kind, func(t *testing.T) {
+			c := loadChart(t, strings.ToLower(w.Kind))
+			var schema struct {
+				Properties map[string]struct {
+					Default any `json:"default"`
+				} `json:"properties"`
+			}
+			if err := yaml.Unmarshal(c.Schema, &schema); err != nil {
+				t.Fatal(err)
+			}
+			for name, prop := range schema.Properties {
+				if prop.Default != nil && !reflect.DeepEqual(prop.Default, c.Values[name]) {
+					t.Errorf("%s: schema default %v, values.yaml %v", name, prop.Default, c.Values[name])
+				}
+			}
+			for name := range c.Values {
+				if _, ok := schema.Properties[name]; !ok {
+					t.Errorf("values.yaml has %s, which the schema does not declare", name)
+				}
+			}
+		})
+	}
+}
+
+func equalResources(a, b corev1.ResourceRequirements) bool {
+	eq := func(x, y corev1.ResourceList) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || v.Cmp(w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return eq(a.Limits, b.Limits) && eq(a.Requests, b.Requests)
+}

@@ -1,0 +1,289 @@
+// Package charts tests the charts in helm-charts/ the way the helm-operator uses them (a
+// client-only Helm install whose values are a custom resource's spec) and the CRDs that
+// hack/crdgen generates from them. No cluster is needed.
+package charts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes/scheme"
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
+	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/watches"
+)
+
+// The repository root, from this package's directory.
+const root = "../.."
+
+// namespace of every test release: all namespaced objects must land in it.
+const namespace = "team-a"
+
+func chartDir(name string) string { return filepath.Join(root, "helm-charts", name) }
+
+func loadChart(t *testing.T, name string) *chart.Chart {
+	t.Helper()
+	c, err := loader.LoadDir(chartDir(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// watchList returns the entries of watches.yaml.
+func watchList(t *testing.T) []watches.Watch {
+	t.Helper()
+	w, err := watches.Load(filepath.Join(root, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// sampleFile is operator-sdk's name for a kind's sample in config/samples.
+func sampleFile(w watches.Watch) string {
+	return filepath.Join(root, "config", "samples",
+		fmt.Sprintf("%s_%s_%s.yaml", w.Group, w.Version, strings.ToLower(w.Kind)))
+}
+
+// sample is a sample custom resource, decoded as the apiserver hands it out (integers as
+// int64), which is what the helm-operator passes to Helm.
+type sample struct {
+	Object map[string]any
+	Name   string
+	Spec   map[string]any
+}
+
+func loadSample(t *testing.T, w watches.Watch) sample {
+	t.Helper()
+	data, err := os.ReadFile(sampleFile(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := decodeYAML(t, string(data))
+	metadata, _ := obj["metadata"].(map[string]any)
+	spec, _ := obj["spec"].(map[string]any)
+	name, _ := metadata["name"].(string)
+	return sample{Object: obj, Name: name, Spec: spec}
+}
+
+// decodeYAML decodes YAML like the apiserver decodes JSON: whole numbers become int64.
+func decodeYAML(t *testing.T, s string) map[string]any {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := utiljson.Unmarshal(j, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// install renders a chart like the helm-operator installs a release: values are the spec,
+// merged over values.yaml and checked against values.schema.json; nothing reaches a cluster.
+func install(t *testing.T, chartName, release string, values map[string]any) (*rendered, error) {
+	t.Helper()
+	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	inst.DryRun = true
+	inst.ClientOnly = true
+	inst.ReleaseName = release
+	inst.Namespace = namespace
+	rel, err := inst.Run(loadChart(t, chartName), values)
+	if err != nil {
+		return nil, err
+	}
+	return parseManifest(t, rel.Manifest), nil
+}
+
+// mustInstall is install for values that must render.
+func mustInstall(t *testing.T, chartName, release string, values map[string]any) *rendered {
+	t.Helper()
+	r, err := install(t, chartName, release, values)
+	if err != nil {
+		t.Fatalf("rendering %s with %v: %v", chartName, values, err)
+	}
+	return r
+}
+
+// rendered holds the objects of a release by "Kind/name".
+type rendered struct {
+	objects map[string]runtime.Object
+}
+
+// strict decoding fails on fields the API types do not have: a typo in a template fails
+// the tests rather than being dropped by the apiserver.
+var decoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+func parseManifest(t *testing.T, manifest string) *rendered {
+	t.Helper()
+	r := &rendered{objects: map[string]runtime.Object{}}
+	for _, doc := range releaseutil.SplitManifests(manifest) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		obj, gvk, err := decoder.Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("decoding rendered object: %v\n%s", err, doc)
+		}
+		name, err := meta.NewAccessor().Name(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := gvk.Kind + "/" + name
+		if _, dup := r.objects[key]; dup {
+			t.Fatalf("%s rendered twice", key)
+		}
+		r.objects[key] = obj
+	}
+	return r
+}
+
+// keys lists the objects as "Kind/name", sorted.
+func (r *rendered) keys() []string {
+	var keys []string
+	for k := range r.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// get returns the object "Kind/name" as a T, failing the test if it is missing.
+func get[T runtime.Object](t *testing.T, r *rendered, key string) T {
+	t.Helper()
+	obj, ok := r.objects[key]
+	if !ok {
+		t.Fatalf("no %s among %v", key, r.keys())
+	}
+	typed, ok := obj.(T)
+	if !ok {
+		t.Fatalf("%s is a %T", key, obj)
+	}
+	return typed
+}
+
+// clusterScoped are the kinds a chart may render without a namespace.
+var clusterScoped = map[string]bool{"StorageClass": true}
+
+// checkCommon reports every object of a release that breaks a rule all charts follow:
+// namespace, names, labels, and for workloads the pod's security and requests.
+func checkCommon(t *testing.T, r *rendered, chartName, release string) {
+	t.Helper()
+	for key, obj := range r.objects {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := strings.Split(key, "/")[0]
+		if clusterScoped[kind] {
+			if m.GetNamespace() != "" {
+				t.Errorf("%s: cluster-scoped object has namespace %q", key, m.GetNamespace())
+			}
+		} else if m.GetNamespace() != namespace {
+			t.Errorf("%s: namespace %q, want the release namespace %q", key, m.GetNamespace(), namespace)
+		}
+		if errs := validation.IsDNS1123Subdomain(m.GetName()); len(errs) > 0 {
+			t.Errorf("%s: bad name: %v", key, errs)
+		}
+		if kind == "Service" || kind == "StatefulSet" || kind == "Deployment" {
+			if errs := validation.IsDNS1123Label(m.GetName()); len(errs) > 0 {
+				t.Errorf("%s: bad name: %v", key, errs)
+			}
+		}
+		checkLabels(t, key, m.GetLabels(), chartName, release)
+		if spec := podTemplate(obj); spec != nil {
+			checkLabels(t, key+" pod template", spec.Labels, chartName, release)
+			checkPod(t, key, spec)
+		}
+	}
+}
+
+func checkLabels(t *testing.T, where string, labels map[string]string, chartName, release string) {
+	t.Helper()
+	want := map[string]string{
+		"app.kubernetes.io/name":       chartName,
+		"app.kubernetes.io/instance":   release,
+		"app.kubernetes.io/managed-by": "Helm",
+	}
+	for k, v := range want {
+		if labels[k] != v {
+			t.Errorf("%s: label %s=%q, want %q", where, k, labels[k], v)
+		}
+	}
+	for k, v := range labels {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("%s: label %s: %v", where, k, errs)
+		}
+	}
+}
+
+// restricted is the strictest Pod Security Standard, at the newest version the library knows.
+var restricted = psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
+
+var podSecurity = func() psapolicy.Evaluator {
+	e, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
+
+// checkPod checks a pod template against the restricted Pod Security Standard and requires
+// CPU and memory requests of every container.
+func checkPod(t *testing.T, where string, tmpl *corev1.PodTemplateSpec) {
+	t.Helper()
+	for _, res := range podSecurity.EvaluatePod(restricted, &tmpl.ObjectMeta, &tmpl.Spec) {
+		if !res.Allowed {
+			t.Errorf("%s: violates the restricted Pod Security Standard: %s: %s", where, res.ForbiddenReason, res.ForbiddenDetail)
+		}
+	}
+	for _, c := range tmpl.Spec.Containers {
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[name]; !ok || q.IsZero() {
+				t.Errorf("%s: container %s has no %s request", where, c.Name, name)
+			}
+		}
+	}
+}
+
+// podTemplate returns the pod template of a workload, or nil.
+func podTemplate(obj runtime.Object) *corev1.PodTemplateSpec {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &o.Spec.Template
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template
+	}
+	return nil
+}
+
+// with returns a copy of values with the given keys set.
+func with(values map[string]any, kv ...any) map[string]any {
+	out := map[string]any{}
+	for k, v := range values {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i].(string)] = kv[i+1]
+	}
+	return out
+}
