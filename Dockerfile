@@ -17,10 +17,7 @@ COPY . .
 # helm-operator-plugins version that go.mod resolves, so its startup log reports it.
 RUN set -eu; \
     export CGO_ENABLED=0 GOOS="${TARGETOS:-linux}" GOARCH="${TARGETARCH:-$(go env GOARCH)}"; \
-    hop_version="$(go list -m -f '{{.Version}}' github.com/operator-framework/helm-operator-plugins)"; \
-    go build -trimpath \
-      -ldflags "-s -w -X github.com/operator-framework/helm-operator-plugins/internal/version.GitVersion=${hop_version}" \
-      -o /out/helm-operator github.com/operator-framework/helm-operator-plugins; \
+    go build -trimpath -ldflags "-s -w" -o /out/manager ./cmd/manager; \
     go build -trimpath -ldflags "-s -w" -o /out/sidecar ./sidecar
 
 # ---- runtime stage
@@ -29,7 +26,7 @@ FROM gcr.io/distroless/static:nonroot
 # watches.yaml refers to its charts as relative paths (helm-charts/<kind>), which the
 # helm-operator resolves against its working directory.
 WORKDIR /opt/helm
-COPY --from=builder /out/helm-operator /helm-operator
+COPY --from=builder /out/manager /manager
 COPY --from=builder /out/sidecar /sidecar
 COPY watches.yaml /opt/helm/watches.yaml
 COPY helm-charts/ /opt/helm/helm-charts/
@@ -37,4 +34,4 @@ COPY helm-charts/ /opt/helm/helm-charts/
 # Numeric user so that the kubelet can check runAsNonRoot.
 USER 65532:65532
 
-ENTRYPOINT ["/helm-operator", "run"]
+ENTRYPOINT ["/manager"]

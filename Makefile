@@ -68,10 +68,14 @@ demo: ## Start the local cluster, run the operator, apply the five samples and s
 ##@ Build
 
 .PHONY: build
-build: helm-operator sidecar ## Build bin/helm-operator and bin/sidecar.
+build: manager sidecar ## Build bin/manager (the helm-operator of this project) and bin/sidecar.
+
+.PHONY: manager
+manager: ## Build bin/manager: helm-operator-plugins' reconciler for every kind in watches.yaml.
+	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: helm-operator
-helm-operator: ## Build bin/helm-operator from helm-operator-plugins (version pinned in go.mod).
+helm-operator: ## Build bin/helm-operator, the stock helm-operator (version pinned in go.mod), for comparison.
 	go build -o $(LOCALBIN)/helm-operator github.com/operator-framework/helm-operator-plugins
 
 .PHONY: sidecar
@@ -79,7 +83,7 @@ sidecar: ## Build bin/sidecar.
 	go build -o $(LOCALBIN)/sidecar ./sidecar
 
 .PHONY: run
-run: build ## Run the helm-operator and the sidecar in the foreground against $KUBECONFIG.
+run: build ## Run the manager and the sidecar in the foreground against $KUBECONFIG.
 	hack/run.sh
 
 .PHONY: docker-build

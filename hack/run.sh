@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make run: the helm-operator and the sidecar against $KUBECONFIG, as the manager pod runs
+# make run: the manager (the helm-operator) and the sidecar against $KUBECONFIG, as the pod runs
 # them. Ctrl-C (or SIGTERM) stops both; if one exits, the other is stopped too.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,7 +9,7 @@ export KUBECONFIG
 cd "$ROOT" # watches.yaml names the charts relative to the repository root
 
 # Loopback ports, so that nothing else on the machine can reach them.
-"$BIN/helm-operator" run --watches-file=watches.yaml \
+"$BIN/manager" --watches-file=watches.yaml \
   --metrics-bind-address="${METRICS_ADDR:-127.0.0.1:8080}" \
   --health-probe-bind-address="${PROBE_ADDR:-127.0.0.1:8081}" "$@" &
 operator=$!

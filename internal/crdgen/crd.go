@@ -108,10 +108,15 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 			StatusReplicasPath: ".status.replicas",
 			LabelSelectorPath:  ptr(".status.selector"),
 		}
-		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns, apiextv1.CustomResourceColumnDefinition{
-			Name: "Desired", Type: "integer", JSONPath: info.replicasPath,
-			Description: "Desired number of replicas.",
-		})
+		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
+			apiextv1.CustomResourceColumnDefinition{
+				Name: "Desired", Type: "integer", JSONPath: info.replicasPath,
+				Description: "Desired number of replicas.",
+			},
+			apiextv1.CustomResourceColumnDefinition{
+				Name: "Available", Type: "integer", JSONPath: ".status.availableReplicas",
+				Description: "Available replicas of the resource's workloads, as the sidecar last saw them.",
+			})
 	}
 	for _, c := range info.columns {
 		field, err := specField(spec, c.path)
@@ -191,6 +196,9 @@ func statusSchema() apiextv1.JSONSchemaProps {
 	str := func(desc string) apiextv1.JSONSchemaProps {
 		return apiextv1.JSONSchemaProps{Type: "string", Description: desc}
 	}
+	count := func(desc string) apiextv1.JSONSchemaProps {
+		return apiextv1.JSONSchemaProps{Type: "integer", Format: "int32", Minimum: ptr(0.0), Description: desc}
+	}
 	return apiextv1.JSONSchemaProps{
 		Type:                   "object",
 		Description:            "Status written by the helm-operator and the sidecar.",
@@ -219,6 +227,13 @@ func statusSchema() apiextv1.JSONSchemaProps {
 					"manifest": str("Rendered manifest of the release."),
 				},
 			},
+			// Written by the sidecar, summed over the release's Deployments, StatefulSets
+			// and DaemonSets.
+			"replicas":           count("Replicas of the resource's workloads."),
+			"readyReplicas":      count("Ready replicas of the resource's workloads."),
+			"availableReplicas":  count("Available replicas of the resource's workloads."),
+			"observedGeneration": {Type: "integer", Format: "int64", Description: "The generation of the resource the sidecar last reported on."},
+			"selector":           str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
 		},
 	}
 }

@@ -74,7 +74,7 @@ func TestGenerate(t *testing.T) {
 	for _, c := range v.AdditionalPrinterColumns {
 		cols = append(cols, c.Name+":"+c.Type+":"+c.JSONPath)
 	}
-	want := []string{"Desired:integer:.spec.replicas", "Size:string:.spec.size",
+	want := []string{"Desired:integer:.spec.replicas", "Available:integer:.status.availableReplicas", "Size:string:.spec.size",
 		`Deployed:string:.status.conditions[?(@.type=="Deployed")].status`, "Age:date:.metadata.creationTimestamp"}
 	if strings.Join(cols, " ") != strings.Join(want, " ") {
 		t.Errorf("columns:\n got %v\nwant %v", cols, want)

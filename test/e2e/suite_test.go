@@ -12,7 +12,14 @@ import (
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-var env *framework.Env
+var (
+	env *framework.Env
+	// sidecar is the leading sidecar; the failover test replaces it with its standby.
+	sidecar *framework.Process
+)
+
+// The sidecars of the suite elect their leader with this Lease in the default namespace.
+const sidecarLeaseNamespace = "default"
 
 // TestMain sets the cluster up once for the whole suite, as kubebuilder's suite_test does.
 func TestMain(m *testing.M) {
@@ -40,16 +47,26 @@ func run(m *testing.M) int {
 
 // startOperator runs the manager pod's two containers as `make run` does.
 func startOperator() (stop func(), err error) {
-	op, err := env.Run("helm-operator", "helm-operator", "run", "--watches-file=watches.yaml",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-devel=false")
+	binary, args := "manager", []string{}
+	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
+		// The stock helm-operator, to see which of the suite's expectations it fails.
+		binary, args = "helm-operator", []string{"run"}
+	}
+	op, err := env.Run(binary, binary, append(args, "--watches-file=watches.yaml",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")...)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := env.Run("sidecar", "sidecar", "--watches-file=watches.yaml",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
-	if err != nil {
+	if sidecar, err = startSidecar("sidecar", "0"); err != nil {
 		op.Stop()
 		return nil, err
 	}
-	return func() { sc.Stop(); op.Stop() }, nil
+	return func() { sidecar.Stop(); op.Stop() }, nil
+}
+
+// startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none).
+func startSidecar(name, metricsAddr string) (*framework.Process, error) {
+	return env.Run(name, "sidecar", "--watches-file=watches.yaml",
+		"--leader-elect", "--leader-election-namespace="+sidecarLeaseNamespace,
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0")
 }

@@ -34,6 +34,9 @@ func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
 	cmd.Dir = e.Root
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A test binary that panics or is killed takes its operator processes with it: an
+	// orphaned operator would go on reconciling under the next run's feet.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
@@ -74,4 +77,15 @@ func (p *Process) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// Kubectl runs bin/kubectl against the test cluster, as a user would, and returns its
+// combined output.
+func (e *Env) Kubectl(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(e.Root, "bin", "kubectl"), append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+	}
+	return string(out), nil
 }

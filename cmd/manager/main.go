@@ -1,0 +1,90 @@
+// Command manager is the helm-operator of warpdrive-operator: it reconciles every kind in
+// watches.yaml into Helm releases of its chart, with helm-operator-plugins as the Helm
+// engine (see internal/operator for how it differs from the stock `helm-operator run`).
+// Its flags are those of `helm-operator run`, so either binary runs with the same arguments.
+package main
+
+import (
+	"flag"
+	"os"
+	"runtime"
+	"time"
+
+	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator"
+)
+
+func main() {
+	var (
+		opts                                      operator.Options
+		metricsAddr, probeAddr, pprofAddr         string
+		leaderElect, secureMetrics                bool
+		leaderElectionID, leaderElectionNamespace string
+	)
+	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file.")
+	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute,
+		"How often every CR is reconciled even without events (a watch's reconcilePeriod overrides it).")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", runtime.NumCPU(),
+		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
+	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 10,
+		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (0 disables it).")
+	flag.BoolVar(&secureMetrics, "metrics-secure", false,
+		"Serve metrics over HTTPS, to clients the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview).")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (0 disables them).")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (0 disables them).")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles.")
+	flag.StringVar(&leaderElectionID, "leader-election-id", "warpdrive-operator.transwarp.io", "Name of the leader election Lease.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
+	if secureMetrics {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgrOpts := ctrl.Options{
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        probeAddr,
+		PprofBindAddress:              pprofAddr,
+		LeaderElection:                leaderElect,
+		LeaderElectionID:              leaderElectionID,
+		LeaderElectionNamespace:       leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	// WATCH_NAMESPACE, as the stock helm-operator reads it: empty for all namespaces.
+	helmmgr.ConfigureWatchNamespaces(&mgrOpts, log)
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	if err != nil {
+		log.Error(err, "creating the manager")
+		os.Exit(1)
+	}
+	if err := operator.Setup(mgr, opts); err != nil {
+		log.Error(err, "setting up the reconcilers")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "adding the health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "adding the ready check")
+		os.Exit(1)
+	}
+	log.Info("starting the manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "running the manager")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,70 @@
+// Package operator sets up the helm-operator's reconcilers: one per kind in watches.yaml, each
+// installing, upgrading and uninstalling the kind's CRs as Helm releases of its chart. The
+// Helm engine is helm-operator-plugins' reconciler, configured as its stock `run` command
+// configures it, with two differences:
+//
+//   - the reconcilers' status writes keep status fields they do not own (statusclient.go), so
+//     that the sidecar's replica counts survive every install, upgrade and failure;
+//   - a watch's own reconcilePeriod and maxConcurrentReconciles in watches.yaml are honoured
+//     (the stock command reads only its flags).
+package operator
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Options are the defaults for every watch; watches.yaml may override them per kind.
+type Options struct {
+	WatchesFile             string
+	ReconcilePeriod         time.Duration
+	MaxConcurrentReconciles int
+	MaxReleaseHistory       int
+}
+
+// Setup adds a helm reconciler to mgr for every kind in the watches file.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	ws, err := watches.Load(opts.WatchesFile)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", opts.WatchesFile, err)
+	}
+	cl := statusKeepingClient{Client: mgr.GetClient()}
+	log := ctrl.Log.WithName("operator")
+	for _, w := range ws {
+		period, concurrency := opts.ReconcilePeriod, opts.MaxConcurrentReconciles
+		if w.ReconcilePeriod != nil {
+			period = w.ReconcilePeriod.Duration
+		}
+		if w.MaxConcurrentReconciles != nil {
+			concurrency = *w.MaxConcurrentReconciles
+		}
+		r, err := reconciler.New(
+			reconciler.WithChart(*w.Chart),
+			reconciler.WithGroupVersionKind(w.GroupVersionKind),
+			reconciler.WithOverrideValues(w.OverrideValues),
+			reconciler.WithSelector(*w.Selector),
+			reconciler.SkipDependentWatches(*w.WatchDependentResources),
+			reconciler.WithMaxConcurrentReconciles(concurrency),
+			reconciler.WithReconcilePeriod(period),
+			reconciler.WithMaxReleaseHistory(opts.MaxReleaseHistory),
+			reconciler.WithInstallAnnotations(annotation.DefaultInstallAnnotations...),
+			reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
+			reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
+			reconciler.WithClient(cl),
+		)
+		if err != nil {
+			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
+		}
+		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
+			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency)
+	}
+	return nil
+}
