@@ -11,7 +11,11 @@ import (
 	"time"
 
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -28,7 +32,10 @@ func main() {
 		leaderElectionID, leaderElectionNamespace string
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file.")
-	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute,
+	// The stock helm-operator re-renders and dry-runs every CR every minute, which costs CPU in
+	// proportion to the number of CRs while nothing happens. Drift is repaired from watch
+	// events on the rendered objects, so the periodic pass is only a safety net here.
+	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", 10*time.Hour,
 		"How often every CR is reconciled even without events (a watch's reconcilePeriod overrides it).")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", runtime.NumCPU(),
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
@@ -54,6 +61,15 @@ func main() {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	mgrOpts := ctrl.Options{
+		Cache: cache.Options{
+			// Nothing reads managedFields from the cache; they are a large part of every object.
+			DefaultTransform: cache.TransformStripManagedFields(),
+			// The reconcilers watch Secrets only to notice changes of release Secrets; without
+			// a selector the cache would hold every Secret of the cluster.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"owner": "helm"})},
+			},
+		},
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        probeAddr,
 		PprofBindAddress:              pprofAddr,

@@ -1,10 +1,17 @@
 // Package operator sets up the helm-operator's reconcilers: one per kind in watches.yaml, each
 // installing, upgrading and uninstalling the kind's CRs as Helm releases of its chart. The
 // Helm engine is helm-operator-plugins' reconciler, configured as its stock `run` command
-// configures it, with two differences:
+// configures it, with these differences:
 //
 //   - the reconcilers' status writes keep status fields they do not own (statusclient.go), so
 //     that the sidecar's replica counts survive every install, upgrade and failure;
+//   - an update of a CR's status alone does not start a reconcile (events.go): only a change
+//     of what the release should be does;
+//   - a reconciler touches only releases of its own chart (releaseguard.go): a CR named like
+//     another kind's CR in its namespace cannot take over that CR's release;
+//   - the objects of each release are watched, so that a hand edit or deletion is repaired at
+//     once: the stock command (v0.9.1) turns these watches off when watchDependentResources is
+//     true, its default, and leaves drift to the periodic reconcile, every minute;
 //   - a watch's own reconcilePeriod and maxConcurrentReconciles in watches.yaml are honoured
 //     (the stock command reads only its flags).
 package operator
@@ -34,6 +41,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("loading %s: %w", opts.WatchesFile, err)
 	}
 	cl := statusKeepingClient{Client: mgr.GetClient()}
+	actionClients, err := newActionClientGetter(mgr)
+	if err != nil {
+		return err
+	}
 	log := ctrl.Log.WithName("operator")
 	for _, w := range ws {
 		period, concurrency := opts.ReconcilePeriod, opts.MaxConcurrentReconciles
@@ -48,7 +59,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),
 			reconciler.WithOverrideValues(w.OverrideValues),
 			reconciler.WithSelector(*w.Selector),
-			reconciler.SkipDependentWatches(*w.WatchDependentResources),
+			// The stock run command passes watchDependentResources itself here, so its
+			// default (true) turns the watches off and drift waits for the periodic pass.
+			reconciler.SkipDependentWatches(!*w.WatchDependentResources),
 			reconciler.WithMaxConcurrentReconciles(concurrency),
 			reconciler.WithReconcilePeriod(period),
 			reconciler.WithMaxReleaseHistory(opts.MaxReleaseHistory),
@@ -56,11 +69,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
 			reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
 			reconciler.WithClient(cl),
+			reconciler.WithActionClientGetter(newReleaseGuard(actionClients, w.Chart)),
 		)
 		if err != nil {
 			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 		}
-		if err := r.SetupWithManager(mgr); err != nil {
+		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind)); err != nil {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,

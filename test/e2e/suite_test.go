@@ -16,10 +16,10 @@ var (
 	env *framework.Env
 	// sidecar is the leading sidecar; the failover test replaces it with its standby.
 	sidecar *framework.Process
+	// managerMetricsAddr is where the manager serves its metrics over HTTPS, to
+	// authenticated and authorized scrapers only (--metrics-secure).
+	managerMetricsAddr string
 )
-
-// The sidecars of the suite elect their leader with this Lease in the default namespace.
-const sidecarLeaseNamespace = "default"
 
 // TestMain sets the cluster up once for the whole suite, as kubebuilder's suite_test does.
 func TestMain(m *testing.M) {
@@ -52,8 +52,16 @@ func startOperator() (stop func(), err error) {
 		// The stock helm-operator, to see which of the suite's expectations it fails.
 		binary, args = "helm-operator", []string{"run"}
 	}
+	if managerMetricsAddr, err = framework.FreeAddr(); err != nil {
+		return nil, err
+	}
+	args = append(args, "--metrics-bind-address="+managerMetricsAddr, "--metrics-secure")
+	if env.Impersonating() {
+		// As in the pod: leader election, with the Lease where config/rbac grants it.
+		args = append(args, "--leader-elect", "--leader-election-namespace="+env.LeaseNamespace)
+	}
 	op, err := env.Run(binary, binary, append(args, "--watches-file=watches.yaml",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")...)
+		"--health-probe-bind-address=0")...)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +72,10 @@ func startOperator() (stop func(), err error) {
 	return func() { sidecar.Stop(); op.Stop() }, nil
 }
 
-// startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none).
-func startSidecar(name, metricsAddr string) (*framework.Process, error) {
-	return env.Run(name, "sidecar", "--watches-file=watches.yaml",
-		"--leader-elect", "--leader-election-namespace="+sidecarLeaseNamespace,
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0")
+// startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none), with
+// extra flags.
+func startSidecar(name, metricsAddr string, flags ...string) (*framework.Process, error) {
+	return env.Run(name, "sidecar", append([]string{"--watches-file=watches.yaml",
+		"--leader-elect", "--leader-election-namespace=" + env.LeaseNamespace,
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0"}, flags...)...)
 }

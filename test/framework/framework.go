@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,6 +44,13 @@ type Env struct {
 	Client     client.Client
 	Clientset  kubernetes.Interface
 	CRDs       []*apiextensionsv1.CustomResourceDefinition
+
+	// OperatorKubeconfig is what the operator's binaries run with: Kubeconfig, or one that
+	// impersonates ServiceAccount (see ImpersonateEnv).
+	OperatorKubeconfig string
+	ServiceAccount     types.NamespacedName
+	// LeaseNamespace is where the binaries keep their leader-election Leases.
+	LeaseNamespace string
 }
 
 // New connects to the cluster named by $WARPDRIVE_KUBECONFIG.
@@ -74,7 +82,11 @@ func New() (*Env, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Env{Root: RepoRoot(), Kubeconfig: kubeconfig, LogDir: logDir, Config: cfg, Client: c, Clientset: cs}, nil
+	e := &Env{Root: RepoRoot(), Kubeconfig: kubeconfig, LogDir: logDir, Config: cfg, Client: c, Clientset: cs}
+	if err := e.setupImpersonation(); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // RepoRoot is the repository root, found from this source file's location.
@@ -220,17 +232,21 @@ func slug(s string) string {
 // Poll calls check every 250 ms until it returns nil or the timeout passes; the error then
 // says what was last seen. The timeout bounds a wait, it is not a timing goal.
 func Poll(ctx context.Context, timeout time.Duration, check func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// check gets ctx, not a context with the deadline: its last error must say what was
+		// seen, not that a client call ran out of time.
 		err := check(ctx)
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		case <-deadline.C:
 			return fmt.Errorf("still not true after %s: %w", timeout, err)
 		case <-tick.C:
 		}

@@ -1,0 +1,123 @@
+package operator
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func version(rv string, mutate func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+	u := memcached(map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True"}}})
+	u.SetResourceVersion(rv)
+	u.SetGeneration(1)
+	if mutate != nil {
+		mutate(u)
+	}
+	return u
+}
+
+func TestOnlyStatusChanged(t *testing.T) {
+	old := version("1", nil)
+	cases := []struct {
+		name string
+		new  *unstructured.Unstructured
+		want bool
+	}{
+		{"status written", version("2", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(3), "status", "availableReplicas")
+		}), true},
+		{"status and managedFields written", version("2", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(3), "status", "availableReplicas")
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"manager": "sidecar"}}, "metadata", "managedFields")
+		}), true},
+		{"spec edited", version("2", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "size")
+			u.SetGeneration(2)
+		}), false},
+		{"finalizer added", version("2", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }), false},
+		{"annotation changed", version("2", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "b"}) }), false},
+		{"resync of the same version", version("1", nil), false},
+		{"no change but resourceVersion", version("2", nil), false},
+	}
+	for _, tc := range cases {
+		if got := onlyStatusChanged(old, tc.new); got != tc.want {
+			t.Errorf("%s: onlyStatusChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// recorder counts the events a handler is given.
+type recorder struct{ adds, updates, deletes int }
+
+func (r *recorder) OnAdd(any, bool)   { r.adds++ }
+func (r *recorder) OnUpdate(_, _ any) { r.updates++ }
+func (r *recorder) OnDelete(any)      { r.deletes++ }
+
+// stubInformer hands every handler added to it to the test.
+type stubInformer struct {
+	cache.Informer
+	added *toolscache.ResourceEventHandler
+}
+
+func (s stubInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, _ toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	*s.added = h
+	return nil, nil
+}
+
+type stubCache struct {
+	cache.Cache
+	added *toolscache.ResourceEventHandler
+}
+
+func (c stubCache) GetInformer(context.Context, client.Object, ...cache.InformerGetOption) (cache.Informer, error) {
+	return stubInformer{added: c.added}, nil
+}
+
+// TestFilteringCache: handlers on the CR kind's informer miss status-only updates and get
+// everything else; handlers on other kinds' informers get every event.
+func TestFilteringCache(t *testing.T) {
+	var added toolscache.ResourceEventHandler
+	gvk := schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"}
+	c := filteringCache{Cache: stubCache{added: &added}, gvk: gvk}
+
+	statusOnly := version("2", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(3), "status", "availableReplicas")
+	})
+	specEdit := version("3", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "size")
+	})
+
+	for _, tc := range []struct {
+		obj         client.Object
+		wantUpdates int
+	}{
+		{version("1", nil), 1}, // the CR kind: the status-only update is dropped
+		{func() client.Object {
+			u := version("1", nil)
+			u.SetKind("Other")
+			return u
+		}(), 2},
+	} {
+		inf, err := c.GetInformer(context.Background(), tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		if _, err := inf.AddEventHandlerWithOptions(rec, toolscache.HandlerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		added.OnAdd(version("1", nil), false)
+		added.OnUpdate(version("1", nil), statusOnly)
+		added.OnUpdate(statusOnly, specEdit)
+		added.OnDelete(specEdit)
+		if rec.adds != 1 || rec.updates != tc.wantUpdates || rec.deletes != 1 {
+			t.Errorf("%s: handler got %d adds, %d updates, %d deletes; want 1, %d, 1",
+				tc.obj.GetObjectKind().GroupVersionKind().Kind, rec.adds, rec.updates, rec.deletes, tc.wantUpdates)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A CR's Helm release is named after the CR, and the kinds share that namespace of names: a
+// Memcached "x" and a Guestbook "x" in one namespace would both be release "x". The
+// helm-operator's reconciler looks a release up by name only, so each kind's reconciler
+// would upgrade the other's release to its own chart, back and forth, and deleting either CR
+// would uninstall whatever the release was at that moment.
+//
+// That is an escalation: a namespace editor, who may create AppServices, could name one
+// after a WarpdrivePool of the namespace and so make the operator delete (and recreate, and
+// delete again) the pool's cluster-scoped StorageClass, which the editor may not touch.
+//
+// releaseGuard makes each reconciler see only releases of its own chart (one chart per kind,
+// see watches.yaml): another chart's release is an error to it, which the CR reports
+// (Irreconcilable), and when the CR is deleted the release is left alone, as if there were
+// none, so that the CR's finalizer is removed without touching it.
+
+// releaseGuard hands out action clients that refuse releases of charts other than chart.
+type releaseGuard struct {
+	getter helmclient.ActionClientGetter
+	chart  string
+}
+
+// newActionClientGetter makes the action client getter that helm-operator-plugins' reconciler
+// makes for itself when given none; Setup wraps it in a releaseGuard per chart.
+func newActionClientGetter(mgr ctrl.Manager) (helmclient.ActionClientGetter, error) {
+	acg, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
+	if err != nil {
+		return nil, fmt.Errorf("creating action config getter: %w", err)
+	}
+	return helmclient.NewActionClientGetter(acg)
+}
+
+func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart) releaseGuard {
+	return releaseGuard{getter: getter, chart: c.Name()}
+}
+
+func (g releaseGuard) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
+	c, err := g.getter.ActionClientFor(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return guardedClient{ActionInterface: c, chart: g.chart}, nil
+}
+
+// foreignReleaseError says that a release of the CR's name belongs to another chart.
+type foreignReleaseError struct {
+	name, namespace, chart, want string
+}
+
+func (e *foreignReleaseError) Error() string {
+	return fmt.Sprintf("Helm release %q in namespace %q is of chart %s, not %s: it belongs to a custom resource "+
+		"of another kind with the same name; give this one another name", e.name, e.namespace, e.chart, e.want)
+}
+
+type guardedClient struct {
+	helmclient.ActionInterface
+	chart string
+}
+
+// Get returns the release, or a foreignReleaseError if it is another chart's.
+func (c guardedClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Get(name, opts...)
+	if err != nil {
+		return rel, err
+	}
+	if got := releaseChart(rel); got != c.chart {
+		return nil, &foreignReleaseError{name: name, namespace: rel.Namespace, chart: got, want: c.chart}
+	}
+	return rel, nil
+}
+
+// Upgrade upgrades only a release of the guarded chart.
+func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	if _, err := c.Get(name); err != nil {
+		var foreign *foreignReleaseError
+		if errors.As(err, &foreign) {
+			return nil, err
+		}
+		// Anything else (such as no release at all) is for Helm to report.
+	}
+	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+}
+
+// Uninstall uninstalls only a release of the guarded chart; another chart's release is
+// reported as not found, which lets the reconciler remove the CR's finalizer.
+func (c guardedClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	if _, err := c.Get(name); err != nil {
+		var foreign *foreignReleaseError
+		if errors.As(err, &foreign) {
+			return nil, fmt.Errorf("%w: %v", driver.ErrReleaseNotFound, err)
+		}
+	}
+	return c.ActionInterface.Uninstall(name, opts...)
+}
+
+func releaseChart(rel *release.Release) string {
+	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
+		return ""
+	}
+	return rel.Chart.Metadata.Name
+}

@@ -1,0 +1,105 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// fakeActions holds at most one release and records the calls that would change it.
+type fakeActions struct {
+	helmclient.ActionInterface
+	rel   *release.Release
+	calls []string
+}
+
+func (f *fakeActions) Get(string, ...helmclient.GetOption) (*release.Release, error) {
+	if f.rel == nil {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return f.rel, nil
+}
+
+func (f *fakeActions) Upgrade(string, string, *chart.Chart, map[string]any, ...helmclient.UpgradeOption) (*release.Release, error) {
+	f.calls = append(f.calls, "upgrade")
+	return f.rel, nil
+}
+
+func (f *fakeActions) Uninstall(string, ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	f.calls = append(f.calls, "uninstall")
+	return &release.UninstallReleaseResponse{Release: f.rel}, nil
+}
+
+func releaseOf(chartName string) *release.Release {
+	return &release.Release{Name: "x", Namespace: "team-a", Chart: &chart.Chart{Metadata: &chart.Metadata{Name: chartName}}}
+}
+
+func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
+	t.Helper()
+	getter := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return f, nil
+	})
+	g := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}})
+	c, err := g.ActionClientFor(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Another chart's release of the same name is neither read, upgraded nor uninstalled.
+func TestReleaseGuardRefusesAnotherChartsRelease(t *testing.T) {
+	f := &fakeActions{rel: releaseOf("warpdrivepool")}
+	c := guarded(t, f)
+
+	_, err := c.Get("x")
+	var foreign *foreignReleaseError
+	if !errors.As(err, &foreign) || !strings.Contains(err.Error(), "warpdrivepool") || errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Errorf("Get: %v, want a foreign release error naming chart warpdrivepool", err)
+	}
+	if _, err := c.Upgrade("x", "team-a", nil, nil); !errors.As(err, &foreign) {
+		t.Errorf("Upgrade: %v, want a foreign release error", err)
+	}
+	// The reconciler removes the finalizer when the release is not found: the CR can go,
+	// and the other CR's release stays.
+	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Errorf("Uninstall: %v, want release not found", err)
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("the other chart's release was changed: %v", f.calls)
+	}
+}
+
+// The guard is transparent for the chart's own release, and for no release at all.
+func TestReleaseGuardPassesOwnRelease(t *testing.T) {
+	f := &fakeActions{rel: releaseOf("appservice")}
+	c := guarded(t, f)
+	if rel, err := c.Get("x"); err != nil || rel != f.rel {
+		t.Errorf("Get: %v, %v", rel, err)
+	}
+	if _, err := c.Upgrade("x", "team-a", nil, nil); err != nil {
+		t.Errorf("Upgrade: %v", err)
+	}
+	if _, err := c.Uninstall("x"); err != nil {
+		t.Errorf("Uninstall: %v", err)
+	}
+	if got := strings.Join(f.calls, ","); got != "upgrade,uninstall" {
+		t.Errorf("calls %q, want upgrade,uninstall", got)
+	}
+
+	none := &fakeActions{}
+	c = guarded(t, none)
+	if _, err := c.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Errorf("Get without a release: %v, want release not found", err)
+	}
+	if _, err := c.Uninstall("x"); err != nil || len(none.calls) != 1 {
+		t.Errorf("Uninstall without a release: %v, calls %v; want it passed to Helm", err, none.calls)
+	}
+}
