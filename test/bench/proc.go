@@ -1,0 +1,82 @@
+// Package bench measures the operator on the local cluster against the stock helm-operator
+// and against plain `kubectl apply` of the same manifests (make bench). Its tests run only
+// when WARPDRIVE_BENCH=1: they take minutes to hours, and their figures are reports, not
+// assertions.
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on Linux.
+const clockTicks = 100
+
+// cpuSeconds is the CPU time (user + system) a process has used so far.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: count from its end.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// rssMiB is a process's resident set size, and the most it has been (VmHWM), in MiB.
+func rssMiB(pid int) (now, peak float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok || (key != "VmRSS" && key != "VmHWM") {
+			continue
+		}
+		kib, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		if key == "VmRSS" {
+			now = kib / 1024
+		} else {
+			peak = kib / 1024
+		}
+	}
+	return now, peak, nil
+}
+
+// processes is a set of processes measured together (the operator's pod: manager + sidecar).
+type processes []int
+
+func (p processes) cpu() float64 {
+	var sum float64
+	for _, pid := range p {
+		s, err := cpuSeconds(pid)
+		if err == nil {
+			sum += s
+		}
+	}
+	return sum
+}
+
+func (p processes) rss() (now, peak float64) {
+	for _, pid := range p {
+		n, h, err := rssMiB(pid)
+		if err == nil {
+			now += n
+			peak += h
+		}
+	}
+	return now, peak
+}
