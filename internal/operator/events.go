@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -41,13 +42,53 @@ type filteringCache struct {
 	gvk schema.GroupVersionKind
 }
 
+// GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
+// release objects (the unstructured kinds of the reconciler's dependent watches) to pass on
+// only the updates that drift from the release (drift.go). Others, such as the release
+// Secrets' informer, are left as they are.
 func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
 	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
-	if err != nil || obj.GetObjectKind().GroupVersionKind() != c.gvk {
+	if err != nil {
 		return inf, err
 	}
-	return filteringInformer{Informer: inf}, nil
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk == c.gvk {
+		return filteringInformer{Informer: inf}, nil
+	}
+	switch obj.(type) {
+	case *unstructured.Unstructured:
+		return driftCheckingInformer{Informer: inf, reader: c.Cache, owner: c.gvk, gvk: gvk}, nil
+	case *corev1.Secret:
+		return deletionsOnlyInformer{Informer: inf}, nil
+	}
+	return inf, nil
 }
+
+// The reconciler watches its release Secrets, whose owner is the CR. Only Helm writes them,
+// from within the reconciler: each install or upgrade creates one and updates another, and
+// each of these events costs one more full reconcile for nothing. What is worth a reconcile
+// is a release Secret deleted by someone else; a new Secret or a changed one is the
+// reconciler's own doing. (At start the CRs' own informer brings every CR anyway.)
+type deletionsOnlyInformer struct{ cache.Informer }
+
+func (i deletionsOnlyInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandler(deletionsOnly{h})
+}
+
+func (i deletionsOnlyInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithResyncPeriod(deletionsOnly{h}, resync)
+}
+
+func (i deletionsOnlyInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithOptions(deletionsOnly{h}, opts)
+}
+
+type deletionsOnly struct {
+	toolscache.ResourceEventHandler
+}
+
+func (deletionsOnly) OnAdd(any, bool)   {}
+func (deletionsOnly) OnUpdate(_, _ any) {}
 
 type filteringInformer struct{ cache.Informer }
 

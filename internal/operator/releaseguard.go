@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -41,8 +42,18 @@ func newActionClientGetter(mgr ctrl.Manager) (helmclient.ActionClientGetter, err
 	if err != nil {
 		return nil, fmt.Errorf("creating action config getter: %w", err)
 	}
-	return helmclient.NewActionClientGetter(acg)
+	return helmclient.NewActionClientGetter(acg,
+		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
+		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
+	)
 }
+
+// Helm's client-side OpenAPI validation, on by default, fetches and parses the apiserver's
+// OpenAPI v3 document of each group-version for every install, upgrade and dry-run, only to
+// learn that the server validates fields itself (every supported Kubernetes does), and then
+// validates nothing on the client. Profiled on the local cluster: 72% of the reconciler's CPU
+// during a wave of upgrades went to parsing that document. The apiserver still validates every
+// object, in the dry-run and in the real request.
 
 func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart) releaseGuard {
 	return releaseGuard{getter: getter, chart: c.Name()}

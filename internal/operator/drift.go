@@ -1,0 +1,165 @@
+package operator
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The objects of each release are watched so that a hand edit is repaired at once: every
+// update of one starts a full reconcile of its CR (a dry-run upgrade). But most updates are
+// the reconciler's own: the upgrade it has just applied, or the workload controller's
+// bookkeeping (a Deployment's revision annotation). They need no reconcile: the object
+// already is what the release says.
+//
+// So an update of a release object is held for settleDelay and then passed on only if the
+// object, as the cache has it then, differs from the release's manifest in a field the
+// manifest sets; or if that cannot be told (no owning CR, no manifest, the object not in it).
+// The delay lets the reconciler that applied the change record the new manifest in the CR's
+// status first. Deletions and everything else pass at once.
+var settleDelay = 500 * time.Millisecond
+
+// driftCheckingInformer wraps the informer of a kind of release object for the reconciler of
+// one CR kind (owner).
+type driftCheckingInformer struct {
+	cache.Informer
+	reader client.Reader
+	owner  schema.GroupVersionKind
+	gvk    schema.GroupVersionKind
+}
+
+func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+	return onlyDrift{ResourceEventHandler: h, inf: i}
+}
+
+func (i driftCheckingInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandler(i.wrap(h))
+}
+
+func (i driftCheckingInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithResyncPeriod(i.wrap(h), resync)
+}
+
+func (i driftCheckingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithOptions(i.wrap(h), opts)
+}
+
+type onlyDrift struct {
+	toolscache.ResourceEventHandler
+	inf driftCheckingInformer
+}
+
+func (h onlyDrift) OnUpdate(oldObj, newObj any) {
+	u, ok := newObj.(*unstructured.Unstructured)
+	if !ok {
+		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+		return
+	}
+	key := client.ObjectKeyFromObject(u)
+	time.AfterFunc(settleDelay, func() {
+		if h.inf.drifted(context.Background(), key) {
+			h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+		}
+	})
+}
+
+// drifted reports whether the object differs from its release manifest, or may.
+func (i driftCheckingInformer) drifted(ctx context.Context, key types.NamespacedName) bool {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(i.gvk)
+	if err := i.reader.Get(ctx, key, live); err != nil {
+		return true
+	}
+	var ownerName string
+	for _, ref := range live.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == i.owner.Kind && ref.APIVersion == i.owner.GroupVersion().String() {
+			ownerName = ref.Name
+		}
+	}
+	if ownerName == "" {
+		// Not one of this kind's (another kind's reconciler will look), or tied to its CR
+		// by annotations only: let the reconciler's own handler decide.
+		return true
+	}
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(i.owner)
+	if err := i.reader.Get(ctx, types.NamespacedName{Namespace: live.GetNamespace(), Name: ownerName}, cr); err != nil {
+		return true
+	}
+	manifest, _, _ := unstructured.NestedString(cr.Object, "status", "deployedRelease", "manifest")
+	want := findInManifest(manifest, i.gvk, live.GetName())
+	return want == nil || !subset(want, live.Object)
+}
+
+// findInManifest returns the object of the given kind and name in a release manifest.
+func findInManifest(manifest string, gvk schema.GroupVersionKind, name string) map[string]any {
+	for _, doc := range strings.Split(manifest, "\n---") {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil || obj.Object == nil {
+			continue
+		}
+		if obj.GroupVersionKind() == gvk && obj.GetName() == name {
+			return obj.Object
+		}
+	}
+	return nil
+}
+
+// subset reports whether every field that want sets has the same value in have: the fields a
+// Helm reconcile would patch back. Fields only in have (defaults, status, other writers') do
+// not count; a list must match element by element.
+func subset(want, have any) bool {
+	switch w := want.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if !subset(v, h[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		if wn, ok := number(want); ok {
+			hn, ok := number(have)
+			return ok && wn == hn
+		}
+		return want == have
+	}
+}
+
+// number brings the numbers of a parsed manifest (float64) and of the API (int64) together.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}

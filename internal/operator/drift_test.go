@@ -1,0 +1,142 @@
+package operator
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
+)
+
+func TestSubset(t *testing.T) {
+	parse := func(s string) any {
+		var v any
+		if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	live := map[string]any{
+		"metadata": map[string]any{"name": "d", "labels": map[string]any{"a": "1", "extra": "x"}},
+		"spec": map[string]any{"replicas": int64(3), "paused": false, "template": map[string]any{
+			"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i", "terminationMessagePath": "/dev/termination-log"}}},
+		}},
+		"status": map[string]any{"replicas": int64(3)},
+	}
+	cases := []struct {
+		want string
+		ok   bool
+	}{
+		{"spec: {replicas: 3}", true},
+		{"spec: {replicas: 4}", false},
+		{"metadata: {labels: {a: '1'}}", true}, // labels added by others do not count
+		{"metadata: {labels: {a: '2'}}", false},
+		{"spec: {template: {spec: {containers: [{name: c, image: i}]}}}", true}, // defaulted fields do not count
+		{"spec: {template: {spec: {containers: [{name: c, image: j}]}}}", false},
+		{"spec: {template: {spec: {containers: [{name: c}, {name: d}]}}}", false}, // a list must match in length
+		{"spec: {paused: false, strategy: null}", true},
+		{"spec: {minReadySeconds: 5}", false}, // set by the chart, gone live
+		{"spec: {replicas: '3'}", false},
+	}
+	for _, tc := range cases {
+		if got := subset(parse(tc.want), live); got != tc.ok {
+			t.Errorf("subset(%s) = %v, want %v", tc.want, got, tc.ok)
+		}
+	}
+}
+
+var (
+	memcachedGVK  = schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"}
+	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+)
+
+const manifest = `---
+# Source: memcached/templates/pdb.yaml
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: m, namespace: ns}
+spec: {maxUnavailable: 1}
+---
+# Source: memcached/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: m, namespace: ns}
+spec: {replicas: 3}
+`
+
+func liveDeployment(replicas int64, owner string) *unstructured.Unstructured {
+	d := &unstructured.Unstructured{}
+	d.SetGroupVersionKind(deploymentGVK)
+	d.SetNamespace("ns")
+	d.SetName("m")
+	_ = unstructured.SetNestedField(d.Object, replicas, "spec", "replicas")
+	if owner != "" {
+		_ = unstructured.SetNestedSlice(d.Object, []any{map[string]any{
+			"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": owner, "uid": "u", "controller": true,
+		}}, "metadata", "ownerReferences")
+	}
+	return d
+}
+
+func readerWith(objs ...client.Object) client.Reader {
+	return fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objs...).Build()
+}
+
+func TestDrifted(t *testing.T) {
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	cases := []struct {
+		name    string
+		objects []client.Object
+		want    bool
+	}{
+		{"as the release says: the reconciler's own change", []client.Object{cr, liveDeployment(3, "m")}, false},
+		{"scaled by hand", []client.Object{cr, liveDeployment(5, "m")}, true},
+		{"no owner reference", []client.Object{cr, liveDeployment(3, "")}, true},
+		{"owner CR not found", []client.Object{liveDeployment(3, "m")}, true},
+		{"object gone", []client.Object{cr}, true},
+		{"owner has no manifest yet", []client.Object{memcached(nil), liveDeployment(3, "m")}, true},
+	}
+	for _, tc := range cases {
+		inf := driftCheckingInformer{reader: readerWith(tc.objects...), owner: memcachedGVK, gvk: deploymentGVK}
+		if got := inf.drifted(context.Background(), key); got != tc.want {
+			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+type countingHandler struct{ updates atomic.Int32 }
+
+func (h *countingHandler) OnAdd(any, bool)   {}
+func (h *countingHandler) OnUpdate(_, _ any) { h.updates.Add(1) }
+func (h *countingHandler) OnDelete(any)      {}
+
+// TestOnlyDriftForwards: an update is passed on after the settle delay when the object has
+// drifted, and not at all when it is as the release says.
+func TestOnlyDriftForwards(t *testing.T) {
+	defer func(d time.Duration) { settleDelay = d }(settleDelay)
+	settleDelay = 10 * time.Millisecond
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+
+	for _, tc := range []struct {
+		replicas int64
+		want     int32
+	}{{5, 1}, {3, 0}} {
+		inf := driftCheckingInformer{reader: readerWith(cr, liveDeployment(tc.replicas, "m")), owner: memcachedGVK, gvk: deploymentGVK}
+		h := &countingHandler{}
+		var wrapped toolscache.ResourceEventHandler = inf.wrap(h)
+		wrapped.OnUpdate(liveDeployment(3, "m"), liveDeployment(tc.replicas, "m"))
+		time.Sleep(20 * settleDelay) // the forward happens on a timer
+		if got := h.updates.Load(); got != tc.want {
+			t.Errorf("live replicas %d: %d updates passed on, want %d", tc.replicas, got, tc.want)
+		}
+	}
+}
