@@ -51,15 +51,32 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: build tools ## Run every test: unit, chart and e2e on the local cluster (started if needed).
+test: build tools ## Run every test: unit, chart, e2e and deploy e2e on the local cluster (started if needed).
 	go vet ./...
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench)
+	$(MAKE) bundle
 	$(MAKE) cluster-up
 	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee $(CLUSTER_DIR)/e2e.log
+	$(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
 
 .PHONY: test-unit
 test-unit: ## Run the unit and chart tests only (no cluster).
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench)
+
+.PHONY: test-deploy
+test-deploy: build $(KUSTOMIZE) ## Deploy e2e on $KUBECONFIG: make deploy, the e2e suite as the manager's ServiceAccount, make undeploy.
+	KUBECONFIG=$(KUBECONFIG) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-deploy.sh
+
+.PHONY: bench
+bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100 and 1000 CRs (about an hour): docs/bench/.
+	$(MAKE) cluster-up
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 300m -v ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
+
+.PHONY: bench-quick
+bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle window, to check the benchmark runs; figures go to .cluster/bench-quick.
+	$(MAKE) cluster-up
+	WARPDRIVE_BENCH=1 WARPDRIVE_BENCH_N=10 WARPDRIVE_BENCH_IDLE=20s WARPDRIVE_BENCH_OUT=$(CLUSTER_DIR)/bench-quick \
+		WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run TestCompare ./test/bench/
 
 .PHONY: demo
 demo: ## Start the local cluster, run the operator, apply the five samples and show them converge.
@@ -121,14 +138,33 @@ install: manifests $(KUSTOMIZE) ## Install the CRDs into the cluster in $KUBECON
 uninstall: $(KUSTOMIZE) ## Uninstall the CRDs (deletes every CR: their releases are uninstalled only while the operator runs).
 	$(KUSTOMIZE) build config/crd | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) delete --ignore-not-found -f -
 
+# Server-side apply; --force-conflicts because these manifests are the truth about what the
+# operator's objects should be, whoever (such as the e2e suite's CRD install) set a field last.
 .PHONY: deploy
 deploy: manifests $(KUSTOMIZE) ## Deploy the operator (config/default) to the cluster in $KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side --force-conflicts -f -
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove the operator from the cluster in $KUBECONFIG.
-	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) delete --ignore-not-found -f -
+undeploy: $(KUSTOMIZE) ## Remove the operator from $KUBECONFIG: CRs first (releases uninstalled), then all of config/default.
+	KUBECONFIG=$(KUBECONFIG) KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) hack/undeploy.sh
+
+##@ OLM bundle
+
+# Version and channels of the bundle (make bundle VERSION=0.2.0 CHANNELS=stable).
+VERSION ?= 0.1.0
+CHANNELS ?= candidate
+DEFAULT_CHANNEL ?= candidate
+
+# operator-sdk cannot be installed from the Go module proxy (it refuses the module), so
+# hack/bundle does what `operator-sdk generate bundle` and `bundle validate` do, with the
+# validation library operator-sdk uses (github.com/operator-framework/api).
+.PHONY: bundle
+bundle: manifests $(KUSTOMIZE) ## Build the OLM bundle in bundle/ (and bundle.Dockerfile) for IMG and VERSION, and validate it.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | (cd hack/bundle && go run . generate -version $(VERSION) \
+		-channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL) -out $(CURDIR)/bundle)
+	cd hack/bundle && go run . validate $(CURDIR)/bundle
 
 ##@ Dependencies
 

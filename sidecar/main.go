@@ -1,7 +1,9 @@
 // Command sidecar runs as a second container beside the helm-operator and
 // writes the live state of each CR's workloads (replicas, readyReplicas,
 // availableReplicas, observedGeneration, selector) into the CR's status, for
-// every kind listed in watches.yaml. See internal/workloadstatus.
+// every kind listed in watches.yaml (see internal/workloadstatus), and keeps
+// the books of each WarpdrivePool's claims in status.pool (see
+// internal/poolstatus).
 package main
 
 import (
@@ -20,15 +22,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"transwarp.io/tos/warpdrive-operator/internal/poolstatus"
 	"transwarp.io/tos/warpdrive-operator/internal/watches"
 	"transwarp.io/tos/warpdrive-operator/internal/workloadstatus"
 )
 
-// Leader election keeps a Lease and records its transitions as Events.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// Leader election keeps a Lease (client-go's LeaseLock reads, creates and updates it;
+// releasing it on exit is an update) and records its transitions as Events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// --metrics-secure checks each scraper's token and its right to GET /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 var setupLog = ctrl.Log.WithName("setup")
 
@@ -38,11 +47,14 @@ func main() {
 		metricsAddr             string
 		probeAddr               string
 		leaderElect             bool
+		secureMetrics           bool
 		leaderElectionID        string
 		leaderElectionNamespace string
 	)
 	flag.StringVar(&watchesFile, "watches-file", "./watches.yaml", "Path to the helm-operator's watches file; a status controller runs for each kind in it.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8082", "Address the metrics endpoint binds to; \"0\" disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", false,
+		"Serve metrics over HTTPS, to clients the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8083", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica writes status.")
 	flag.StringVar(&leaderElectionID, "leader-election-id", "warpdrive-sidecar.transwarp.io", "Name of the leader election Lease.")
@@ -71,9 +83,15 @@ func main() {
 		os.Exit(1)
 	}
 
+	// The same protection as the manager's metrics: in the pod both endpoints are reachable
+	// from the whole cluster network, and metrics name every CR and namespace.
+	metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
+	if secureMetrics {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	opts := ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metrics,
 		HealthProbeBindAddress: probeAddr,
 		// Controllers only start on the leader, so a standby replica writes
 		// nothing; its cache may still warm up. Releasing the Lease on exit
@@ -86,7 +104,7 @@ func main() {
 		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject:         workloadstatus.CacheOptions(gvks),
+			ByObject:         poolstatus.CacheOptions(workloadstatus.CacheOptions(gvks), poolstatus.PoolKind),
 		},
 		// controller-runtime reads unstructured objects straight from the API
 		// server unless told otherwise; the CRs are read on every sync, so
@@ -139,6 +157,12 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, ws []watches.Watch,
 			return fmt.Errorf("status controller for %s: %w", w.GroupVersionKind(), err)
 		}
 		setupLog.Info("Configured status controller", "gvk", w.GroupVersionKind(), "chart", w.Chart)
+		if w.GroupVersionKind().GroupKind() == poolstatus.PoolKind {
+			if err := poolstatus.Setup(ctx, mgr, w.GroupVersionKind(), w.Selector); err != nil {
+				return fmt.Errorf("pool bookkeeping for %s: %w", w.GroupVersionKind(), err)
+			}
+			setupLog.Info("Configured pool bookkeeping", "gvk", w.GroupVersionKind())
+		}
 	}
 	return nil
 }

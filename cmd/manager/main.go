@@ -64,10 +64,14 @@ func main() {
 		Cache: cache.Options{
 			// Nothing reads managedFields from the cache; they are a large part of every object.
 			DefaultTransform: cache.TransformStripManagedFields(),
-			// The reconcilers watch Secrets only to notice changes of release Secrets; without
-			// a selector the cache would hold every Secret of the cluster.
+			// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
+			// releases through its own client): without a selector the cache would hold every
+			// Secret of the cluster, and with their data every release, chart included.
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"owner": "helm"})},
+				&corev1.Secret{}: {
+					Label:     labels.SelectorFromSet(labels.Set{"owner": "helm"}),
+					Transform: dropSecretData,
+				},
 			},
 		},
 		Metrics:                       metrics,
@@ -103,4 +107,13 @@ func main() {
 		log.Error(err, "running the manager")
 		os.Exit(1)
 	}
+}
+
+// dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no
+// managed fields: a per-object transform replaces the default one).
+func dropSecretData(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Secret); ok {
+		s.Data, s.StringData, s.ManagedFields = nil, nil, nil
+	}
+	return obj, nil
 }

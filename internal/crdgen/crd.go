@@ -35,9 +35,16 @@ const (
 	// Desired column and the scale subresource.
 	AnnotationReplicasPath = AnnotationPrefix + "replicasPath"
 	// AnnotationPrinterColumns are extra columns, a comma-separated list of
-	// Name=.spec.path, e.g. "Capacity=.spec.capacity"; each column's type is its field's.
+	// Name=.spec.path or Name=.status.path, e.g. "Capacity=.spec.capacity"; each column's
+	// type is its field's in the spec or status schema.
 	AnnotationPrinterColumns = AnnotationPrefix + "printerColumns"
 )
+
+// StatusSchemaFile is an optional file of a chart: a JSON Schema (the same subset as
+// values.schema.json) of status fields the sidecar writes for this kind only, such as a
+// WarpdrivePool's status.pool. Its properties are added to the status schema, so that the
+// apiserver keeps and validates them and printer columns can show them.
+const StatusSchemaFile = "status.schema.json"
 
 // MaxNameLength is the longest name of a custom resource: the helm-operator names the
 // release after it, and Helm refuses release names longer than 53 characters.
@@ -80,13 +87,29 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 	if err != nil {
 		return nil, wrap(err)
 	}
+	status := statusSchema()
+	for _, f := range chrt.Files {
+		if f.Name != StatusSchemaFile {
+			continue
+		}
+		extra, err := translateFile(StatusSchemaFile, "the status", f.Data)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		for name, prop := range extra.Properties {
+			if _, taken := status.Properties[name]; taken {
+				return nil, wrap(fmt.Errorf("%s: status.%s is written by the helm-operator or the sidecar for every kind", StatusSchemaFile, name))
+			}
+			status.Properties[name] = prop
+		}
+	}
 
 	version := apiextv1.CustomResourceDefinitionVersion{
 		Name:    gvk.Version,
 		Served:  true,
 		Storage: true,
 		Schema: &apiextv1.CustomResourceValidation{
-			OpenAPIV3Schema: rootSchema(gvk.Kind, chrt.Name(), spec),
+			OpenAPIV3Schema: rootSchema(gvk.Kind, chrt.Name(), spec, status),
 		},
 		Subresources: &apiextv1.CustomResourceSubresources{
 			Status: &apiextv1.CustomResourceSubresourceStatus{},
@@ -119,7 +142,7 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 			})
 	}
 	for _, c := range info.columns {
-		field, err := specField(spec, c.path)
+		field, err := columnField(spec, &status, c.path)
 		if err != nil {
 			return nil, wrap(fmt.Errorf("%s: column %s: %w", AnnotationPrinterColumns, c.name, err))
 		}
@@ -166,7 +189,7 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 }
 
 // rootSchema wraps the spec schema into the schema of the whole custom resource.
-func rootSchema(kind, chartName string, spec *apiextv1.JSONSchemaProps) *apiextv1.JSONSchemaProps {
+func rootSchema(kind, chartName string, spec *apiextv1.JSONSchemaProps, status apiextv1.JSONSchemaProps) *apiextv1.JSONSchemaProps {
 	root := &apiextv1.JSONSchemaProps{
 		Type: "object",
 		Description: fmt.Sprintf("A %s. The helm-operator installs the chart %s as a Helm release named after it, "+
@@ -176,7 +199,7 @@ func rootSchema(kind, chartName string, spec *apiextv1.JSONSchemaProps) *apiextv
 			"kind":       {Type: "string", Description: "Kind is a string value representing the REST resource this object represents."},
 			"metadata":   {Type: "object"},
 			"spec":       *spec,
-			"status":     statusSchema(),
+			"status":     status,
 		},
 		XValidations: apiextv1.ValidationRules{{
 			Rule: fmt.Sprintf("size(self.metadata.name) <= %d", MaxNameLength),
@@ -262,7 +285,7 @@ func readKindInfo(annotations map[string]string) (kindInfo, error) {
 	for _, entry := range splitList(annotations[AnnotationPrinterColumns]) {
 		name, path, ok := strings.Cut(entry, "=")
 		if !ok || name == "" {
-			return info, fmt.Errorf("%s: %q is not Name=.spec.path", AnnotationPrinterColumns, entry)
+			return info, fmt.Errorf("%s: %q is not Name=.spec.path or Name=.status.path", AnnotationPrinterColumns, entry)
 		}
 		info.columns = append(info.columns, column{name: name, path: path})
 	}
@@ -275,11 +298,28 @@ func specField(spec *apiextv1.JSONSchemaProps, path string) (*apiextv1.JSONSchem
 	if !ok || rest == "" {
 		return nil, fmt.Errorf("%q must be a field under .spec", path)
 	}
-	field := spec
+	return walkField(spec, "spec", path, rest)
+}
+
+// columnField finds the schema of a printer column's field, under .spec or .status.
+func columnField(spec, status *apiextv1.JSONSchemaProps, path string) (*apiextv1.JSONSchemaProps, error) {
+	if rest, ok := strings.CutPrefix(path, ".status."); ok && rest != "" {
+		return walkField(status, "status", path, rest)
+	}
+	if rest, ok := strings.CutPrefix(path, ".spec."); ok && rest != "" {
+		return walkField(spec, "spec", path, rest)
+	}
+	return nil, fmt.Errorf("%q must be a field under .spec or .status", path)
+}
+
+// walkField walks the dotted path rest from schema (of the spec or the status, as which says);
+// path is the whole path, for errors.
+func walkField(schema *apiextv1.JSONSchemaProps, which, path, rest string) (*apiextv1.JSONSchemaProps, error) {
+	field := schema
 	for _, name := range strings.Split(rest, ".") {
 		next, ok := field.Properties[name]
 		if !ok {
-			return nil, fmt.Errorf("%s is not a field of the spec schema", path)
+			return nil, fmt.Errorf("%s is not a field of the %s schema", path, which)
 		}
 		field = &next
 	}

@@ -208,3 +208,53 @@ func TestGenerateAll(t *testing.T) {
 		t.Errorf("empty watches: %v", err)
 	}
 }
+
+// A chart's status.schema.json adds status fields to the CRD, and printer columns may show
+// them, typed from that schema; the fields every kind has cannot be redefined.
+func TestGenerateStatusSchema(t *testing.T) {
+	const statusJSON = `{"type": "object", "properties": {"books": {"type": "object", "properties": {
+		"used": {"type": "string", "description": "Used bytes."},
+		"claims": {"type": "integer", "minimum": 0}}}}}`
+	chart := func(t *testing.T, columns, status string) string {
+		dir := writeChart(t, filepath.Join(t.TempDir(), "widget"),
+			map[string]string{AnnotationPlural: "widgets", AnnotationPrinterColumns: columns}, testSchema)
+		if err := os.WriteFile(filepath.Join(dir, StatusSchemaFile), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+
+	crd, err := Generate(chart(t, "Size=.spec.size,Used=.status.books.used,Claims=.status.books.claims,Ready=.status.readyReplicas", statusJSON), widgetGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := crd.Spec.Versions[0]
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		cols = append(cols, c.Name+":"+c.Type+":"+c.JSONPath+":"+c.Description)
+	}
+	want := []string{"Size:string:.spec.size:The size.", "Used:string:.status.books.used:Used bytes.",
+		"Claims:integer:.status.books.claims:", "Ready:integer:.status.readyReplicas:Ready replicas of the resource's workloads.",
+		`Deployed:string:.status.conditions[?(@.type=="Deployed")].status:Whether the Helm release of the resource is deployed.`,
+		"Age:date:.metadata.creationTimestamp:"}
+	if strings.Join(cols, "\n") != strings.Join(want, "\n") {
+		t.Errorf("columns:\n got %q\nwant %q", cols, want)
+	}
+	status := v.Schema.OpenAPIV3Schema.Properties["status"]
+	books := status.Properties["books"]
+	if books.Type != "object" || books.Properties["claims"].Minimum == nil || status.Properties["conditions"].Type != "array" {
+		t.Errorf("status schema: %+v", status)
+	}
+
+	for _, tc := range []struct{ columns, status, wantErr string }{
+		{"Used=.status.books.free", statusJSON, ".status.books.free is not a field of the status schema"},
+		{"Used=.metadata.name", statusJSON, `".metadata.name" must be a field under .spec or .status`},
+		{"", `{"type": "object", "properties": {"replicas": {"type": "string"}}}`, "status.replicas is written by the helm-operator or the sidecar"},
+		{"", `{"type": "object", "properties": {"a": {"type": "string", "format": "date"}}}`, `status.schema.json#/properties/a: "format"`},
+		{"", `{"type": "string"}`, `status.schema.json#: the root must have "type": "object" (it is the status)`},
+	} {
+		if _, err := Generate(chart(t, tc.columns, tc.status), widgetGVK); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("columns %q, status %s: error %v, want one containing %q", tc.columns, tc.status, err, tc.wantErr)
+		}
+	}
+}

@@ -25,25 +25,30 @@ import (
 //   - "x-kubernetes-validations" (ignored by JSON Schema) is copied, for what only the
 //     apiserver can check, such as immutability.
 func TranslateSchema(schemaJSON []byte) (*apiextv1.JSONSchemaProps, error) {
+	return translateFile("values.schema.json", "the spec", schemaJSON)
+}
+
+// translateFile translates the schema file name, the schema of what, naming the file in errors.
+func translateFile(name, what string, schemaJSON []byte) (*apiextv1.JSONSchemaProps, error) {
 	dec := json.NewDecoder(bytes.NewReader(schemaJSON))
 	dec.UseNumber() // keep integers exact for defaults and enums
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("values.schema.json: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if dec.More() {
-		return nil, errors.New("values.schema.json: more than one JSON value")
+		return nil, fmt.Errorf("%s: more than one JSON value", name)
 	}
 	root, ok := doc.(map[string]any)
 	if !ok {
-		return nil, errors.New("values.schema.json: the schema must be a JSON object")
+		return nil, fmt.Errorf("%s: the schema must be a JSON object", name)
 	}
-	out, err := translate(root, "#", true)
+	out, err := translate(root, name+"#", true)
 	if err != nil {
 		return nil, err
 	}
 	if out.Type != "object" {
-		return nil, errors.New(`values.schema.json#: the root must have "type": "object" (it is the spec)`)
+		return nil, fmt.Errorf(`%s#: the root must have "type": "object" (it is %s)`, name, what)
 	}
 	return out, nil
 }
@@ -61,7 +66,7 @@ var knownTypes = map[string]bool{
 func translate(in map[string]any, path string, isRoot bool) (*apiextv1.JSONSchemaProps, error) {
 	out := &apiextv1.JSONSchemaProps{}
 	fail := func(key string, err error) error {
-		return fmt.Errorf("values.schema.json%s: %q: %w", path, key, err)
+		return fmt.Errorf("%s: %q: %w", path, key, err)
 	}
 	var minimum, exclusiveMinimum, maximum, exclusiveMaximum *float64
 
@@ -179,7 +184,7 @@ func translate(in map[string]any, path string, isRoot bool) (*apiextv1.JSONSchem
 		return nil, fail("exclusiveMaximum", err)
 	}
 	if err := checkStructural(out); err != nil {
-		return nil, fmt.Errorf("values.schema.json%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil
 }

@@ -72,15 +72,15 @@ const DefaultCoalesceDelay = 200 * time.Millisecond
 // so they cannot be derived from code: they are listed by hand and must be
 // kept in step with watches.yaml. Only the status subresource is patched.
 // +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools/status,verbs=get;patch
+// +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools/status,verbs=patch
 // +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=appservices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=appservices/status,verbs=get;patch
+// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=appservices/status,verbs=patch
 // +kubebuilder:rbac:groups=extension.k8s.io,resources=uniteddeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=extension.k8s.io,resources=uniteddeployments/status,verbs=get;patch
+// +kubebuilder:rbac:groups=extension.k8s.io,resources=uniteddeployments/status,verbs=patch
 // +kubebuilder:rbac:groups=webapp.tutorial.kubebuilder.io,resources=guestbooks,verbs=get;list;watch
-// +kubebuilder:rbac:groups=webapp.tutorial.kubebuilder.io,resources=guestbooks/status,verbs=get;patch
+// +kubebuilder:rbac:groups=webapp.tutorial.kubebuilder.io,resources=guestbooks/status,verbs=patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
+// +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=patch
 
 // StatusReconciler keeps the owned status fields of one CR kind in step with
 // the workloads of each CR's Helm release.

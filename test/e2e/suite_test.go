@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -42,7 +43,39 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stop()
-	return m.Run()
+	code := m.Run()
+	if code == 0 && env.Impersonating() {
+		if err := rbacDenials(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// processes are the operator's processes the suite started.
+var processes []*framework.Process
+
+// rbacDenials fails the run when the apiserver refused the operator something: a request the
+// tests do not look at (an Event, a retried write) would otherwise hide a gap in config/rbac.
+func rbacDenials() error {
+	var denied []string
+	for _, p := range processes {
+		out, err := p.Output()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(strings.ToLower(line), "forbidden") {
+				denied = append(denied, p.Name+": "+line)
+			}
+		}
+	}
+	if len(denied) > 0 {
+		return fmt.Errorf("running as %s, the operator was refused %d requests, e.g.\n%s",
+			env.ServiceAccount, len(denied), strings.Join(denied[:min(len(denied), 5)], "\n"))
+	}
+	return nil
 }
 
 // startOperator runs the manager pod's two containers as `make run` does.
@@ -65,6 +98,7 @@ func startOperator() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	processes = append(processes, op)
 	if sidecar, err = startSidecar("sidecar", "0"); err != nil {
 		op.Stop()
 		return nil, err
@@ -75,7 +109,11 @@ func startOperator() (stop func(), err error) {
 // startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none), with
 // extra flags.
 func startSidecar(name, metricsAddr string, flags ...string) (*framework.Process, error) {
-	return env.Run(name, "sidecar", append([]string{"--watches-file=watches.yaml",
+	p, err := env.Run(name, "sidecar", append([]string{"--watches-file=watches.yaml",
 		"--leader-elect", "--leader-election-namespace=" + env.LeaseNamespace,
 		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0"}, flags...)...)
+	if err == nil {
+		processes = append(processes, p)
+	}
+	return p, err
 }

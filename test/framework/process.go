@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,14 +13,30 @@ import (
 // Process is one of the operator's binaries running as a child of the test process, its
 // output in a log file under Env.LogDir.
 type Process struct {
-	Name string
-	Log  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	Name     string
+	Log      string
+	logStart int64
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
-// Run starts bin/<binary> with args in the repository root, against the test cluster.
-// name tells apart several processes of one binary (for example a leader and a standby).
+// Output is what the process has logged so far.
+func (p *Process) Output() (string, error) {
+	f, err := os.Open(p.Log)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.logStart, io.SeekStart); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(f)
+	return string(b), err
+}
+
+// Run starts bin/<binary> with args in the repository root, against the test cluster, with
+// the operator's identity (OperatorKubeconfig). name tells apart several processes of one
+// binary (for example a leader and a standby).
 func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
 	path := filepath.Join(e.Root, "bin", binary)
 	if _, err := os.Stat(path); err != nil {
@@ -32,16 +49,22 @@ func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = e.Root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.OperatorKubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A test binary that panics or is killed takes its operator processes with it: an
 	// orphaned operator would go on reconciling under the next run's feet.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The log is appended to; Output reads what this run writes.
+	start, err := logFile.Seek(0, io.SeekEnd)
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, Log: logPath, logStart: start, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

@@ -1,0 +1,341 @@
+package poolstatus
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"gopkg.in/inf.v0"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// StatusField is the one status field the bookkeeping owns: status.pool. Everything in it
+// is written at once, with a JSON merge patch of just that object, so nothing else in the
+// status is touched.
+//
+// The pool's conditions live in status.pool.conditions, not status.conditions: the
+// helm-operator owns status.conditions (Initialized, Deployed, ReleaseFailed,
+// Irreconcilable) and writes it as a whole list, which would erase ours, and ours written
+// there would erase its own.
+const StatusField = "pool"
+
+// TopNamespaces is how many namespaces the status lists, largest first.
+const TopNamespaces = 10
+
+// Condition types of status.pool.conditions.
+const (
+	// ConditionCapacityAvailable is True while the claims hold less than the pool may
+	// promise (capacity × overcommitRatio), False once they hold all of it.
+	ConditionCapacityAvailable = "CapacityAvailable"
+	// ConditionOvercommitted is True while the claims hold more than the pool's physical
+	// capacity, which overcommitRatio > 1 allows.
+	ConditionOvercommitted = "Overcommitted"
+)
+
+// Usage levels, relative to what the pool may promise (capacity × overcommitRatio). An
+// Event is recorded each time usage rises into a higher level.
+const (
+	levelNormal = iota
+	levelHigh   // ≥ 80%
+	levelFull   // ≥ 100%
+)
+
+// PoolStatus is status.pool. Quantities are canonical Kubernetes quantities in the format
+// (binary or decimal SI) of spec.capacity.
+type PoolStatus struct {
+	// StorageClassName is the class whose claims are counted.
+	StorageClassName string `json:"storageClassName"`
+	// ObservedGeneration is the generation of the pool whose spec this status reflects.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// Capacity is spec.capacity.
+	Capacity string `json:"capacity"`
+	// Allocatable is capacity × overcommitRatio: what the pool may promise.
+	Allocatable string `json:"allocatable"`
+	// Allocated is the sum of the storage requests of the class's Pending and Bound claims.
+	Allocated string `json:"allocated"`
+	// Available is allocatable − allocated; negative when the pool is over its limit.
+	Available  string             `json:"available"`
+	Claims     ClaimCounts        `json:"claims"`
+	Namespaces []NamespaceStatus  `json:"namespaces"`
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// ClaimCounts counts the claims that hold capacity.
+type ClaimCounts struct {
+	Bound   int64 `json:"bound"`
+	Pending int64 `json:"pending"`
+	Total   int64 `json:"total"`
+}
+
+// NamespaceStatus is one namespace's share of the pool.
+type NamespaceStatus struct {
+	Namespace string `json:"namespace"`
+	Allocated string `json:"allocated"`
+	Claims    int64  `json:"claims"`
+}
+
+// Spec is what the bookkeeping reads of a WarpdrivePool's spec.
+type Spec struct {
+	Capacity resource.Quantity
+	// Ratio is overcommitRatio as an exact decimal.
+	Ratio *inf.Dec
+	// Class is spec.storageClassName, or the pool's name as the chart defaults it.
+	Class string
+}
+
+// ParseSpec reads the spec of a pool. The CRD schema has already checked the values;
+// errors here mean a pool the chart would refuse too.
+func ParseSpec(pool *unstructured.Unstructured) (Spec, error) {
+	spec, _, _ := unstructured.NestedMap(pool.Object, "spec")
+	var s Spec
+	var err error
+	if s.Capacity, err = parseCapacity(spec["capacity"]); err != nil {
+		return s, fmt.Errorf("spec.capacity: %w", err)
+	}
+	if s.Ratio, err = parseRatio(spec["overcommitRatio"]); err != nil {
+		return s, fmt.Errorf("spec.overcommitRatio: %w", err)
+	}
+	s.Class, _ = spec["storageClassName"].(string)
+	if s.Class == "" {
+		s.Class = pool.GetName()
+	}
+	return s, nil
+}
+
+// ClassOf is the StorageClass of a pool, as ParseSpec reads it.
+func ClassOf(pool *unstructured.Unstructured) string {
+	class, _, _ := unstructured.NestedString(pool.Object, "spec", "storageClassName")
+	if class == "" {
+		return pool.GetName()
+	}
+	return class
+}
+
+func parseCapacity(v any) (resource.Quantity, error) {
+	switch c := v.(type) {
+	case string:
+		return resource.ParseQuantity(c)
+	case int64:
+		return *resource.NewQuantity(c, resource.DecimalSI), nil
+	case float64:
+		return resource.ParseQuantity(strconv.FormatFloat(c, 'f', -1, 64))
+	case nil:
+		return resource.Quantity{}, fmt.Errorf("missing")
+	default:
+		return resource.Quantity{}, fmt.Errorf("not a quantity: %v", v)
+	}
+}
+
+// parseRatio reads overcommitRatio exactly. JSON numbers reach the API server's storage and
+// every client as float64, so 1.1 arrives as the float64 nearest to 1.1; its shortest
+// decimal representation that reads back as the same float64 ('f', -1) is the number the
+// user wrote, which becomes an exact inf.Dec. Unset means the schema's default, 1.
+func parseRatio(v any) (*inf.Dec, error) {
+	var text string
+	switch r := v.(type) {
+	case nil:
+		return inf.NewDec(1, 0), nil
+	case int64:
+		return inf.NewDec(r, 0), nil
+	case float64:
+		text = strconv.FormatFloat(r, 'f', -1, 64)
+	case string:
+		text = r
+	default:
+		return nil, fmt.Errorf("not a number: %v", v)
+	}
+	d, ok := new(inf.Dec).SetString(text)
+	if !ok || d.Sign() < 0 {
+		return nil, fmt.Errorf("not a non-negative number: %v", v)
+	}
+	return d, nil
+}
+
+// Allocatable is capacity × ratio, computed exactly with inf.Dec and rounded down to whole
+// bytes: a volume cannot hold part of a byte, and rounding down never promises more than
+// the pool has.
+func (s Spec) Allocatable() resource.Quantity {
+	c := s.Capacity.DeepCopy()
+	product := new(inf.Dec).Mul(c.AsDec(), s.Ratio)
+	whole := new(inf.Dec).Round(product, 0, inf.RoundDown)
+	return *resource.NewDecimalQuantity(*whole, s.Capacity.Format)
+}
+
+// canonical writes q in its canonical form in format f (for example 6Gi, 1500M).
+func canonical(q resource.Quantity, f resource.Format) string {
+	c := q.DeepCopy()
+	return resource.NewDecimalQuantity(*c.AsDec(), f).String()
+}
+
+// level is the usage level of allocated against allocatable, compared exactly.
+func level(allocated, allocatable resource.Quantity) int {
+	a, l := allocated.DeepCopy(), allocatable.DeepCopy()
+	if a.Cmp(l) >= 0 {
+		return levelFull
+	}
+	// allocated ≥ 80% of allocatable ⇔ 5 × allocated ≥ 4 × allocatable.
+	a5 := new(inf.Dec).Mul(a.AsDec(), inf.NewDec(5, 0))
+	l4 := new(inf.Dec).Mul(l.AsDec(), inf.NewDec(4, 0))
+	if a5.Cmp(l4) >= 0 {
+		return levelHigh
+	}
+	return levelNormal
+}
+
+// percent is allocated as a whole percentage of allocatable, rounded down, for messages.
+func percent(allocated, allocatable resource.Quantity) string {
+	a, l := allocated.DeepCopy(), allocatable.DeepCopy()
+	if l.Sign() <= 0 {
+		return "all"
+	}
+	hundredfold := new(inf.Dec).Mul(a.AsDec(), inf.NewDec(100, 0))
+	return new(inf.Dec).QuoRound(hundredfold, l.AsDec(), 0, inf.RoundDown).String() + "%"
+}
+
+// levelOfStatus is the usage level a written status.pool shows, from its allocated and
+// allocatable, or levelNormal when there is none: it is where a new leader picks up, so
+// that it does not repeat the Events its predecessor recorded.
+func levelOfStatus(pool *unstructured.Unstructured) int {
+	allocated, ok1, _ := unstructured.NestedString(pool.Object, "status", StatusField, "allocated")
+	allocatable, ok2, _ := unstructured.NestedString(pool.Object, "status", StatusField, "allocatable")
+	if !ok1 || !ok2 {
+		return levelNormal
+	}
+	a, err1 := resource.ParseQuantity(allocated)
+	l, err2 := resource.ParseQuantity(allocatable)
+	if err1 != nil || err2 != nil {
+		return levelNormal
+	}
+	return level(a, l)
+}
+
+// conditionsOfStatus reads status.pool.conditions, so that a new leader keeps their
+// lastTransitionTime.
+func conditionsOfStatus(pool *unstructured.Unstructured) []metav1.Condition {
+	raw, _, _ := unstructured.NestedSlice(pool.Object, "status", StatusField, "conditions")
+	var conds []metav1.Condition
+	for _, item := range raw {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
+			conds = append(conds, c)
+		}
+	}
+	return conds
+}
+
+// ComputeStatus is the status of a pool of spec at generation whose class's claims hold
+// usage. conds are the pool's conditions so far (not modified); the new ones keep their
+// lastTransitionTime unless their status changes, and then take now. It also returns the
+// usage level, for Events.
+func ComputeStatus(generation int64, spec Spec, usage Usage, conds []metav1.Condition, now metav1.Time) (PoolStatus, int) {
+	f := spec.Capacity.Format
+	allocatable := spec.Allocatable()
+	available := allocatable.DeepCopy()
+	available.Sub(usage.Allocated)
+
+	st := PoolStatus{
+		StorageClassName:   spec.Class,
+		ObservedGeneration: generation,
+		Capacity:           canonical(spec.Capacity, f),
+		Allocatable:        canonical(allocatable, f),
+		Allocated:          canonical(usage.Allocated, f),
+		Available:          canonical(available, f),
+		Claims: ClaimCounts{
+			Bound:   int64(usage.Bound),
+			Pending: int64(usage.Pending),
+			Total:   int64(usage.Bound + usage.Pending),
+		},
+		Namespaces: make([]NamespaceStatus, 0, len(usage.Namespaces)),
+	}
+	for _, n := range usage.Namespaces {
+		st.Namespaces = append(st.Namespaces, NamespaceStatus{Namespace: n.Namespace, Allocated: canonical(n.Allocated, f), Claims: int64(n.Claims)})
+	}
+
+	lvl := level(usage.Allocated, allocatable)
+	limit := fmt.Sprintf("%s (capacity %s × overcommitRatio %s)", st.Allocatable, st.Capacity, spec.Ratio)
+	held := fmt.Sprintf("%d claims of StorageClass %q hold %s", st.Claims.Total, spec.Class, st.Allocated)
+
+	st.Conditions = append([]metav1.Condition(nil), conds...)
+	capacityAvailable := metav1.Condition{Type: ConditionCapacityAvailable, ObservedGeneration: generation, LastTransitionTime: now}
+	if lvl == levelFull {
+		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionFalse, "PoolFull"
+		capacityAvailable.Message = fmt.Sprintf("The pool is full: %s, %s of the %s it may promise; "+
+			"new claims overcommit it further. Delete unused claims, or raise spec.capacity or spec.overcommitRatio.",
+			held, percent(usage.Allocated, allocatable), limit)
+	} else {
+		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionTrue, "CapacityLeft"
+		capacityAvailable.Message = fmt.Sprintf("%s available: %s, %s of %s.",
+			st.Available, held, percent(usage.Allocated, allocatable), limit)
+	}
+	meta.SetStatusCondition(&st.Conditions, capacityAvailable)
+
+	overcommitted := metav1.Condition{Type: ConditionOvercommitted, ObservedGeneration: generation, LastTransitionTime: now}
+	physical := spec.Capacity.DeepCopy()
+	if over := usage.Allocated.DeepCopy(); over.Cmp(physical) > 0 {
+		over.Sub(physical)
+		overcommitted.Status, overcommitted.Reason = metav1.ConditionTrue, "AllocatedAboveCapacity"
+		overcommitted.Message = fmt.Sprintf("%s, %s more than the physical capacity %s: volumes can run out of space "+
+			"before they are full. Raise spec.capacity, or move claims to another pool.",
+			held, canonical(over, f), st.Capacity)
+	} else {
+		overcommitted.Status, overcommitted.Reason = metav1.ConditionFalse, "WithinCapacity"
+		overcommitted.Message = fmt.Sprintf("%s, within the physical capacity %s.", held, st.Capacity)
+	}
+	meta.SetStatusCondition(&st.Conditions, overcommitted)
+	return st, lvl
+}
+
+// Threshold Event reasons.
+const (
+	ReasonUsageHigh = "PoolUsageHigh"
+	ReasonFull      = "PoolFull"
+)
+
+// usageEvent is an Event to record on a pool.
+type usageEvent struct{ reason, message string }
+
+// levelEvents are the Events for usage rising from level from to level to: one per
+// threshold crossed upwards (both when usage jumps past 80% and 100% at once), none when
+// it falls. Falling below a threshold re-arms it.
+func levelEvents(from, to int, st PoolStatus, spec Spec) []usageEvent {
+	var out []usageEvent
+	top := "none"
+	if len(st.Namespaces) > 0 {
+		top = fmt.Sprintf("namespace %s with %s in %d claims", st.Namespaces[0].Namespace, st.Namespaces[0].Allocated, st.Namespaces[0].Claims)
+	}
+	summary := fmt.Sprintf("%s of %s allocated (capacity %s × overcommitRatio %s) to %d claims of StorageClass %q; largest user: %s.",
+		st.Allocated, st.Allocatable, st.Capacity, spec.Ratio, st.Claims.Total, st.StorageClassName, top)
+	if from < levelHigh && to >= levelHigh {
+		out = append(out, usageEvent{ReasonUsageHigh, "Pool usage crossed 80%: " + summary +
+			" Plan more capacity or free unused claims."})
+	}
+	if from < levelFull && to >= levelFull {
+		out = append(out, usageEvent{ReasonFull, "Pool usage reached 100%: " + summary +
+			" New claims overcommit the pool: delete unused claims, or raise spec.capacity or spec.overcommitRatio."})
+	}
+	return out
+}
+
+// StatusPatch returns the JSON merge patch that sets status.pool of pool to desired, or nil
+// when it already holds exactly that. The patch is the whole status.pool object, every
+// field present, so nothing stale survives the merge; nothing outside it is touched.
+func StatusPatch(pool *unstructured.Unstructured, desired PoolStatus) ([]byte, error) {
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&desired)
+	if err != nil {
+		return nil, err
+	}
+	current, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status", StatusField)
+	if reflect.DeepEqual(current, want) {
+		return nil, nil
+	}
+	return json.Marshal(map[string]any{"status": map[string]any{StatusField: want}})
+}
