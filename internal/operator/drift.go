@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +25,8 @@ import (
 // object, as the cache has it then, differs from the release's manifest in a field the
 // manifest sets; or if that cannot be told (no owning CR, no manifest, the object not in it).
 // The delay lets the reconciler that applied the change record the new manifest in the CR's
-// status first. Deletions and everything else pass at once.
+// status first. A deleted object is passed on at once, unless its CR is being deleted (the
+// uninstall deleted it); everything else passes unchanged.
 var settleDelay = 500 * time.Millisecond
 
 // driftCheckingInformer wraps the informer of a kind of release object for the reconciler of
@@ -71,6 +73,38 @@ func (h onlyDrift) OnUpdate(oldObj, newObj any) {
 	})
 }
 
+// OnDelete passes a deleted object on, unless its CR is being deleted or gone: then the
+// object went with the release's uninstall, and a reconcile would only wait for the CR.
+func (h onlyDrift) OnDelete(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && h.inf.ownerGone(context.Background(), u) {
+		return
+	}
+	h.ResourceEventHandler.OnDelete(obj)
+}
+
+// ownerGone reports whether the object's controlling CR of the owner kind is being deleted
+// or no longer exists.
+func (i driftCheckingInformer) ownerGone(ctx context.Context, obj *unstructured.Unstructured) bool {
+	name := i.ownerName(obj)
+	if name == "" {
+		return false
+	}
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(i.owner)
+	err := i.reader.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, cr)
+	return apierrors.IsNotFound(err) || (err == nil && cr.GetDeletionTimestamp() != nil)
+}
+
+// ownerName is the name of the object's controlling CR of the owner kind, if any.
+func (i driftCheckingInformer) ownerName(obj *unstructured.Unstructured) string {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == i.owner.Kind && ref.APIVersion == i.owner.GroupVersion().String() {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
 // drifted reports whether the object differs from its release manifest, or may.
 func (i driftCheckingInformer) drifted(ctx context.Context, key types.NamespacedName) bool {
 	live := &unstructured.Unstructured{}
@@ -78,12 +112,7 @@ func (i driftCheckingInformer) drifted(ctx context.Context, key types.Namespaced
 	if err := i.reader.Get(ctx, key, live); err != nil {
 		return true
 	}
-	var ownerName string
-	for _, ref := range live.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == i.owner.Kind && ref.APIVersion == i.owner.GroupVersion().String() {
-			ownerName = ref.Name
-		}
-	}
+	ownerName := i.ownerName(live)
 	if ownerName == "" {
 		// Not one of this kind's (another kind's reconciler will look), or tied to its CR
 		// by annotations only: let the reconciler's own handler decide.

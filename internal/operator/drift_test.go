@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -113,11 +114,11 @@ func TestDrifted(t *testing.T) {
 	}
 }
 
-type countingHandler struct{ updates atomic.Int32 }
+type countingHandler struct{ updates, deleted atomic.Int32 }
 
 func (h *countingHandler) OnAdd(any, bool)   {}
 func (h *countingHandler) OnUpdate(_, _ any) { h.updates.Add(1) }
-func (h *countingHandler) OnDelete(any)      {}
+func (h *countingHandler) OnDelete(any)      { h.deleted.Add(1) }
 
 // TestOnlyDriftForwards: an update is passed on after the settle delay when the object has
 // drifted, and not at all when it is as the release says.
@@ -137,6 +138,33 @@ func TestOnlyDriftForwards(t *testing.T) {
 		time.Sleep(20 * settleDelay) // the forward happens on a timer
 		if got := h.updates.Load(); got != tc.want {
 			t.Errorf("live replicas %d: %d updates passed on, want %d", tc.replicas, got, tc.want)
+		}
+	}
+}
+
+func (h *countingHandler) deletes() int32 { return h.deleted.Load() }
+
+// TestOnlyDriftDeletions: a deleted release object starts a reconcile, unless its CR is
+// being deleted or gone (the uninstall removed it).
+func TestOnlyDriftDeletions(t *testing.T) {
+	deleting := memcached(nil)
+	deleting.SetFinalizers([]string{"uninstall-helm-release"})
+	now := metav1.Now()
+	deleting.SetDeletionTimestamp(&now)
+	for _, tc := range []struct {
+		name string
+		objs []client.Object
+		want int32
+	}{
+		{"CR alive: recreate", []client.Object{memcached(nil)}, 1},
+		{"CR being deleted", []client.Object{deleting}, 0},
+		{"CR gone", nil, 0},
+	} {
+		inf := driftCheckingInformer{reader: readerWith(tc.objs...), owner: memcachedGVK, gvk: deploymentGVK}
+		h := &countingHandler{}
+		inf.wrap(h).OnDelete(liveDeployment(3, "m"))
+		if got := h.deletes(); got != tc.want {
+			t.Errorf("%s: %d deletions passed on, want %d", tc.name, got, tc.want)
 		}
 	}
 }
