@@ -23,10 +23,11 @@ import (
 //   - The CR kinds from watches.yaml as unstructured, without spec (the Helm
 //     values, never read here), managedFields, the last-applied annotation
 //     and status.deployedRelease.manifest, in which the helm-operator keeps
-//     the whole rendered release.
+//     the whole rendered release. (WarpdrivePools keep the three spec fields
+//     the pool bookkeeping reads: see internal/poolstatus/cache.go.)
 //
-// Nothing else is cached: no Pods, no Secrets (the Helm release storage), no
-// ReplicaSets.
+// Nothing else is cached here: no Pods, no Secrets (the Helm release storage),
+// no ReplicaSets. The pool bookkeeping adds trimmed PersistentVolumeClaims.
 
 // CacheOptions returns the per-object cache configuration for the workload
 // kinds and the CR kinds gvks, to be set as cache.Options.ByObject.
