@@ -167,6 +167,7 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	ctx := context.Background()
 	r := result{variant: v.name, n: n}
 	ns := fmt.Sprintf("bench-%d-%s", n, strings.Fields(v.name)[0])
+	deleteNamespace(t, ns) // left over by an interrupted run
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
