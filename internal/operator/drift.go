@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -29,10 +28,9 @@ import (
 // uninstall deleted it); everything else passes unchanged.
 var settleDelay = 500 * time.Millisecond
 
-// driftCheckingInformer wraps the informer of a kind of release object for the reconciler of
-// one CR kind (owner).
+// driftCheckingInformer checks the objects of one kind of release object (gvk) for the
+// reconciler of one CR kind (owner); its wrap is given to the informer's handlers.
 type driftCheckingInformer struct {
-	cache.Informer
 	reader client.Reader
 	owner  schema.GroupVersionKind
 	gvk    schema.GroupVersionKind
@@ -40,18 +38,6 @@ type driftCheckingInformer struct {
 
 func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
 	return onlyDrift{ResourceEventHandler: h, inf: i}
-}
-
-func (i driftCheckingInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandler(i.wrap(h))
-}
-
-func (i driftCheckingInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithResyncPeriod(i.wrap(h), resync)
-}
-
-func (i driftCheckingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithOptions(i.wrap(h), opts)
 }
 
 type onlyDrift struct {

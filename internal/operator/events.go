@@ -53,15 +53,38 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk == c.gvk {
-		return filteringInformer{Informer: inf}, nil
+		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+			return skipStatusUpdates{h}
+		}}, nil
 	}
 	switch obj.(type) {
 	case *unstructured.Unstructured:
-		return driftCheckingInformer{Informer: inf, reader: c.Cache, owner: c.gvk, gvk: gvk}, nil
+		drift := driftCheckingInformer{reader: c.Cache, owner: c.gvk, gvk: gvk}
+		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
 	case *corev1.Secret:
-		return deletionsOnlyInformer{Informer: inf}, nil
+		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+			return deletionsOnly{h}
+		}}, nil
 	}
 	return inf, nil
+}
+
+// wrappingInformer is an informer whose event handlers are wrapped as they are added.
+type wrappingInformer struct {
+	cache.Informer
+	wrap func(toolscache.ResourceEventHandler) toolscache.ResourceEventHandler
+}
+
+func (i wrappingInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandler(i.wrap(h))
+}
+
+func (i wrappingInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithResyncPeriod(i.wrap(h), resync)
+}
+
+func (i wrappingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithOptions(i.wrap(h), opts)
 }
 
 // The reconciler watches its release Secrets, whose owner is the CR. Only Helm writes them,
@@ -69,40 +92,12 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 // each of these events costs one more full reconcile for nothing. What is worth a reconcile
 // is a release Secret deleted by someone else; a new Secret or a changed one is the
 // reconciler's own doing. (At start the CRs' own informer brings every CR anyway.)
-type deletionsOnlyInformer struct{ cache.Informer }
-
-func (i deletionsOnlyInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandler(deletionsOnly{h})
-}
-
-func (i deletionsOnlyInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithResyncPeriod(deletionsOnly{h}, resync)
-}
-
-func (i deletionsOnlyInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithOptions(deletionsOnly{h}, opts)
-}
-
 type deletionsOnly struct {
 	toolscache.ResourceEventHandler
 }
 
 func (deletionsOnly) OnAdd(any, bool)   {}
 func (deletionsOnly) OnUpdate(_, _ any) {}
-
-type filteringInformer struct{ cache.Informer }
-
-func (i filteringInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandler(skipStatusUpdates{h})
-}
-
-func (i filteringInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithResyncPeriod(skipStatusUpdates{h}, resync)
-}
-
-func (i filteringInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithOptions(skipStatusUpdates{h}, opts)
-}
 
 // skipStatusUpdates passes every event to its handler but updates that change only the
 // status (and with it the resourceVersion and managedFields).
