@@ -1,0 +1,236 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func TestNeedsRepair(t *testing.T) {
+	for _, tc := range []struct {
+		status  release.Status
+		running bool
+		want    bool
+	}{
+		{release.StatusPendingInstall, false, true},
+		{release.StatusPendingUpgrade, false, true},
+		{release.StatusPendingRollback, false, true},
+		{release.StatusPendingUpgrade, true, false}, // this process's own operation
+		{release.StatusDeployed, false, false},
+		{release.StatusFailed, false, false},
+		{release.StatusSuperseded, false, false},
+		{release.StatusUninstalling, false, false}, // a new uninstall resumes it
+		{release.StatusUninstalled, false, false},
+	} {
+		rel := &release.Release{Info: &release.Info{Status: tc.status}}
+		if got := needsRepair(rel, tc.running); got != tc.want {
+			t.Errorf("needsRepair(%s, running=%v) = %v, want %v", tc.status, tc.running, got, tc.want)
+		}
+	}
+	if needsRepair(nil, false) || needsRepair(&release.Release{}, false) {
+		t.Error("needsRepair of a release without info: true, want false")
+	}
+}
+
+// storeActions is an action client over Helm's in-memory release storage. during, if set,
+// runs in the middle of each Install, as the client's own calls would run while Helm works.
+type storeActions struct {
+	helmclient.ActionInterface
+	cfg    *action.Configuration
+	during func()
+}
+
+func newStoreActions(revisions ...*release.Release) *storeActions {
+	s := storage.Init(driver.NewMemory())
+	for _, r := range revisions {
+		if err := s.Create(r); err != nil {
+			panic(err)
+		}
+	}
+	return &storeActions{cfg: &action.Configuration{Releases: s}}
+}
+
+func (f *storeActions) Config() *action.Configuration { return f.cfg }
+
+func (f *storeActions) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	get := action.NewGet(f.cfg)
+	for _, o := range opts {
+		if err := o(get); err != nil {
+			return nil, err
+		}
+	}
+	if get.Version > 0 {
+		return f.cfg.Releases.Get(name, get.Version)
+	}
+	return f.cfg.Releases.Last(name)
+}
+
+func (f *storeActions) Install(string, string, *chart.Chart, map[string]any, ...helmclient.InstallOption) (*release.Release, error) {
+	if f.during != nil {
+		f.during()
+	}
+	return nil, nil
+}
+
+func revision(chartName string, version int, status release.Status) *release.Release {
+	return &release.Release{
+		Name: "x", Namespace: "team-a", Version: version,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: chartName}},
+		Info:  &release.Info{Status: status, Description: "Upgrade complete"},
+	}
+}
+
+func appServiceCR() client.Object {
+	cr := &unstructured.Unstructured{}
+	cr.SetAPIVersion("appcontroller.k8s.io/v1alpha1")
+	cr.SetKind("AppService")
+	cr.SetNamespace("team-a")
+	cr.SetName("x")
+	return cr
+}
+
+// repairing is the action client the reconciler of AppServices gets: the repair over the
+// release guard over f.
+func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.ActionInterface, *record.FakeRecorder) {
+	t.Helper()
+	rec := record.NewFakeRecorder(10)
+	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return f, nil
+	})
+	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}})
+	c, err := pendingRepair{getter: guard, recorder: rec, ops: ops}.ActionClientFor(context.Background(), appServiceCR())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, rec
+}
+
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func storedStatus(t *testing.T, f *storeActions, version int) (release.Status, string) {
+	t.Helper()
+	r, err := f.cfg.Releases.Get("x", version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Info.Status, r.Info.Description
+}
+
+// A revision left pending-upgrade is marked failed in the storage, the Get returns it so, and
+// an Event on the CR says what was done; the deployed revision before it is left alone.
+func TestRepairMarksPendingRevisionFailed(t *testing.T) {
+	for _, pending := range []release.Status{release.StatusPendingUpgrade, release.StatusPendingRollback} {
+		f := newStoreActions(revision("appservice", 1, release.StatusDeployed), revision("appservice", 2, pending))
+		c, rec := repairing(t, f, newOperations())
+
+		rel, err := c.Get("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel.Version != 2 || rel.Info.Status != release.StatusFailed {
+			t.Errorf("%s: Get returned revision %d %s, want revision 2 failed", pending, rel.Version, rel.Info.Status)
+		}
+		status, desc := storedStatus(t, f, 2)
+		wantDesc := string(pending) + " interrupted: the operation that started it ended without recording its outcome (marked failed by warpdrive-operator)"
+		if status != release.StatusFailed || desc != wantDesc {
+			t.Errorf("%s: stored revision 2 is %s (%q), want failed (%q)", pending, status, desc, wantDesc)
+		}
+		if status, _ := storedStatus(t, f, 1); status != release.StatusDeployed {
+			t.Errorf("%s: revision 1 is %s, want deployed", pending, status)
+		}
+		want := "Warning PendingReleaseRepaired release x revision 2 was left " + string(pending) +
+			" by an interrupted operation; marked failed and retried"
+		if got := events(rec); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: events %q, want [%q]", pending, got, want)
+		}
+		// Repaired once: the next Get finds a failed revision and changes nothing.
+		if rel, err := c.Get("x"); err != nil || rel.Info.Status != release.StatusFailed || len(events(rec)) != 0 {
+			t.Errorf("%s: second Get: %v %v, want the failed revision and no new Event", pending, rel, err)
+		}
+	}
+}
+
+// An install interrupted before its first revision was recorded deployed: the only revision
+// is marked failed (the reconciler then upgrades it, which Helm allows from a failed revision).
+func TestRepairMarksPendingInstallFailed(t *testing.T) {
+	f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
+	c, rec := repairing(t, f, newOperations())
+	rel, err := c.Get("x")
+	if err != nil || rel.Info.Status != release.StatusFailed {
+		t.Fatalf("Get: %v, %v; want revision 1 failed", rel, err)
+	}
+	if status, _ := storedStatus(t, f, 1); status != release.StatusFailed {
+		t.Errorf("stored revision 1 is %s, want failed", status)
+	}
+	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 1 was left pending-install") {
+		t.Errorf("events %q, want one saying revision 1 was left pending-install", got)
+	}
+}
+
+// What must not be touched: an operation of this process in progress on the release, another
+// chart's release (another kind's CR of the same name), and a given revision asked for.
+func TestRepairLeavesAlone(t *testing.T) {
+	t.Run("own operation running", func(t *testing.T) {
+		f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
+		ops := newOperations()
+		c, rec := repairing(t, f, ops)
+		var seen *release.Release
+		f.during = func() { seen, _ = c.Get("x") } // a Get while this process installs
+		if _, err := c.Install("x", "team-a", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if seen == nil || seen.Info.Status != release.StatusPendingInstall {
+			t.Errorf("Get during the install returned %v, want the pending revision untouched", seen)
+		}
+		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingInstall || len(events(rec)) != 0 {
+			t.Errorf("the running install's revision was repaired: %s", status)
+		}
+		if ops.isRunning(releaseKey("team-a", "x")) {
+			t.Error("the install is still counted as running after it returned")
+		}
+		// Once the install has returned without recording an outcome, the revision is stuck.
+		if rel, _ := c.Get("x"); rel.Info.Status != release.StatusFailed {
+			t.Errorf("after the install returned: %s, want failed", rel.Info.Status)
+		}
+	})
+	t.Run("another chart's release", func(t *testing.T) {
+		f := newStoreActions(revision("warpdrivepool", 1, release.StatusPendingUpgrade))
+		c, rec := repairing(t, f, newOperations())
+		var foreign *foreignReleaseError
+		if _, err := c.Get("x"); !errors.As(err, &foreign) {
+			t.Errorf("Get: %v, want the guard's foreign release error", err)
+		}
+		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingUpgrade || len(events(rec)) != 0 {
+			t.Errorf("another chart's release was repaired: %s", status)
+		}
+	})
+	t.Run("a given revision", func(t *testing.T) {
+		f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
+		c, rec := repairing(t, f, newOperations())
+		rel, err := c.Get("x", func(g *action.Get) error { g.Version = 1; return nil })
+		if err != nil || rel.Info.Status != release.StatusPendingInstall || len(events(rec)) != 0 {
+			t.Errorf("Get of revision 1: %v %v, want it as stored, no Event", rel, err)
+		}
+	})
+}
