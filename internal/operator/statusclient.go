@@ -62,5 +62,23 @@ func helmStatusPatch(u *unstructured.Unstructured) ([]byte, error) {
 	for _, f := range helmStatusFields {
 		fields[f] = status[f] // nil where absent: JSON null removes the field
 	}
+	boundMessages(fields["conditions"])
 	return json.Marshal(map[string]any{"status": fields})
+}
+
+// maxConditionMessage bounds the message of each condition, as Kubernetes bounds those of
+// metav1.Condition. Helm's errors quote the values they refuse: a spec with a 1 MiB label
+// value failed with a 1 MiB message, the status patch was then too large to store, and the
+// CR showed no status at all.
+const maxConditionMessage = 32768
+
+func boundMessages(conditions any) {
+	list, _ := conditions.([]any)
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok {
+			if msg, ok := m["message"].(string); ok {
+				m["message"] = truncate(msg, maxConditionMessage)
+			}
+		}
+	}
 }

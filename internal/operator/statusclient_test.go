@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,5 +87,23 @@ func TestStatusUpdateKeepsForeignFields(t *testing.T) {
 	// The caller's object reflects what is stored, as after a plain update.
 	if diff := cmp.Diff(want, update.Object["status"]); diff != "" {
 		t.Errorf("caller's object after the update (-want +got):\n%s", diff)
+	}
+}
+
+// A failure that quotes a huge value still leaves a status small enough to store.
+func TestHelmStatusPatchBoundsMessages(t *testing.T) {
+	huge := strings.Repeat("a", 1<<20)
+	got, err := helmStatusPatch(memcached(map[string]any{"conditions": []any{
+		map[string]any{"type": "ReleaseFailed", "message": "invalid: " + huge},
+		map[string]any{"type": "Deployed", "message": "ok"},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := maxConditionMessage / 2
+	want := `{"status":{"conditions":[{"message":"invalid: ` + huge[:kept-len("invalid: ")] + " … " + huge[:kept] +
+		`","type":"ReleaseFailed"},{"message":"ok","type":"Deployed"}],"deployedRelease":null}}`
+	if string(got) != want {
+		t.Errorf("patch of %d bytes, want %d bytes with the middle of the message cut out", len(got), len(want))
 	}
 }

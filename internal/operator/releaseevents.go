@@ -1,0 +1,135 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// helm-operator-plugins' reconciler (v0.9.1) reports a failed install, upgrade, uninstall or
+// drift repair only in the CR's status conditions (ReleaseFailed, Irreconcilable): it records
+// no Event (its recorder is used for overridden values only). `kubectl describe` and `kubectl
+// get events`, where users and alerting look first, showed nothing. releaseEvents records a
+// Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
+// aggregates repeats of the same failure into one Event with a count.
+
+// Reasons of the Events on a CR whose release operation failed.
+const (
+	reasonInstallFailed   = "InstallFailed"
+	reasonUpgradeFailed   = "UpgradeFailed"
+	reasonUninstallFailed = "UninstallFailed"
+	reasonReconcileFailed = "ReconcileFailed"
+	reasonReleaseInvalid  = "ReleaseLookupFailed"
+)
+
+// maxEventMessage bounds an Event's message: an error may quote a value of any size.
+const maxEventMessage = 1024
+
+type releaseEvents struct {
+	getter   helmclient.ActionClientGetter
+	recorder record.EventRecorder
+}
+
+func (e releaseEvents) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
+	c, err := e.getter.ActionClientFor(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return eventingClient{ActionInterface: c, obj: obj, recorder: e.recorder}, nil
+}
+
+type eventingClient struct {
+	helmclient.ActionInterface
+	obj      client.Object
+	recorder record.EventRecorder
+}
+
+func (c eventingClient) warn(reason, format string, args ...any) {
+	c.recorder.Event(c.obj, corev1.EventTypeWarning, reason, truncate(fmt.Sprintf(format, args...), maxEventMessage))
+}
+
+// Get reports a release that exists but cannot be used (another kind's, or unreadable); no
+// release at all is the normal state of a new CR.
+func (c eventingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Get(name, opts...)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		c.warn(reasonReleaseInvalid, "reading release %s: %v", name, err)
+	}
+	return rel, err
+}
+
+func (c eventingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	if err != nil {
+		c.warn(reasonInstallFailed, "installing release %s: %v", name, err)
+	}
+	return rel, err
+}
+
+// Upgrade reports a failed upgrade, and a failed server-side dry run: the reconciler dry-runs
+// an upgrade to learn whether the release differs from the spec, and a spec that cannot be
+// rendered or applied fails there first.
+func (c eventingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	if err != nil {
+		what := "upgrading"
+		if isDryRun(opts) {
+			what = "checking the upgrade (server-side dry run) of"
+		}
+		c.warn(reasonUpgradeFailed, "%s release %s: %v", what, name, err)
+	}
+	return rel, err
+}
+
+func (c eventingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	resp, err := c.ActionInterface.Uninstall(name, opts...)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		c.warn(reasonUninstallFailed, "uninstalling release %s: %v", name, err)
+	}
+	return resp, err
+}
+
+func (c eventingClient) Reconcile(rel *release.Release) error {
+	err := c.ActionInterface.Reconcile(rel)
+	if err != nil {
+		c.warn(reasonReconcileFailed, "repairing the objects of release %s: %v", rel.Name, err)
+	}
+	return err
+}
+
+// isDryRun applies the upgrade options to a blank upgrade to see whether they ask for a dry run.
+func isDryRun(opts []helmclient.UpgradeOption) bool {
+	u := &action.Upgrade{}
+	for _, o := range opts {
+		if err := o(u); err != nil {
+			return false
+		}
+	}
+	return u.DryRun
+}
+
+// truncate cuts s to about n bytes by removing its middle: an error quoting a huge value
+// keeps its start (what failed) and its end (why), and no character is cut in two.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := n/2, len(s)-n/2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + " … " + s[tail:]
+}

@@ -1,0 +1,106 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// failingActions fails every operation with err (Get with getErr).
+type failingActions struct {
+	helmclient.ActionInterface
+	err, getErr error
+}
+
+func (f failingActions) Get(string, ...helmclient.GetOption) (*release.Release, error) {
+	return nil, f.getErr
+}
+
+func (f failingActions) Install(string, string, *chart.Chart, map[string]any, ...helmclient.InstallOption) (*release.Release, error) {
+	return nil, f.err
+}
+
+func (f failingActions) Upgrade(string, string, *chart.Chart, map[string]any, ...helmclient.UpgradeOption) (*release.Release, error) {
+	return nil, f.err
+}
+
+func (f failingActions) Uninstall(string, ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	return nil, f.err
+}
+
+func (f failingActions) Reconcile(*release.Release) error { return f.err }
+
+func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInterface, *record.FakeRecorder) {
+	t.Helper()
+	rec := record.NewFakeRecorder(10)
+	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return f, nil
+	})
+	c, err := releaseEvents{getter: base, recorder: rec}.ActionClientFor(context.Background(), appServiceCR())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, rec
+}
+
+// Each failed operation leaves one Warning Event on the CR with Helm's error.
+func TestReleaseEventsOnFailure(t *testing.T) {
+	f := failingActions{err: errors.New(`execution error at (x/templates/a.yaml:1:1): boom`), getErr: errors.New("secrets is forbidden")}
+	c, rec := eventing(t, f)
+	dryRun := func(u *action.Upgrade) error { u.DryRun = true; u.DryRunOption = "server"; return nil }
+
+	_, _ = c.Get("x")
+	_, _ = c.Install("x", "team-a", nil, nil)
+	_, _ = c.Upgrade("x", "team-a", nil, nil, dryRun)
+	_, _ = c.Upgrade("x", "team-a", nil, nil)
+	_, _ = c.Uninstall("x")
+	_ = c.Reconcile(&release.Release{Name: "x"})
+	want := []string{
+		"Warning ReleaseLookupFailed reading release x: secrets is forbidden",
+		"Warning InstallFailed installing release x: execution error at (x/templates/a.yaml:1:1): boom",
+		"Warning UpgradeFailed checking the upgrade (server-side dry run) of release x: execution error at (x/templates/a.yaml:1:1): boom",
+		"Warning UpgradeFailed upgrading release x: execution error at (x/templates/a.yaml:1:1): boom",
+		"Warning UninstallFailed uninstalling release x: execution error at (x/templates/a.yaml:1:1): boom",
+		"Warning ReconcileFailed repairing the objects of release x: execution error at (x/templates/a.yaml:1:1): boom",
+	}
+	if got := events(rec); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// No release (a new CR, or one already uninstalled) is not a failure.
+func TestReleaseEventsNotFoundIsQuiet(t *testing.T) {
+	c, rec := eventing(t, failingActions{err: driver.ErrReleaseNotFound, getErr: driver.ErrReleaseNotFound})
+	_, _ = c.Get("x")
+	_, _ = c.Uninstall("x")
+	if got := events(rec); len(got) != 0 {
+		t.Errorf("events %q, want none", got)
+	}
+}
+
+// An error quoting a huge value gives an Event of bounded size that still says what failed
+// and why, cut between characters.
+func TestReleaseEventsBoundedMessage(t *testing.T) {
+	c, rec := eventing(t, failingActions{err: errors.New("Invalid value: \"" + strings.Repeat("é", 4096) + "\": must be no more than 63 bytes")})
+	_, _ = c.Install("x", "team-a", nil, nil)
+	got := events(rec)
+	if len(got) != 1 {
+		t.Fatalf("events %q, want one", got)
+	}
+	msg := strings.TrimPrefix(got[0], "Warning InstallFailed ")
+	if len(msg) > maxEventMessage+len(" … ") || !utf8.ValidString(msg) ||
+		!strings.HasPrefix(msg, "installing release x: Invalid value: \"éé") || !strings.Contains(msg, "éé … éé") ||
+		!strings.HasSuffix(msg, "éé\": must be no more than 63 bytes") {
+		t.Errorf("message of %d bytes %q, want at most %d bytes, whole characters, its start and its end", len(msg), msg, maxEventMessage)
+	}
+}
