@@ -13,14 +13,20 @@
 //     once: the stock command (v0.9.1) turns these watches off when watchDependentResources is
 //     true, its default, and leaves drift to the periodic reconcile, every minute;
 //   - a watch's own reconcilePeriod and maxConcurrentReconciles in watches.yaml are honoured
-//     (the stock command reads only its flags).
+//     (the stock command reads only its flags);
+//   - a release left pending by an interrupted operation is marked failed and retried
+//     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
+//     namespace) still has its cluster-scoped objects deleted (orphansweep.go); failed Helm
+//     operations are recorded as Events on the CR (releaseevents.go).
 package operator
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +52,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	log := ctrl.Log.WithName("operator")
+	ops := newOperations() // Helm operations in progress, across kinds: see pendingrepair.go
 	for _, w := range ws {
 		period, concurrency := opts.ReconcilePeriod, opts.MaxConcurrentReconciles
 		if w.ReconcilePeriod != nil {
@@ -54,6 +61,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if w.MaxConcurrentReconciles != nil {
 			concurrency = *w.MaxConcurrentReconciles
 		}
+		// The reconciler's own recorder name, so that these Events share its source.
+		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
+		var getter helmclient.ActionClientGetter = newReleaseGuard(actionClients, w.Chart)
+		getter = pendingRepair{getter: getter, recorder: recorder, ops: ops}
+		getter = orphanSweep{getter: getter, recorder: recorder}
+		getter = releaseEvents{getter: getter, recorder: recorder}
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -69,7 +82,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
 			reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
 			reconciler.WithClient(cl),
-			reconciler.WithActionClientGetter(newReleaseGuard(actionClients, w.Chart)),
+			reconciler.WithActionClientGetter(getter),
 		)
 		if err != nil {
 			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
