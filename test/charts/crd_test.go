@@ -226,6 +226,7 @@ func TestCRDAgreesWithChartSchema(t *testing.T) {
 			{"{capacity: 1Gi, storageClassName: '" + strings.Repeat("s", 254) + "'}", false},
 			{"{capacity: 1Gi, image: 'a: b'}", true},
 			{"{capacity: 1Gi, image: ''}", false},
+			{"{capacity: 1Gi, image: '" + strings.Repeat("i", 1025) + "'}", false},
 			{"{capacity: 1Gi, nodeSelector: {zone: a}}", true},
 			{"{capacity: 1Gi, nodeSelector: {zone: 1}}", false},
 			{"{capacity: 1Gi, resources: {limits: {cpu: 2, memory: 1Gi}, requests: {cpu: 500m}}}", true},
@@ -277,6 +278,8 @@ func TestCRDAgreesWithChartSchema(t *testing.T) {
 			{"{size: 2.5}", false},
 			{"{size: '3'}", false},
 			{"{size: 3, resources: {requests: {memory: 64Mi}}}", true},
+			{"{image: '" + strings.Repeat("i", 1024) + "'}", true},
+			{"{image: '" + strings.Repeat("i", 1025) + "'}", false}, // a 1 MiB spec stops here
 		},
 	}
 	for _, w := range watchList(t) {
