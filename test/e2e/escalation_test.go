@@ -33,10 +33,7 @@ func releaseObjects(ctx context.Context, release string) ([]string, error) {
 	}
 	var out []string
 	for _, l := range lists {
-		if err := env.Client.List(ctx, l, sel); err != nil {
-			return nil, err
-		}
-		items, err := metaItems(l)
+		items, err := env.List(ctx, l, sel)
 		if err != nil {
 			return nil, err
 		}
@@ -44,39 +41,6 @@ func releaseObjects(ctx context.Context, release string) ([]string, error) {
 		for _, o := range items {
 			out = append(out, fmt.Sprintf("%s %s/%s", kind[strings.LastIndex(kind, ".")+1:], o.GetNamespace(), o.GetName()))
 		}
-	}
-	return out, nil
-}
-
-func metaItems(l client.ObjectList) ([]metav1.Object, error) {
-	var out []metav1.Object
-	switch l := l.(type) {
-	case *appsv1.DeploymentList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *appsv1.StatefulSetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *policyv1.PodDisruptionBudgetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *storagev1.StorageClassList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("unexpected list %T", l)
 	}
 	return out, nil
 }
@@ -131,6 +95,7 @@ func TestHostileStringsStayValues(t *testing.T) {
 	hostile := map[string]string{
 		"newline":  "x\nnamespace: " + victim,
 		"template": "{{ .Release.Namespace }}",
+		"unicode":  "ünïcødé/☃:🚀\u202e",
 		"document": "x\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: injected, namespace: " + victim + "}",
 	}
 	for name, s := range hostile {
@@ -186,6 +151,7 @@ func TestNameCollidesWithAnotherKindsRelease(t *testing.T) {
 	if _, _, msg := condition(got, "Irreconcilable"); !strings.Contains(msg, "warpdrivepool") || !strings.Contains(msg, "another name") {
 		t.Errorf("Irreconcilable message %q does not say that the release is another kind's", msg)
 	}
+	waitEvent(t, app, "ReleaseLookupFailed", "is of chart warpdrivepool, not appservice")
 	expectPoolUntouched(t, pool, sc)
 	if err := get(context.Background(), deployment(app, "hijacker")); !apierrors.IsNotFound(err) {
 		t.Errorf("the AppService's Deployment exists (%v): its chart was installed over the pool's release", err)

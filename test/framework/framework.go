@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -158,7 +159,7 @@ func (e *Env) GVR(kind string) schema.GroupVersionResource {
 // Namespace creates a namespace for one test and deletes it when the test ends.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
-	name := strings.ToLower(fmt.Sprintf("e2e-%s-%s", slug(t.Name()), rand.String(5)))
+	name := strings.ToLower(fmt.Sprintf("e2e-%s-%s", Slug(t.Name(), 40), rand.String(5)))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := e.Client.Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
@@ -212,7 +213,9 @@ func (e *Env) DeleteCRs(ctx context.Context, ns string) error {
 	})
 }
 
-func slug(s string) string {
+// Slug makes s usable in an object name: lower case letters, digits and single dashes, at
+// most n characters (the end of s, where test names differ).
+func Slug(s string, n int) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
 		switch {
@@ -223,10 +226,30 @@ func slug(s string) string {
 		}
 	}
 	out := strings.Trim(b.String(), "-")
-	if len(out) > 40 {
-		out = strings.Trim(out[len(out)-40:], "-")
+	if len(out) > n {
+		out = strings.Trim(out[len(out)-n:], "-")
 	}
 	return out
+}
+
+// List lists objects of a typed list kind and returns its items as client.Objects.
+func (e *Env) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) ([]client.Object, error) {
+	if err := e.Client.List(ctx, l, opts...); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, o := range items {
+		co, ok := o.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("%T is not a client.Object", o)
+		}
+		out = append(out, co)
+	}
+	return out, nil
 }
 
 // Poll calls check every 250 ms until it returns nil or the timeout passes; the error then
