@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -170,11 +171,16 @@ func TestStatusDoesNotFlap(t *testing.T) {
 
 	t.Log("drift repair: the Deployment scaled by hand is scaled back")
 	d := deployment(cr, cr.GetName())
-	if err := get(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	setWorkloadReplicas(d, 6)
-	if err := env.Client.Update(context.Background(), d); err != nil {
+	// As kubectl edit would: the Deployment controller may write between the read and the
+	// update (the upgrade's rollout), which is a conflict to retry, not a failure.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(context.Background(), d); err != nil {
+			return err
+		}
+		setWorkloadReplicas(d, 6)
+		return env.Client.Update(context.Background(), d)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitWorkload(t, memcached, cr, 3)
