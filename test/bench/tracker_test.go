@@ -21,7 +21,7 @@ import (
 // status the sidecar writes. Watching, not polling, keeps the measurement off the apiserver.
 type tracker struct {
 	mu          sync.Mutex
-	deployments map[string]int32             // name -> available replicas now
+	deployments map[string]int32               // name -> available replicas now
 	deployAt    map[string]map[int32]time.Time // name -> available count -> first seen
 	crAt        map[string]map[int64]time.Time // name -> status.availableReplicas -> first seen
 	crs         map[string]bool
