@@ -128,17 +128,50 @@ func (c repairingClient) markFailed(rel *release.Release) (*release.Release, err
 	return &fixed, nil
 }
 
+// Install and Upgrade record their operation while it runs (see operations). When one
+// fails, the revisions it leaves pending are repaired at once: helm-operator-plugins rolls a
+// failed upgrade back to a new revision, so a revision whose outcome could not be recorded
+// (the apiserver or etcd lost mid-operation) ends below the last one, where the repair on Get
+// would never see it, and stays pending in the history.
 func (c repairingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
-	defer c.ops.start(releaseKey(namespace, name))()
-	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	done := c.ops.start(releaseKey(namespace, name))
+	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	done()
+	if err != nil {
+		c.repairHistory(name, chrt)
+	}
+	return rel, err
 }
 
 func (c repairingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	defer c.ops.start(releaseKey(namespace, name))()
-	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	done := c.ops.start(releaseKey(namespace, name))
+	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	done()
+	if err != nil && !isDryRun(opts) {
+		c.repairHistory(name, chrt)
+	}
+	return rel, err
 }
 
 func (c repairingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
 	defer c.ops.start(releaseKey(c.obj.GetNamespace(), name))()
 	return c.ActionInterface.Uninstall(name, opts...)
+}
+
+// repairHistory marks failed every revision of the release, of chart chrt, still pending
+// after an operation on it failed. It is best effort: what it cannot read or write now (the apiserver still
+// away), the repair on Get does for the last revision at the next reconcile.
+func (c repairingClient) repairHistory(name string, chrt *chart.Chart) {
+	if c.ops.isRunning(releaseKey(c.obj.GetNamespace(), name)) {
+		return
+	}
+	history, err := c.Config().Releases.History(name)
+	if err != nil {
+		return
+	}
+	for _, rel := range history {
+		if needsRepair(rel, false) && rel.Chart != nil && chrt != nil && rel.Chart.Name() == chrt.Name() {
+			_, _ = c.markFailed(rel) // logged and recorded as an Event when it succeeds
+		}
+	}
 }

@@ -234,3 +234,47 @@ func TestRepairLeavesAlone(t *testing.T) {
 		}
 	})
 }
+
+// upgradeRolledBack is an Upgrade as it ends when the apiserver is lost before Helm records
+// the outcome: revision 2 left pending-upgrade, then helm-operator-plugins' rollback recorded
+// as revision 3, deployed, and the upgrade's error returned.
+func (f *storeActions) Upgrade(name, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	if isDryRun(opts) {
+		return nil, errors.New("dry run failed")
+	}
+	for _, r := range []*release.Release{revision("appservice", 2, release.StatusPendingUpgrade), revision("appservice", 3, release.StatusDeployed)} {
+		if err := f.cfg.Releases.Create(r); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("update: failed to update: rpc error: code = Unavailable")
+}
+
+// A failed upgrade that left a pending revision below its rollback: the Get repair would
+// never see it (it is not the last), so the failed upgrade repairs it at once. A failed dry
+// run records nothing and repairs nothing.
+func TestFailedUpgradeRepairsPendingHistory(t *testing.T) {
+	chrt := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
+	f := newStoreActions(revision("appservice", 1, release.StatusSuperseded))
+	c, rec := repairing(t, f, newOperations())
+
+	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
+	if _, err := c.Upgrade("x", "team-a", chrt, nil, dryRun); err == nil {
+		t.Fatal("dry run: no error")
+	}
+	if got := events(rec); len(got) != 0 {
+		t.Errorf("a failed dry run recorded %q", got)
+	}
+
+	if _, err := c.Upgrade("x", "team-a", chrt, nil); err == nil {
+		t.Fatal("upgrade: no error")
+	}
+	for v, want := range map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusFailed, 3: release.StatusDeployed} {
+		if status, _ := storedStatus(t, f, v); status != want {
+			t.Errorf("revision %d is %s, want %s", v, status, want)
+		}
+	}
+	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 2 was left pending-upgrade") {
+		t.Errorf("events %q, want one saying revision 2 was left pending-upgrade", got)
+	}
+}
