@@ -51,17 +51,26 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: build tools ## Run every test: unit, chart, e2e and deploy e2e on the local cluster (started if needed).
+test: build tools ## Run every test: unit, chart, e2e, deploy e2e and faults on the local cluster (started if needed).
 	go vet ./...
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults)
 	$(MAKE) bundle
 	$(MAKE) cluster-up
 	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee $(CLUSTER_DIR)/e2e.log
 	$(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
+	$(MAKE) test-faults
 
 .PHONY: test-unit
 test-unit: ## Run the unit and chart tests only (no cluster).
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults)
+
+# The fault suite (test/faults): crashes mid-operation, control-plane restarts, failover,
+# churn, at the sizes it must survive (100 CRs through 18 kills, 1000 churn cycles).
+# WARPDRIVE_FAULTS_HEAVY=1 runs larger ones (200 CRs through 30 kills, 5000 cycles).
+.PHONY: test-faults
+test-faults: build tools ## Fault suite on the local cluster (started if needed): kills, control-plane restarts, failover, churn.
+	$(MAKE) cluster-up
+	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 180m -v ./test/faults/ 2>&1 | tee $(CLUSTER_DIR)/faults.log
 
 .PHONY: test-deploy
 test-deploy: build $(KUSTOMIZE) ## Deploy e2e on $KUBECONFIG: make deploy, the e2e suite as the manager's ServiceAccount, make undeploy.

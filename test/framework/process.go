@@ -92,6 +92,15 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// ExitCode is the process's exit status once it has ended: -1 while it runs, or when a
+// signal ended it.
+func (p *Process) ExitCode() int {
+	if !p.Exited() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
