@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,10 +62,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		// The reconciler's own recorder name, so that these Events share its source.
 		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
-		var getter helmclient.ActionClientGetter = newReleaseGuard(actionClients, w.Chart)
-		getter = pendingRepair{getter: getter, recorder: recorder, ops: ops}
-		getter = orphanSweep{getter: getter, recorder: recorder}
-		getter = releaseEvents{getter: getter, recorder: recorder}
+		getter := newReleaseGuard(actionClients, w.Chart)
+		getter = withPendingRepair(getter, recorder, ops)
+		getter = withOrphanSweep(getter, recorder)
+		getter = withReleaseEvents(getter, recorder)
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),

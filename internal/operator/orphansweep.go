@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,17 +52,12 @@ func ownedBy(annotations map[string]string, cr client.Object) bool {
 		annotations[ownerTypeAnnotation] == gk.String()
 }
 
-type orphanSweep struct {
-	getter   helmclient.ActionClientGetter
-	recorder record.EventRecorder
-}
-
-func (o orphanSweep) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-	c, err := o.getter.ActionClientFor(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	return sweepingClient{ActionInterface: c, obj: obj, recorder: o.recorder}, nil
+// withOrphanSweep hands out action clients whose uninstall completes one that found no
+// release (see above).
+func withOrphanSweep(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
+	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+		return sweepingClient{ActionInterface: c, obj: cr, recorder: recorder}
+	})
 }
 
 type sweepingClient struct {

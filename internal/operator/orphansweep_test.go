@@ -116,7 +116,7 @@ func sweeping(t *testing.T, cr client.Object, kube *kubefake.FailingKubeClient) 
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	c, err := orphanSweep{getter: base, recorder: rec}.ActionClientFor(context.Background(), cr)
+	c, err := withOrphanSweep(base, rec).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -36,7 +35,7 @@ import (
 // found pending by the leader is thus either its own operation still running, or one left by
 // a manager that is gone or by an operation of its own that has ended without recording its
 // outcome. The first case is told apart in the process (operations): reconciles of one CR
-// never run at once, and each reconciler sees only its own chart's releases (releaseGuard,
+// never run at once, and each reconciler sees only its own chart's releases (newReleaseGuard,
 // which this wraps), but the check does not rely on either. Without leader election, running
 // more than one manager is unsafe anyway (they would race on every upgrade).
 
@@ -79,19 +78,11 @@ func (o *operations) isRunning(key string) bool {
 	return o.running[key] > 0
 }
 
-// pendingRepair hands out action clients that repair pending releases (see above).
-type pendingRepair struct {
-	getter   helmclient.ActionClientGetter
-	recorder record.EventRecorder
-	ops      *operations
-}
-
-func (p pendingRepair) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-	c, err := p.getter.ActionClientFor(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	return repairingClient{ActionInterface: c, obj: obj, recorder: p.recorder, ops: p.ops}, nil
+// withPendingRepair hands out action clients that repair pending releases (see above).
+func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.EventRecorder, ops *operations) helmclient.ActionClientGetter {
+	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+		return repairingClient{ActionInterface: c, obj: cr, recorder: recorder, ops: ops}
+	})
 }
 
 type repairingClient struct {

@@ -109,7 +109,7 @@ func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.Actio
 		return f, nil
 	})
 	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}})
-	c, err := pendingRepair{getter: guard, recorder: rec, ops: ops}.ActionClientFor(context.Background(), appServiceCR())
+	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}

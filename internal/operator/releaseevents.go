@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -35,17 +34,11 @@ const (
 // maxEventMessage bounds an Event's message: an error may quote a value of any size.
 const maxEventMessage = 1024
 
-type releaseEvents struct {
-	getter   helmclient.ActionClientGetter
-	recorder record.EventRecorder
-}
-
-func (e releaseEvents) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-	c, err := e.getter.ActionClientFor(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	return eventingClient{ActionInterface: c, obj: obj, recorder: e.recorder}, nil
+// withReleaseEvents hands out action clients that record failed operations as Events.
+func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
+	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+		return eventingClient{ActionInterface: c, obj: cr, recorder: recorder}
+	})
 }
 
 type eventingClient struct {

@@ -46,7 +46,7 @@ func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInte
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	c, err := releaseEvents{getter: base, recorder: rec}.ActionClientFor(context.Background(), appServiceCR())
+	c, err := withReleaseEvents(base, rec).ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,19 +24,13 @@ import (
 // after a WarpdrivePool of the namespace and so make the operator delete (and recreate, and
 // delete again) the pool's cluster-scoped StorageClass, which the editor may not touch.
 //
-// releaseGuard makes each reconciler see only releases of its own chart (one chart per kind,
+// newReleaseGuard makes each reconciler see only releases of its own chart (one chart per kind,
 // see watches.yaml): another chart's release is an error to it, which the CR reports
 // (Irreconcilable), and when the CR is deleted the release is left alone, as if there were
 // none, so that the CR's finalizer is removed without touching it.
 
-// releaseGuard hands out action clients that refuse releases of charts other than chart.
-type releaseGuard struct {
-	getter helmclient.ActionClientGetter
-	chart  string
-}
-
 // newActionClientGetter makes the action client getter that helm-operator-plugins' reconciler
-// makes for itself when given none; Setup wraps it in a releaseGuard per chart.
+// makes for itself when given none; Setup wraps it (see wrapActionClients).
 func newActionClientGetter(mgr ctrl.Manager) (helmclient.ActionClientGetter, error) {
 	acg, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
 	if err != nil {
@@ -55,16 +49,26 @@ func newActionClientGetter(mgr ctrl.Manager) (helmclient.ActionClientGetter, err
 // during a wave of upgrades went to parsing that document. The apiserver still validates every
 // object, in the dry-run and in the real request.
 
-func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart) releaseGuard {
-	return releaseGuard{getter: getter, chart: c.Name()}
+// wrapActionClients returns a getter that hands out the action clients of getter, each
+// wrapped by wrap for the CR it serves. Each of the manager's additions to
+// helm-operator-plugins' action client (release guard, pending repair, orphan sweep, Events)
+// is such a wrapper: an ActionInterface that embeds the one it wraps and overrides a few
+// calls.
+func wrapActionClients(getter helmclient.ActionClientGetter, wrap func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface) helmclient.ActionClientGetter {
+	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
+		c, err := getter.ActionClientFor(ctx, cr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c, cr), nil
+	})
 }
 
-func (g releaseGuard) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-	c, err := g.getter.ActionClientFor(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	return guardedClient{ActionInterface: c, chart: g.chart}, nil
+// newReleaseGuard hands out action clients that refuse releases of charts other than c.
+func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart) helmclient.ActionClientGetter {
+	return wrapActionClients(getter, func(ac helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
+		return guardedClient{ActionInterface: ac, chart: c.Name()}
+	})
 }
 
 // foreignReleaseError says that a release of the CR's name belongs to another chart.
