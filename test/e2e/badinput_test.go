@@ -86,7 +86,7 @@ func TestRenderFailure(t *testing.T) {
 	bad := pool.newCR(t, ns, "empty-pool", map[string]any{"capacity": "0Gi"})
 	create(t, bad)
 	failed := waitCondition(t, bad, "ReleaseFailed", "True")
-	if _, _, msg := condition(failed, "ReleaseFailed"); !strings.Contains(msg, "capacity must be greater than zero") {
+	if _, _, msg := framework.Condition(failed, "ReleaseFailed"); !strings.Contains(msg, "capacity must be greater than zero") {
 		t.Errorf("ReleaseFailed message %q does not give the chart's reason", msg)
 	}
 	waitEvent(t, bad, "InstallFailed", "capacity must be greater than zero")
@@ -97,7 +97,7 @@ func TestRenderFailure(t *testing.T) {
 
 	patchSpec(t, bad, map[string]any{"capacity": "10Gi"})
 	fixed := waitCondition(t, bad, "Deployed", "True")
-	if status, _, _ := condition(fixed, "ReleaseFailed"); status != "False" {
+	if status, _, _ := framework.Condition(fixed, "ReleaseFailed"); status != "False" {
 		t.Errorf("ReleaseFailed=%q after the fix, want False", status)
 	}
 
@@ -105,7 +105,7 @@ func TestRenderFailure(t *testing.T) {
 	// upgrade; the release stays as it was.
 	patchSpec(t, bad, map[string]any{"capacity": "0Gi"})
 	broken := waitCondition(t, bad, "Irreconcilable", "True")
-	if _, _, msg := condition(broken, "Irreconcilable"); !strings.Contains(msg, "capacity must be greater than zero") {
+	if _, _, msg := framework.Condition(broken, "Irreconcilable"); !strings.Contains(msg, "capacity must be greater than zero") {
 		t.Errorf("Irreconcilable message %q does not give the chart's reason", msg)
 	}
 	waitEvent(t, bad, "UpgradeFailed", "checking the upgrade (server-side dry run) of release empty-pool: execution error")
@@ -126,7 +126,7 @@ func TestConflictingDeploymentName(t *testing.T) {
 	second := app.newCR(t, ns, "second", map[string]any{"deploymentName": "shared", "replicas": int64(4)})
 	create(t, second)
 	failed := waitCondition(t, second, "ReleaseFailed", "True")
-	if _, _, msg := condition(failed, "ReleaseFailed"); !strings.Contains(msg, "shared") || !strings.Contains(msg, "first") {
+	if _, _, msg := framework.Condition(failed, "ReleaseFailed"); !strings.Contains(msg, "shared") || !strings.Contains(msg, "first") {
 		t.Errorf("ReleaseFailed message %q does not name the Deployment and its owner release", msg)
 	}
 	waitEvent(t, second, "InstallFailed", `key "meta.helm.sh/release-name" must equal "second": current value is "first"`)
@@ -141,7 +141,7 @@ func TestConflictingDeploymentName(t *testing.T) {
 	if r := ptrValue(d.Spec.Replicas); r != 2 {
 		t.Errorf("Deployment shared has %d replicas, want the first CR's 2", r)
 	}
-	if status, _, _ := condition(mustGetCR(t, first), "Deployed"); status != "True" {
+	if status, _, _ := framework.Condition(mustGetCR(t, first), "Deployed"); status != "True" {
 		t.Errorf("first CR Deployed=%q after the conflict, want True", status)
 	}
 }
@@ -195,7 +195,7 @@ func TestRenderedObjectRejected(t *testing.T) {
 	}
 	for _, tc := range cases {
 		failed := waitCondition(t, tc.cr, "ReleaseFailed", "True")
-		_, reason, msg := condition(failed, "ReleaseFailed")
+		_, reason, msg := framework.Condition(failed, "ReleaseFailed")
 		if reason != "InstallError" || !strings.Contains(msg, tc.text) || len(msg) > 32768+len(" … ") {
 			t.Errorf("%s: ReleaseFailed %s (%d bytes) %.300q, want InstallError with %q in at most 32 KiB", tc.cr.GetName(), reason, len(msg), msg, tc.text)
 		}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // The operator acts with more rights than the users who create CRs: a namespace editor may
@@ -148,7 +150,7 @@ func TestNameCollidesWithAnotherKindsRelease(t *testing.T) {
 	app := newCR(t, "AppService", ns, "shared", map[string]any{"deploymentName": "hijacker"})
 	create(t, app)
 	got := waitCondition(t, app, "Irreconcilable", "True")
-	if _, _, msg := condition(got, "Irreconcilable"); !strings.Contains(msg, "warpdrivepool") || !strings.Contains(msg, "another name") {
+	if _, _, msg := framework.Condition(got, "Irreconcilable"); !strings.Contains(msg, "warpdrivepool") || !strings.Contains(msg, "another name") {
 		t.Errorf("Irreconcilable message %q does not say that the release is another kind's", msg)
 	}
 	waitEvent(t, app, "ReleaseLookupFailed", "is of chart warpdrivepool, not appservice")
@@ -163,7 +165,7 @@ func TestNameCollidesWithAnotherKindsRelease(t *testing.T) {
 	}
 	waitGone(t, app)
 	expectPoolUntouched(t, pool, sc)
-	if status, _, _ := condition(mustGetCR(t, pool), "Deployed"); status != "True" {
+	if status, _, _ := framework.Condition(mustGetCR(t, pool), "Deployed"); status != "True" {
 		t.Errorf("pool Deployed=%q after the AppService went, want True", status)
 	}
 }
@@ -221,7 +223,7 @@ func TestNamesCollideWithForeignObjects(t *testing.T) {
 	app := newCR(t, "AppService", ns, "adopter", map[string]any{"deploymentName": "by-hand", "replicas": int64(1)})
 	create(t, app)
 	failed := waitCondition(t, app, "ReleaseFailed", "True")
-	if _, _, msg := condition(failed, "ReleaseFailed"); !strings.Contains(msg, "by-hand") {
+	if _, _, msg := framework.Condition(failed, "ReleaseFailed"); !strings.Contains(msg, "by-hand") {
 		t.Errorf("ReleaseFailed message %q does not name the Deployment", msg)
 	}
 	d := deployment(app, "by-hand")

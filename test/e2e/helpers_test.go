@@ -83,20 +83,6 @@ func mustGetCR(t testing.TB, like *unstructured.Unstructured) *unstructured.Unst
 	return cr
 }
 
-// condition returns the helm-operator's condition of type typ on cr.
-func condition(cr *unstructured.Unstructured, typ string) (status, reason, message string) {
-	conds, _, _ := unstructured.NestedSlice(cr.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			status, _ = m["status"].(string)
-			reason, _ = m["reason"].(string)
-			message, _ = m["message"].(string)
-		}
-	}
-	return status, reason, message
-}
-
 // waitCondition waits until cr has condition typ with status want, and returns the CR.
 func waitCondition(t testing.TB, cr *unstructured.Unstructured, typ, want string) *unstructured.Unstructured {
 	t.Helper()
@@ -106,7 +92,7 @@ func waitCondition(t testing.TB, cr *unstructured.Unstructured, typ, want string
 		if got, err = getCR(ctx, cr); err != nil {
 			return err
 		}
-		if status, reason, msg := condition(got, typ); status != want {
+		if status, reason, msg := framework.Condition(got, typ); status != want {
 			return fmt.Errorf("%s %s: condition %s=%q (%s: %s), want %q; conditions: %v",
 				cr.GetKind(), cr.GetName(), typ, status, reason, msg, want, got.Object["status"])
 		}

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // maxHistory is the manager's default --max-release-history.
@@ -151,13 +154,13 @@ func TestChurn(t *testing.T) {
 	deleteNamespace(doomed[0])
 	manager.Kill()
 	deleteNamespace(doomed[1])
-	eventually(t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
 		rels, err := releases(ctx, doomed[1])
 		if err != nil {
 			return err
 		}
 		if len(rels) > 0 {
-			return fmt.Errorf("namespace %s still has releases %v", doomed[1], keys(rels))
+			return fmt.Errorf("namespace %s still has releases %v", doomed[1], slices.Sorted(maps.Keys(rels)))
 		}
 		if crs := crsIn(t, doomed[1]); len(crs) == 0 {
 			return fmt.Errorf("namespace %s has no CRs left: the finalizers did not hold them", doomed[1])
@@ -171,7 +174,7 @@ func TestChurn(t *testing.T) {
 		t.Fatal(hotResult.err)
 	}
 
-	eventually(t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
 		for _, ns := range doomed {
 			err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 			if !apierrors.IsNotFound(err) {
@@ -187,7 +190,7 @@ func TestChurn(t *testing.T) {
 			waitConverged(t, ns, allKinds...)
 		}
 	}
-	eventually(t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
 		if l := leaks(ctx, remaining, c.namespaces); len(l) > 0 {
 			return fmt.Errorf("%d leaks, e.g. %v", len(l), l[:min(5, len(l))])
 		}
@@ -222,7 +225,7 @@ func upgradeTimes(cr *unstructured.Unstructured, n int) (int, error) {
 	ctx := context.Background()
 	base := 0 // the last revision deployed before the edit
 	for i := 0; i <= n; i++ {
-		err := pollFor(convergeTimeout(), func() error {
+		err := framework.Poll(ctx, convergeTimeout(), func(ctx context.Context) error {
 			rels, err := releases(ctx, cr.GetNamespace())
 			if err != nil {
 				return err
@@ -242,17 +245,6 @@ func upgradeTimes(cr *unstructured.Unstructured, n int) (int, error) {
 		}
 	}
 	return base, nil
-}
-
-func pollFor(timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // crsIn lists the CRs of every kind in ns.
@@ -314,7 +306,7 @@ func leaks(ctx context.Context, remaining, all []string) []string {
 				out = append(out, fmt.Sprintf("release %s/%s keeps %d revisions", ns, name, len(revs)))
 			}
 			for _, r := range revs {
-				if !uids[controllerOf(r.secret)] {
+				if !uids[controllerUID(&r.secret)] {
 					out = append(out, fmt.Sprintf("release Secret %s/%s without its CR", ns, r.secret.Name))
 				}
 			}

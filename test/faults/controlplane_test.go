@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // restartComponent kills one process of the local cluster and starts it again with the same
@@ -60,7 +62,7 @@ func sidecarConverged(k kind, cr *unstructured.Unstructured) error {
 func waitAllConverged(t testing.TB, ns string, k kind) *state {
 	t.Helper()
 	var s *state
-	eventually(t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
 		var err error
 		if s, err = snapshot(ctx, ns, k); err != nil {
 			return err
@@ -111,7 +113,7 @@ func TestControlPlaneRestart(t *testing.T) {
 		cr := name(i % n)
 		want[cr] = (want[cr] + 1) % 3
 		// A user's edit made while the apiserver is coming back is retried, as kubectl would be.
-		eventually(t, time.Minute, func(ctx context.Context) error {
+		framework.Eventually(t, time.Minute, func(ctx context.Context) error {
 			return appService.setReplicas(ctx, appService.newCR(ns, cr, 0), want[cr])
 		})
 		time.Sleep(50 * time.Millisecond) // a wave, not a burst: the restarts land mid-work

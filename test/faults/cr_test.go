@@ -1,18 +1,25 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // kind is what the suite needs to know of one CR kind: how to write a spec of n replicas and
@@ -109,25 +116,16 @@ func kindOf(gvk schema.GroupVersionKind) (kind, bool) {
 	return kind{}, false
 }
 
-// condition returns the status and message of the helm-operator's condition typ on cr.
-func condition(cr *unstructured.Unstructured, typ string) (status, message string) {
-	conds, _, _ := unstructured.NestedSlice(cr.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			status, _ = m["status"].(string)
-			message, _ = m["message"].(string)
-		}
-	}
-	return status, message
-}
-
 // revision is one stored revision of a release, from its Secret's labels.
 type revision struct {
-	version     int
-	status      string
-	description string // read only when asked for (decodes the release)
-	secret      corev1.Secret
+	version int
+	status  string
+	secret  corev1.Secret
+}
+
+// decoded reads the release stored in r's Secret, through Helm's own Secrets driver.
+func (r revision) decoded() (*release.Release, error) {
+	return driver.NewSecrets(env.Clientset.CoreV1().Secrets(r.secret.Namespace)).Get(r.secret.Name)
 }
 
 // releases lists the Helm release Secrets of namespace ns by release name, in revision order.
@@ -144,21 +142,9 @@ func releases(ctx context.Context, ns string) (map[string][]revision, error) {
 		out[name] = append(out[name], revision{version: v, status: s.Labels["status"], secret: s})
 	}
 	for _, revs := range out {
-		sortRevisions(revs)
+		slices.SortFunc(revs, func(a, b revision) int { return cmp.Compare(a.version, b.version) })
 	}
 	return out, nil
-}
-
-func sortRevisions(revs []revision) {
-	for i := 1; i < len(revs); i++ {
-		for j := i; j > 0 && revs[j].version < revs[j-1].version; j-- {
-			revs[j], revs[j-1] = revs[j-1], revs[j]
-		}
-	}
-}
-
-func isPending(status string) bool {
-	return status == "pending-install" || status == "pending-upgrade" || status == "pending-rollback"
 }
 
 // workloads are the replicas and owning release of each Deployment and StatefulSet of ns,
@@ -175,23 +161,16 @@ func workloads(ctx context.Context, ns string) (map[string]workloadState, error)
 		return nil, err
 	}
 	for _, d := range ds.Items {
-		out["Deployment/"+d.Name] = workloadState{replicas: int64(ptrValue(d.Spec.Replicas)), release: d.Annotations["meta.helm.sh/release-name"]}
+		out["Deployment/"+d.Name] = workloadState{replicas: int64(ptr.Deref(d.Spec.Replicas, 1)), release: d.Annotations["meta.helm.sh/release-name"]}
 	}
 	var ss appsv1.StatefulSetList
 	if err := env.Client.List(ctx, &ss, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	for _, s := range ss.Items {
-		out["StatefulSet/"+s.Name] = workloadState{replicas: int64(ptrValue(s.Spec.Replicas)), release: s.Annotations["meta.helm.sh/release-name"]}
+		out["StatefulSet/"+s.Name] = workloadState{replicas: int64(ptr.Deref(s.Spec.Replicas, 1)), release: s.Annotations["meta.helm.sh/release-name"]}
 	}
 	return out, nil
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 1
-	}
-	return *p
 }
 
 // state is a snapshot of one namespace: its CRs of the given kinds, releases and workloads.
@@ -232,7 +211,7 @@ func (s *state) converged(cr *unstructured.Unstructured) error {
 		return fmt.Errorf("%s is being deleted", id)
 	}
 	for typ, want := range map[string]string{"Deployed": "True", "ReleaseFailed": "False", "Irreconcilable": "False"} {
-		if got, msg := condition(cr, typ); got != want {
+		if got, _, msg := framework.Condition(cr, typ); got != want {
 			return fmt.Errorf("%s: %s=%q (%s), want %s", id, typ, got, msg, want)
 		}
 	}
@@ -245,7 +224,7 @@ func (s *state) converged(cr *unstructured.Unstructured) error {
 		if r.status == "deployed" {
 			deployed++
 		}
-		if isPending(r.status) || r.status == "uninstalling" {
+		if release.Status(r.status).IsPending() || r.status == "uninstalling" {
 			return fmt.Errorf("%s: revision %d is %s", id, r.version, r.status)
 		}
 	}
@@ -279,7 +258,7 @@ func (s *state) notConverged() []string {
 func waitConverged(t testing.TB, ns string, kinds ...kind) *state {
 	t.Helper()
 	var s *state
-	eventually(t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
 		var err error
 		if s, err = snapshot(ctx, ns, kinds...); err != nil {
 			return err

@@ -3,15 +3,20 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // pendingRevision is a release revision seen pending after a kill, before the restart.
@@ -66,7 +71,7 @@ func (c *crasher) wave(kills int, want map[string]int64, gone []string) {
 	total := len(want) + len(gone)
 	for i := 1; i <= kills; i++ {
 		mark := total * i / (kills + 1)
-		eventually(c.t, convergeTimeout(), func(ctx context.Context) error {
+		framework.Eventually(c.t, convergeTimeout(), func(ctx context.Context) error {
 			done, err := c.progress(ctx, want, gone)
 			if err != nil {
 				return err
@@ -95,7 +100,7 @@ func (c *crasher) killAndRestart(when string) {
 	var left []pendingRevision
 	for name, revs := range rels {
 		for _, r := range revs {
-			if isPending(r.status) {
+			if release.Status(r.status).IsPending() {
 				left = append(left, pendingRevision{name: name, version: r.version, status: r.status})
 			}
 		}
@@ -114,7 +119,7 @@ func (c *crasher) killAndRestart(when string) {
 func (c *crasher) waitRepaired(p pendingRevision) {
 	c.t.Helper()
 	wantEvent := fmt.Sprintf("release %s revision %d was left %s by an interrupted operation; marked failed and retried", p.name, p.version, p.status)
-	eventually(c.t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(c.t, convergeTimeout(), func(ctx context.Context) error {
 		rels, err := releases(ctx, c.ns)
 		if err != nil {
 			return err
@@ -123,11 +128,11 @@ func (c *crasher) waitRepaired(p pendingRevision) {
 			if r.version != p.version {
 				continue
 			}
-			rel, err := decodeRelease(r.secret)
+			rel, err := r.decoded()
 			if err != nil {
 				return err
 			}
-			if isPending(r.status) || !strings.Contains(rel.Info.Description, "marked failed by warpdrive-operator") {
+			if release.Status(r.status).IsPending() || !strings.Contains(rel.Info.Description, "marked failed by warpdrive-operator") {
 				return fmt.Errorf("%s: revision %d is %s (%q), want it marked failed", p.name, p.version, r.status, rel.Info.Description)
 			}
 		}
@@ -242,17 +247,17 @@ func expectExactly(t testing.TB, ns string, s *state, want map[string]int64) {
 			t.Errorf("AppService %s has %d replicas, want %d", cr.GetName(), n, want[cr.GetName()])
 		}
 	}
-	wantNames := keys(want)
+	wantNames := slices.Sorted(maps.Keys(want))
 	slices.Sort(names)
 	if !slices.Equal(names, wantNames) {
 		t.Errorf("AppServices %v, want exactly %v", names, wantNames)
 	}
-	if got := keys(s.releases); !slices.Equal(got, wantNames) {
+	if got := slices.Sorted(maps.Keys(s.releases)); !slices.Equal(got, wantNames) {
 		t.Errorf("releases %v, want exactly one per AppService %v", got, wantNames)
 	}
 	for name, revs := range s.releases {
 		for _, r := range revs {
-			if owner := controllerOf(r.secret); owner != uids[name] {
+			if owner := controllerUID(&r.secret); owner != uids[name] {
 				t.Errorf("release %s revision %d: Secret owned by %q, want the AppService %s (%s)", name, r.version, owner, name, uids[name])
 			}
 		}
@@ -285,21 +290,10 @@ func expectExactly(t testing.TB, ns string, s *state, want map[string]int64) {
 	}
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// controllerOf is the uid of the controller owner of obj, or "".
-func controllerOf(s corev1.Secret) string {
-	for _, ref := range s.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller {
-			return string(ref.UID)
-		}
+// controllerUID is the uid of the controller owner of obj, or "".
+func controllerUID(obj metav1.Object) string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		return string(ref.UID)
 	}
 	return ""
 }

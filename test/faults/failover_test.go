@@ -10,6 +10,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // TestFailover: two replicas of each container, as a Deployment of two pods would run them.
@@ -41,7 +43,7 @@ func TestFailover(t *testing.T) {
 	total := n * (edits + 1)
 	var killed, managerTookOver, sidecarTookOver time.Time
 	before := map[string]*coordinationv1.Lease{} // the Leases as the killed leaders left them
-	eventually(t, convergeTimeout(), func(ctx context.Context) error {
+	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
 		s, err := snapshot(ctx, ns, appService)
 		if err != nil {
 			return err
@@ -124,7 +126,7 @@ func TestFailover(t *testing.T) {
 	for name, revs := range s.releases {
 		specs, repaired := 0, 0
 		for i, r := range revs {
-			rel, err := decodeRelease(r.secret)
+			rel, err := r.decoded()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -58,9 +58,3 @@ func size(n, heavyN int) int {
 func convergeTimeout() time.Duration {
 	return time.Duration(size(20, 40)) * time.Minute
 }
-
-// eventually fails the test when check does not succeed within timeout.
-func eventually(t testing.TB, timeout time.Duration, check func(ctx context.Context) error) {
-	t.Helper()
-	framework.Eventually(t, timeout, check)
-}

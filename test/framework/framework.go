@@ -283,3 +283,18 @@ func Eventually(t testing.TB, timeout time.Duration, check func(ctx context.Cont
 		t.Fatal(err)
 	}
 }
+
+// Condition returns the status, reason and message of the condition of type typ in cr's
+// status.conditions (the helm-operator's), or empty strings when it has none.
+func Condition(cr *unstructured.Unstructured, typ string) (status, reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(cr.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			status, _ = m["status"].(string)
+			reason, _ = m["reason"].(string)
+			message, _ = m["message"].(string)
+		}
+	}
+	return status, reason, message
+}
