@@ -77,11 +77,15 @@ func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Stop ends the process gracefully (SIGTERM), and kills it if it has not ended in 15 s.
-func (p *Process) Stop() {
+func (p *Process) Stop() { p.StopWithin(15 * time.Second) }
+
+// StopWithin ends the process as the kubelet ends a container: SIGTERM, then SIGKILL if it
+// has not ended within grace.
+func (p *Process) StopWithin(grace time.Duration) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(15 * time.Second):
+	case <-time.After(grace):
 		p.Kill()
 	}
 }
