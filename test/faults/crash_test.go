@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -83,6 +84,45 @@ func (c *crasher) wave(kills int, want map[string]int64, gone []string) {
 		})
 		time.Sleep(time.Duration(c.rng.Intn(300)) * time.Millisecond)
 		c.killAndRestart(fmt.Sprintf("at %d/%d of the wave", mark, total))
+	}
+}
+
+// watchPending watches the namespace's release Secrets that are pending.
+func (c *crasher) watchPending() watch.Interface {
+	c.t.Helper()
+	w, err := env.Clientset.CoreV1().Secrets(c.ns).Watch(context.Background(), metav1.ListOptions{
+		LabelSelector: "owner=helm,status in (pending-install,pending-upgrade,pending-rollback)",
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return w
+}
+
+// killOnPending kills and restarts the manager as soon as w reports a release Secret: a Helm
+// operation has written its pending revision and not yet its outcome.
+func (c *crasher) killOnPending(w watch.Interface) {
+	c.t.Helper()
+	defer w.Stop()
+	timeout := time.After(convergeTimeout())
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				c.t.Fatal("the watch of pending release Secrets closed")
+			}
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			secret, _ := ev.Object.(*corev1.Secret)
+			if secret == nil {
+				continue
+			}
+			c.killAndRestart(fmt.Sprintf("when %s was seen %s", secret.Name, secret.Labels["status"]))
+			return
+		case <-timeout:
+			c.t.Fatalf("no release went pending within %s", convergeTimeout())
+		}
 	}
 }
 
@@ -198,15 +238,17 @@ func TestCrashMidOperation(t *testing.T) {
 	}
 	c.wave(kills, want, gone)
 
-	// Each kill lands inside a Helm operation only by chance: kill again in further small
-	// waves of upgrades until one has (boundedly), so that the repair is always exercised.
+	// Those kills land inside a Helm operation only by chance: until one has (boundedly),
+	// run further waves of upgrades and kill the moment a watch sees a release go pending,
+	// so that the repair is always exercised.
 	for extra := 0; len(c.pending) == 0 && extra < 10; extra++ {
-		t.Logf("no release left pending yet: an extra wave of %d upgrades", len(want))
+		t.Logf("no release left pending yet: an extra wave of %d upgrades, killed when one goes pending", len(want))
+		w := c.watchPending()
 		for name, n := range want {
 			c.edit(name, (n+1)%3) // 0 -> 1 -> 2 -> 0: always a change
 			want[name] = (n + 1) % 3
 		}
-		c.wave(1, want, nil)
+		c.killOnPending(w)
 	}
 	if len(c.pending) == 0 {
 		t.Fatalf("none of %d kills landed inside a Helm operation: the repair was not exercised", c.kills)
