@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,12 +28,8 @@ import (
 // release label of release (the charts put it on everything they render), as "Kind ns/name".
 func releaseObjects(ctx context.Context, release string) ([]string, error) {
 	sel := client.MatchingLabels{"app.kubernetes.io/instance": release}
-	lists := []client.ObjectList{
-		&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{},
-		&corev1.ConfigMapList{}, &policyv1.PodDisruptionBudgetList{}, &storagev1.StorageClassList{},
-	}
 	var out []string
-	for _, l := range lists {
+	for _, l := range framework.ChartKinds() {
 		items, err := env.List(ctx, l, sel)
 		if err != nil {
 			return nil, err

@@ -11,14 +11,10 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -88,12 +84,10 @@ func TestChurn(t *testing.T) {
 	manager := op.manager()
 	op.sidecar()
 
-	prefix := "churn-" + utilrand.String(5)
 	c := &churn{counts: map[string]int{}}
-	for i := range nsCount {
-		c.namespaces = append(c.namespaces, newNamespace(t, fmt.Sprintf("%s-%d", prefix, i)))
+	for range nsCount {
+		c.namespaces = append(c.namespaces, env.Namespace(t))
 	}
-	t.Cleanup(func() { deleteNamespaces(t, c.namespaces) })
 
 	// One AppService upgraded one revision at a time, more times than the history keeps.
 	hot := appService.newCR(c.namespaces[0], "hot", 0)
@@ -265,20 +259,6 @@ func names(crs []*unstructured.Unstructured) []string {
 	return out
 }
 
-// deleteNamespaces deletes the CRs of the namespaces that are left (their releases
-// uninstalled while the operator runs), then the namespaces.
-func deleteNamespaces(t testing.TB, namespaces []string) {
-	for _, ns := range namespaces {
-		if err := env.DeleteCRs(context.Background(), ns); err != nil {
-			t.Errorf("cleaning up namespace %s: %v", ns, err)
-		}
-		err := env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting namespace %s: %v", ns, err)
-		}
-	}
-}
-
 // leaks lists what the operator has left behind in the test's namespaces (all, some of which
 // are deleted; remaining, those that are not): release Secrets whose CR is gone, objects of a
 // release whose release or CR is gone (cluster-scoped StorageClasses included), CRs stuck
@@ -332,22 +312,17 @@ func leaks(ctx context.Context, remaining, all []string) []string {
 // render: in the namespaces, and cluster-scoped.
 func releaseObjects(ctx context.Context, namespaces []string) ([]client.Object, error) {
 	var out []client.Object
-	collect := func(l client.ObjectList, opts ...client.ListOption) error {
-		items, err := env.List(ctx, l, opts...)
+	for _, l := range framework.ChartKinds() {
+		items, err := env.List(ctx, l)
+		if err != nil {
+			return nil, err
+		}
 		for _, o := range items {
-			if _, ok := o.GetAnnotations()["meta.helm.sh/release-name"]; ok {
+			_, helm := o.GetAnnotations()["meta.helm.sh/release-name"]
+			if helm && (o.GetNamespace() == "" || slices.Contains(namespaces, o.GetNamespace())) {
 				out = append(out, o)
 			}
 		}
-		return err
 	}
-	for _, ns := range namespaces {
-		for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{},
-			&corev1.ConfigMapList{}, &policyv1.PodDisruptionBudgetList{}} {
-			if err := collect(l, client.InNamespace(ns)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, collect(&storagev1.StorageClassList{})
+	return out, nil
 }

@@ -12,7 +12,6 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -284,14 +283,4 @@ func events(ctx context.Context, ns, name, reason string) ([]corev1.Event, error
 		}
 	}
 	return out, nil
-}
-
-// newNamespace creates a namespace that the test deletes itself.
-func newNamespace(t testing.TB, name string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := env.Client.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -230,6 +233,15 @@ func Slug(s string, n int) string {
 		out = strings.Trim(out[len(out)-n:], "-")
 	}
 	return out
+}
+
+// ChartKinds returns empty lists of every kind the charts in helm-charts/ render, cluster-scoped
+// StorageClasses included: what a test lists to find the objects of a release.
+func ChartKinds() []client.ObjectList {
+	return []client.ObjectList{
+		&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &corev1.ServiceList{},
+		&corev1.ConfigMapList{}, &policyv1.PodDisruptionBudgetList{}, &storagev1.StorageClassList{},
+	}
 }
 
 // List lists objects of a typed list kind and returns its items as client.Objects.
