@@ -24,6 +24,10 @@ import (
 //     string or the integer alone in both worlds.
 //   - "x-kubernetes-validations" (ignored by JSON Schema) is copied, for what only the
 //     apiserver can check, such as immutability.
+//   - "propertyNames": {"maxLength": n} on a map becomes the CEL rule
+//     self.all(k, size(k) <= n), as structural schemas have no propertyNames; both count
+//     characters (code points). Only maxLength is supported: a pattern on every key would
+//     cost the apiserver's CEL budget more than it allows.
 func TranslateSchema(schemaJSON []byte) (*apiextv1.JSONSchemaProps, error) {
 	return translateFile("values.schema.json", "the spec", schemaJSON)
 }
@@ -69,6 +73,7 @@ func translate(in map[string]any, path string, isRoot bool) (*apiextv1.JSONSchem
 		return fmt.Errorf("%s: %q: %w", path, key, err)
 	}
 	var minimum, exclusiveMinimum, maximum, exclusiveMaximum *float64
+	var keyRule *apiextv1.ValidationRule
 
 	// Sorted, so that the first error reported is the same from run to run.
 	for _, key := range sortedKeys(in) {
@@ -165,6 +170,8 @@ func translate(in map[string]any, path string, isRoot bool) (*apiextv1.JSONSchem
 			}
 			out.XIntOrString = true
 			out.AnyOf = []apiextv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}}
+		case "propertyNames":
+			keyRule, err = translatePropertyNames(v)
 		case "x-kubernetes-validations":
 			out.XValidations, err = asValidationRules(v)
 		default:
@@ -182,6 +189,12 @@ func translate(in map[string]any, path string, isRoot bool) (*apiextv1.JSONSchem
 	}
 	if out.Maximum, out.ExclusiveMaximum, err = bound(maximum, exclusiveMaximum); err != nil {
 		return nil, fail("exclusiveMaximum", err)
+	}
+	if keyRule != nil {
+		if out.AdditionalProperties == nil || out.AdditionalProperties.Schema == nil {
+			return nil, fail("propertyNames", errors.New(`needs an "additionalProperties" schema: only a map has free keys`))
+		}
+		out.XValidations = append(out.XValidations, *keyRule)
 	}
 	if err := checkStructural(out); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -251,6 +264,34 @@ func translateAdditional(v any, path string) (*apiextv1.JSONSchemaPropsOrBool, e
 	default:
 		return nil, errors.New("must be false or a schema object")
 	}
+}
+
+// translatePropertyNames turns {"maxLength": n} into the CEL rule that bounds a map's keys.
+func translatePropertyNames(v any) (*apiextv1.ValidationRule, error) {
+	names, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New(`only {"maxLength": n} is supported`)
+	}
+	var maxLength *int64
+	for key, value := range names {
+		switch key {
+		case "description", "$comment":
+		case "maxLength":
+			var err error
+			if maxLength, err = asCount(value); err != nil {
+				return nil, fmt.Errorf("maxLength: %w", err)
+			}
+		default:
+			return nil, fmt.Errorf(`%q: only {"maxLength": n} is supported`, key)
+		}
+	}
+	if maxLength == nil {
+		return nil, errors.New(`only {"maxLength": n} is supported`)
+	}
+	return &apiextv1.ValidationRule{
+		Rule:    fmt.Sprintf("self.all(k, size(k) <= %d)", *maxLength),
+		Message: fmt.Sprintf("keys must be no more than %d characters", *maxLength),
+	}, nil
 }
 
 // isIntOrString tells whether an anyOf is exactly an integer or a string, in either order,

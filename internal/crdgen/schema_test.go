@@ -66,6 +66,19 @@ func TestTranslateSchema(t *testing.T) {
 			"policy": {Type: "string", XValidations: apiextv1.ValidationRules{{Rule: "self == oldSelf", Message: "immutable"}}},
 		}},
 	}, {
+		name: "propertyNames' maxLength becomes a CEL rule on the keys, after the map's own rules",
+		schema: `{"type": "object", "properties": {"labels": {"type": "object", "maxProperties": 8,
+			"propertyNames": {"maxLength": 63, "$comment": "a label name"}, "additionalProperties": {"type": "string", "maxLength": 63},
+			"x-kubernetes-validations": [{"rule": "size(self) > 0"}]}}}`,
+		want: apiextv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
+			"labels": {Type: "object", MaxProperties: ptr[int64](8),
+				AdditionalProperties: &apiextv1.JSONSchemaPropsOrBool{Allows: true, Schema: &apiextv1.JSONSchemaProps{Type: "string", MaxLength: ptr[int64](63)}},
+				XValidations: apiextv1.ValidationRules{
+					{Rule: "size(self) > 0"},
+					{Rule: "self.all(k, size(k) <= 63)", Message: "keys must be no more than 63 characters"},
+				}},
+		}},
+	}, {
 		name:   "an exact large integer default stays exact",
 		schema: `{"type": "object", "properties": {"bytes": {"type": "integer", "default": 9007199254740993}}}`,
 		want: apiextv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
@@ -129,6 +142,12 @@ func TestTranslateSchemaRejects(t *testing.T) {
 			`#/properties/a: "pattern": error parsing regexp`},
 		{"misspelt CEL rule field", `{"type": "object", "properties": {"a": {"type": "string", "x-kubernetes-validations": [{"rule": "true", "mesage": "x"}]}}}`,
 			`"x-kubernetes-validations": must be a list of validation rules`},
+		{"propertyNames with a pattern", `{"type": "object", "properties": {"a": {"type": "object", "additionalProperties": {"type": "string"},
+			"propertyNames": {"maxLength": 3, "pattern": "^[a-z]+$"}}}}`, `#/properties/a: "propertyNames": "pattern": only {"maxLength": n} is supported`},
+		{"propertyNames without maxLength", `{"type": "object", "properties": {"a": {"type": "object", "additionalProperties": {"type": "string"},
+			"propertyNames": {}}}}`, `"propertyNames": only {"maxLength": n} is supported`},
+		{"propertyNames without a map", `{"type": "object", "properties": {"a": {"type": "object", "additionalProperties": false,
+			"propertyNames": {"maxLength": 3}}}}`, `#/properties/a: "propertyNames": needs an "additionalProperties" schema`},
 		{"other draft", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}`,
 			`"$schema": only JSON Schema draft-07 is supported`},
 		{"$schema below the root", `{"type": "object", "properties": {"a": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"}}}`,
