@@ -3,6 +3,7 @@ package charts
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -233,6 +234,20 @@ func TestCRDAgreesWithChartSchema(t *testing.T) {
 			{"{capacity: 1Gi, resources: {requests: {cpu: lots}}}", false},
 			{"{capacity: 1Gi, resources: {requests: {cpu: -1}}}", false},
 			{"{capacity: 1Gi, resources: {limits: []}}", false},
+			// The bounds that keep a spec small (see TestSchemasBounded).
+			{"capacity: '1" + strings.Repeat("0", 63) + "'", true},
+			{"capacity: '1" + strings.Repeat("0", 64) + "'", false},
+			{"{capacity: 1Gi, nodeSelector: " + flowMap(32, "zone", "a") + "}", true},
+			{"{capacity: 1Gi, nodeSelector: " + flowMap(33, "zone", "a") + "}", false},
+			{"{capacity: 1Gi, nodeSelector: {" + strings.Repeat("k", 317) + ": a}}", true},
+			{"{capacity: 1Gi, nodeSelector: {" + strings.Repeat("k", 318) + ": a}}", false},
+			{"{capacity: 1Gi, nodeSelector: {zone: " + strings.Repeat("v", 63) + "}}", true},
+			{"{capacity: 1Gi, nodeSelector: {zone: " + strings.Repeat("v", 64) + "}}", false},
+			// 16 with the cpu and memory that values.yaml merges in.
+			{"{capacity: 1Gi, resources: {requests: " + flowMap(14, "example.com/r", "1") + "}}", true},
+			{"{capacity: 1Gi, resources: {limits: " + flowMap(17, "example.com/r", "1") + "}}", false},
+			{"{capacity: 1Gi, resources: {limits: {" + strings.Repeat("r", 318) + ": 1}}}", false},
+			{"{capacity: 1Gi, resources: {limits: {memory: '1" + strings.Repeat("0", 64) + "'}}}", false},
 		},
 		"AppService": {
 			{"{deploymentName: x, replicas: 1}", true},
@@ -267,6 +282,8 @@ func TestCRDAgreesWithChartSchema(t *testing.T) {
 			{"{serviceType: clusterip}", false},
 			{"{replicas: -1}", false},
 			{"{foo: 1}", false},
+			{"{foo: " + strings.Repeat("f", 1024) + "}", true},
+			{"{foo: " + strings.Repeat("f", 1025) + "}", false},
 		},
 		"Memcached": {
 			{"{size: 3}", true},
@@ -362,6 +379,15 @@ func TestCRDReclaimPolicyImmutable(t *testing.T) {
 	if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "reclaimPolicy cannot be changed") {
 		t.Errorf("changing reclaimPolicy: errors %v, want the immutability rule", errs.ToAggregate())
 	}
+}
+
+// flowMap is a YAML flow map of n entries prefix0: value, prefix1: value, ...
+func flowMap(n int, prefix, value string) string {
+	entries := make([]string, n)
+	for i := range entries {
+		entries[i] = fmt.Sprintf("%s%d: %q", prefix, i, value)
+	}
+	return "{" + strings.Join(entries, ", ") + "}"
 }
 
 func equalJSON(a, b map[string]any) bool {
