@@ -128,6 +128,17 @@ func (b *Books) setPool(pool types.NamespacedName, class string) {
 	b.pools[class][pool] = struct{}{}
 }
 
+// poolsOf lists the pools of class in the index.
+func (b *Books) poolsOf(class string) []types.NamespacedName {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(b.pools[class]))
+	for pool := range b.pools[class] {
+		out = append(out, pool)
+	}
+	return out
+}
+
 // allPools lists the pools in the index.
 func (b *Books) allPools() []types.NamespacedName {
 	b.mu.Lock()

@@ -5,16 +5,22 @@
 // CapacityAvailable and Overcommitted; and records an Event when usage rises past 80% and
 // past 100% of what the pool may promise.
 //
+// Only a pool whose own release created its StorageClass keeps its books (see
+// OwnershipOf): any other pool, such as one naming another namespace's class or the
+// cluster's, shows no usage in status.pool and says why in its BooksKept condition.
+//
 // The PoolReconciler loop, on the leader only:
 //
 //  1. A claim event (informer) updates the Ledger in constant time and enqueues the pools
 //     of the claim's class (old and new class, if it moved) with a short delay, which
 //     coalesces a burst of claim events into one status write per pool. A pool event
 //     (created, spec edited, helm-operator's first report, status.pool changed by someone)
-//     records the pool's class and enqueues the pool the same way.
-//  2. sync reads the pool from the cache and the running totals of its class from the
-//     ledger (never a list of claims), computes status.pool, and compares it with the
-//     pool's.
+//     records the pool's class and enqueues the pool the same way. A StorageClass created,
+//     deleted or with new annotations enqueues the pools of that class.
+//  2. sync reads the pool and its StorageClass's metadata from the cache, decides whether
+//     the pool keeps the class's books, reads the running totals of its class from the
+//     ledger if it does (never a list of claims), computes status.pool, and compares it
+//     with the pool's.
 //  3. If it differs, sync sends a JSON merge patch of status.pool alone, then records the
 //     Events for any threshold crossed upwards since the last write. Errors go back to the
 //     workqueue, which retries with per-item exponential backoff.
@@ -32,6 +38,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -62,8 +70,10 @@ import (
 const DefaultCoalesceDelay = 200 * time.Millisecond
 
 // Claims are read cluster-wide; Events are recorded on the pools; pools are read and
-// their status patched (the status rule is also in internal/workloadstatus).
+// their status patched (the status rule is also in internal/workloadstatus); StorageClasses
+// are watched, as metadata, for the ownership annotations that say whose books they are.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools/status,verbs=get;patch
@@ -143,8 +153,22 @@ func (r *PoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Status writes go to different pools; a slow one must not hold up the others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Watches(pool, r.poolEvents(), builder.WithPredicates(poolInputsChanged())).
+		// Metadata is all ownership needs, and the controller starts only once this cache
+		// has synced, so that no pool's books are dropped because a class was not seen yet.
+		WatchesMetadata(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfClass),
+			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WatchesRawSource(&claimSource{r: r}).
 		Complete(r)
+}
+
+// poolsOfClass are the pools that name the StorageClass obj: a class created, deleted or
+// given other ownership annotations may start or stop their books.
+func (r *PoolReconciler) poolsOfClass(_ context.Context, obj client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, pool := range r.Books.poolsOf(obj.GetName()) {
+		out = append(out, reconcile.Request{NamespacedName: pool})
+	}
+	return out
 }
 
 // poolEvents records each pool's class in the books and enqueues the pool after the
@@ -175,9 +199,9 @@ func (r *PoolReconciler) poolEvents() handler.EventHandler {
 
 // poolInputsChanged lets through the pool updates that can change the outcome of sync: a
 // new generation (capacity, ratio or class edited: conditions are re-evaluated at once),
-// new labels (the watches.yaml selector), the helm-operator's first report, deletion, and a
-// status.pool that differs from the previous version (ours, which sync then finds equal
-// and skips, or someone else's, which sync then repairs).
+// new labels (the watches.yaml selector), the helm-operator's first report, Deployed
+// changing (ownership), deletion, and a status.pool that differs from the previous version
+// (ours, which sync then finds equal and skips, or someone else's, which sync then repairs).
 func poolInputsChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -191,6 +215,7 @@ func poolInputsChanged() predicate.Predicate {
 			return o.GetGeneration() != n.GetGeneration() ||
 				!reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 				helmOperatorReported(o) != helmOperatorReported(n) ||
+				deployed(o) != deployed(n) ||
 				(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
 				!reflect.DeepEqual(oldPool, newPool)
 		},
@@ -280,9 +305,18 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 		return nil
 	}
 	r.Books.setPool(key, spec.Class)
+	own, err := r.ownership(ctx, pool, spec.Class)
+	if err != nil {
+		return err
+	}
+	// The books of a class that is not the pool's are not even read.
+	var usage Usage
+	if own.Owned {
+		usage = r.Books.Usage(spec.Class)
+	}
 
 	prev := r.previous(pool)
-	desired, lvl := ComputeStatus(pool.GetGeneration(), spec, r.Books.Usage(spec.Class), prev.conditions, metav1.Now())
+	desired, lvl := ComputeStatus(pool.GetGeneration(), spec, own, usage, prev.conditions, metav1.Now())
 	patch, err := StatusPatch(pool, desired)
 	if err != nil {
 		return err
@@ -291,8 +325,8 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 		// No resourceVersion: status.pool is ours alone (only the leader writes it) and
 		// recomputed from the books on every sync, so there is nothing to lock; if the
 		// cache lags behind our last write, the same patch again changes nothing.
-		log.FromContext(ctx).V(1).Info("Patching pool status", "allocated", desired.Allocated,
-			"allocatable", desired.Allocatable, "claims", desired.Claims.Total)
+		log.FromContext(ctx).V(1).Info("Patching pool status", "booksKept", own.Owned, "reason", own.Reason,
+			"allocated", usage.Allocated.String(), "allocatable", desired.Allocatable)
 		if err := r.Client.Status().Patch(ctx, pool, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return client.IgnoreNotFound(err)
 		}
@@ -304,6 +338,20 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 	}
 	r.remember(key, writtenState{level: lvl, conditions: desired.Conditions})
 	return nil
+}
+
+// ownership reads the metadata of class from the cache and decides whether pool keeps its
+// books (see OwnershipOf).
+func (r *PoolReconciler) ownership(ctx context.Context, pool *unstructured.Unstructured, class string) (Ownership, error) {
+	sc := &metav1.PartialObjectMetadata{}
+	sc.SetGroupVersionKind(storageClassGVK)
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return Ownership{}, fmt.Errorf("reading StorageClass %q: %w", class, err)
+		}
+		sc = nil
+	}
+	return OwnershipOf(pool, class, sc), nil
 }
 
 // previous is what this leader last wrote for pool, or what the pool's status shows.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,16 @@ func deployedPool(spec map[string]any) *unstructured.Unstructured {
 	return p
 }
 
+// storageClass is a StorageClass with the ownership annotations Helm gives the objects of
+// the release releaseNS/release; an empty release gives none (a class of the cluster's).
+func storageClass(name, release, releaseNS string) *storagev1.StorageClass {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "warpdrive.transwarp.io/pool"}
+	if release != "" {
+		sc.Annotations = map[string]string{helmReleaseName: release, helmReleaseNamespace: releaseNS}
+	}
+	return sc
+}
+
 // harness runs the reconciler against a fake client, recording status patches and Events.
 type harness struct {
 	client   client.Client
@@ -57,8 +68,12 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 	h := &harness{books: NewBooks(), recorder: record.NewFakeRecorder(100)}
 	statusObj := &unstructured.Unstructured{}
 	statusObj.SetGroupVersionKind(poolGVK)
+	scheme := runtime.NewScheme()
+	if err := storagev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	h.client = fake.NewClientBuilder().
-		WithScheme(runtime.NewScheme()).
+		WithScheme(scheme).
 		WithObjects(objs...).
 		WithStatusSubresource(statusObj).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -124,7 +139,7 @@ func poolCondition(t *testing.T, u *unstructured.Unstructured, typ string) metav
 }
 
 func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
-	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}))
+	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}), storageClass("pool-a", "pool-a", "ns1"))
 	r := h.reconciler()
 	h.books.OnAdd(pvc("1", "team-a", "pool-a", "4Gi", corev1.ClaimBound), false)
 	h.books.OnAdd(pvc("2", "team-b", "pool-a", "2Gi", corev1.ClaimPending), false)
@@ -197,7 +212,7 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 }
 
 func TestSyncCapacityEditReevaluatesConditions(t *testing.T) {
-	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}))
+	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}), storageClass("pool-a", "pool-a", "ns1"))
 	r := h.reconciler()
 	h.books.OnAdd(pvc("1", "team-a", "pool-a", "12Gi", corev1.ClaimBound), false)
 	got := h.reconcile(t, r)

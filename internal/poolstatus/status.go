@@ -56,13 +56,21 @@ type PoolStatus struct {
 	Capacity string `json:"capacity"`
 	// Allocatable is capacity × overcommitRatio: what the pool may promise.
 	Allocatable string `json:"allocatable"`
+	// PoolUsage is embedded, so that its fields sit in status.pool itself, and a pointer, so
+	// that a pool that keeps no books (BooksKept False) has none of them: nothing of the
+	// claims of a class that is not its own shows in its status.
+	*PoolUsage `json:",omitempty"`
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// PoolUsage is what the claims of the pool's class hold, in status.pool.
+type PoolUsage struct {
 	// Allocated is the sum of the storage requests of the class's Pending and Bound claims.
 	Allocated string `json:"allocated"`
 	// Available is allocatable − allocated; negative when the pool is over its limit.
-	Available  string             `json:"available"`
-	Claims     ClaimCounts        `json:"claims"`
-	Namespaces []NamespaceStatus  `json:"namespaces"`
-	Conditions []metav1.Condition `json:"conditions"`
+	Available  string            `json:"available"`
+	Claims     ClaimCounts       `json:"claims"`
+	Namespaces []NamespaceStatus `json:"namespaces"`
 }
 
 // ClaimCounts counts the claims that hold capacity.
@@ -233,22 +241,38 @@ func conditionsOfStatus(pool *unstructured.Unstructured) []metav1.Condition {
 }
 
 // ComputeStatus is the status of a pool of spec at generation whose class's claims hold
-// usage. conds are the pool's conditions so far (not modified); the new ones keep their
-// lastTransitionTime unless their status changes, and then take now. It also returns the
-// usage level, for Events.
-func ComputeStatus(generation int64, spec Spec, usage Usage, conds []metav1.Condition, now metav1.Time) (PoolStatus, int) {
+// usage, when own says the pool keeps the books of its class; otherwise usage is ignored,
+// and the status has no usage and no usage conditions. conds are the pool's conditions so
+// far (not modified); the new ones keep their lastTransitionTime unless their status
+// changes, and then take now. It also returns the usage level, for Events (levelNormal for
+// a pool that keeps no books, so that it records none).
+func ComputeStatus(generation int64, spec Spec, own Ownership, usage Usage, conds []metav1.Condition, now metav1.Time) (PoolStatus, int) {
 	f := spec.Capacity.Format
 	allocatable := spec.Allocatable()
-	available := allocatable.DeepCopy()
-	available.Sub(usage.Allocated)
-
 	st := PoolStatus{
 		StorageClassName:   spec.Class,
 		ObservedGeneration: generation,
 		Capacity:           canonical(spec.Capacity, f),
 		Allocatable:        canonical(allocatable, f),
-		Allocated:          canonical(usage.Allocated, f),
-		Available:          canonical(available, f),
+	}
+	st.Conditions = append([]metav1.Condition(nil), conds...)
+	booksKept := metav1.Condition{Type: ConditionBooksKept, Status: metav1.ConditionTrue, ObservedGeneration: generation,
+		LastTransitionTime: now, Reason: own.Reason, Message: own.Message}
+	if !own.Owned {
+		// The usage conditions' messages name what the claims hold: they go too.
+		booksKept.Status = metav1.ConditionFalse
+		meta.RemoveStatusCondition(&st.Conditions, ConditionCapacityAvailable)
+		meta.RemoveStatusCondition(&st.Conditions, ConditionOvercommitted)
+		meta.SetStatusCondition(&st.Conditions, booksKept)
+		return st, levelNormal
+	}
+	meta.SetStatusCondition(&st.Conditions, booksKept)
+
+	available := allocatable.DeepCopy()
+	available.Sub(usage.Allocated)
+	st.PoolUsage = &PoolUsage{
+		Allocated: canonical(usage.Allocated, f),
+		Available: canonical(available, f),
 		Claims: ClaimCounts{
 			Bound:   int64(usage.Bound),
 			Pending: int64(usage.Pending),
@@ -264,7 +288,6 @@ func ComputeStatus(generation int64, spec Spec, usage Usage, conds []metav1.Cond
 	limit := fmt.Sprintf("%s (capacity %s × overcommitRatio %s)", st.Allocatable, st.Capacity, spec.Ratio)
 	held := fmt.Sprintf("%d claims of StorageClass %q hold %s", st.Claims.Total, spec.Class, st.Allocated)
 
-	st.Conditions = append([]metav1.Condition(nil), conds...)
 	capacityAvailable := metav1.Condition{Type: ConditionCapacityAvailable, ObservedGeneration: generation, LastTransitionTime: now}
 	if lvl == levelFull {
 		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionFalse, "PoolFull"
@@ -305,8 +328,12 @@ type usageEvent struct{ reason, message string }
 
 // levelEvents are the Events for usage rising from level from to level to: one per
 // threshold crossed upwards (both when usage jumps past 80% and 100% at once), none when
-// it falls. Falling below a threshold re-arms it.
+// it falls, none for a pool that keeps no books. Falling below a threshold re-arms it.
 func levelEvents(from, to int, st PoolStatus, spec Spec) []usageEvent {
+	if st.PoolUsage == nil {
+		// A pool that keeps no books has no usage to report, nor to leak through Events.
+		return nil
+	}
 	var out []usageEvent
 	top := "none"
 	if len(st.Namespaces) > 0 {
@@ -327,7 +354,9 @@ func levelEvents(from, to int, st PoolStatus, spec Spec) []usageEvent {
 
 // StatusPatch returns the JSON merge patch that sets status.pool of pool to desired, or nil
 // when it already holds exactly that. The patch is the whole status.pool object, every
-// field present, so nothing stale survives the merge; nothing outside it is touched.
+// field present, so nothing stale survives the merge; a field status.pool has and desired
+// lacks (the usage of a pool that stopped keeping books) is set to null, which a merge
+// patch removes. Nothing outside status.pool is touched.
 func StatusPatch(pool *unstructured.Unstructured, desired PoolStatus) ([]byte, error) {
 	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&desired)
 	if err != nil {
@@ -337,5 +366,14 @@ func StatusPatch(pool *unstructured.Unstructured, desired PoolStatus) ([]byte, e
 	if reflect.DeepEqual(current, want) {
 		return nil, nil
 	}
-	return json.Marshal(map[string]any{"status": map[string]any{StatusField: want}})
+	patch := map[string]any{}
+	if m, ok := current.(map[string]any); ok {
+		for k := range m {
+			patch[k] = nil
+		}
+	}
+	for k, v := range want {
+		patch[k] = v
+	}
+	return json.Marshal(map[string]any{"status": map[string]any{StatusField: patch}})
 }

@@ -86,6 +86,9 @@ func TestLevel(t *testing.T) {
 
 func usageOf(claims ...Claim) Usage { return Recount(claims).Usage("pool-a", TopNamespaces) }
 
+// owned is the ownership of a pool that keeps its books.
+var owned = Ownership{Owned: true, Reason: ReasonStorageClassOwned, Message: "ours"}
+
 func TestComputeStatus(t *testing.T) {
 	spec, err := ParseSpec(pool(map[string]any{"capacity": "10Gi", "overcommitRatio": 1.5}))
 	if err != nil {
@@ -96,7 +99,7 @@ func TestComputeStatus(t *testing.T) {
 
 	u := usageOf(claim("1", "team-a", "pool-a", "4Gi", "Bound"), claim("2", "team-b", "pool-a", "2Gi", "Pending"),
 		claim("3", "team-a", "other", "50Gi", "Bound"))
-	st, lvl := ComputeStatus(3, spec, u, nil, t0)
+	st, lvl := ComputeStatus(3, spec, owned, u, nil, t0)
 	got, _ := json.Marshal(st)
 	want := `{"storageClassName":"pool-a","observedGeneration":3,"capacity":"10Gi","allocatable":"15Gi","allocated":"6Gi",` +
 		`"available":"9Gi","claims":{"bound":1,"pending":1,"total":2},` +
@@ -118,7 +121,7 @@ func TestComputeStatus(t *testing.T) {
 
 	// 12Gi: over the physical capacity, within what the ratio allows.
 	u = usageOf(claim("1", "team-a", "pool-a", "10Gi", "Bound"), claim("2", "team-b", "pool-a", "2Gi", "Pending"))
-	st, lvl = ComputeStatus(3, spec, u, st.Conditions, t1)
+	st, lvl = ComputeStatus(3, spec, owned, u, st.Conditions, t1)
 	ca = meta.FindStatusCondition(st.Conditions, ConditionCapacityAvailable)
 	oc = meta.FindStatusCondition(st.Conditions, ConditionOvercommitted)
 	if lvl != levelHigh || ca.Status != metav1.ConditionTrue || !ca.LastTransitionTime.Equal(&t0) {
@@ -130,7 +133,7 @@ func TestComputeStatus(t *testing.T) {
 
 	// 16Gi: full, 1Gi beyond.
 	u = usageOf(claim("1", "team-a", "pool-a", "16Gi", "Bound"))
-	st, lvl = ComputeStatus(3, spec, u, st.Conditions, t1)
+	st, lvl = ComputeStatus(3, spec, owned, u, st.Conditions, t1)
 	ca = meta.FindStatusCondition(st.Conditions, ConditionCapacityAvailable)
 	if lvl != levelFull || ca.Status != metav1.ConditionFalse || ca.Reason != "PoolFull" || st.Available != "-1Gi" {
 		t.Errorf("at 106%%: level %d, available %s, CapacityAvailable %+v", lvl, st.Available, ca)
@@ -142,7 +145,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 
 	// No claims at all: zeros, not absent fields, and an empty namespace list.
-	st, _ = ComputeStatus(3, spec, Usage{}, nil, t0)
+	st, _ = ComputeStatus(3, spec, owned, Usage{}, nil, t0)
 	got, _ = json.Marshal(st)
 	if !strings.Contains(string(got), `"allocated":"0","available":"15Gi","claims":{"bound":0,"pending":0,"total":0},"namespaces":[]`) {
 		t.Errorf("empty pool: %s", got)
@@ -151,7 +154,7 @@ func TestComputeStatus(t *testing.T) {
 
 func TestLevelEvents(t *testing.T) {
 	spec, _ := ParseSpec(pool(map[string]any{"capacity": "10Gi"}))
-	st, _ := ComputeStatus(1, spec, usageOf(claim("1", "team-a", "pool-a", "10Gi", "Bound")), nil, metav1.Now())
+	st, _ := ComputeStatus(1, spec, owned, usageOf(claim("1", "team-a", "pool-a", "10Gi", "Bound")), nil, metav1.Now())
 	reasons := func(from, to int) string {
 		var out []string
 		for _, e := range levelEvents(from, to, st, spec) {
@@ -185,7 +188,7 @@ func TestLevelEvents(t *testing.T) {
 
 func TestStatusPatch(t *testing.T) {
 	spec, _ := ParseSpec(pool(map[string]any{"capacity": "10Gi"}))
-	st, _ := ComputeStatus(1, spec, usageOf(claim("1", "team-a", "pool-a", "1Gi", "Bound")), nil, metav1.Now())
+	st, _ := ComputeStatus(1, spec, owned, usageOf(claim("1", "team-a", "pool-a", "1Gi", "Bound")), nil, metav1.Now())
 	p := pool(map[string]any{"capacity": "10Gi"})
 	p.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Deployed"}}, "availableReplicas": int64(1)}
 
