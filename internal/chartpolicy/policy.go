@@ -1,0 +1,66 @@
+// Package chartpolicy reads what a chart declares it may do with the operator's rights, beyond
+// rendering namespaced objects into its release's namespace: which cluster-scoped kinds it
+// renders, and whether it has Helm hooks. The operator enforces both on every release
+// operation (see internal/operator's confinement), whatever a release record says, so a
+// record forged or replayed by a namespace editor can reach nothing the chart itself could
+// not.
+package chartpolicy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ClusterScopedKindsAnnotation lists, in a chart's Chart.yaml, the cluster-scoped kinds its
+// templates render, comma-separated as Kind.group ("StorageClass.storage.k8s.io"; a kind of
+// the core group has no group part). A chart that renders none leaves it out.
+const ClusterScopedKindsAnnotation = "warpdrive.transwarp.io/cluster-scoped-kinds"
+
+// hookAnnotation marks a template as a Helm hook.
+const hookAnnotation = "helm.sh/hook"
+
+// ClusterScopedKinds returns the cluster-scoped kinds c declares (ClusterScopedKindsAnnotation).
+func ClusterScopedKinds(c *chart.Chart) ([]schema.GroupKind, error) {
+	if c == nil || c.Metadata == nil {
+		return nil, nil
+	}
+	v := strings.TrimSpace(c.Metadata.Annotations[ClusterScopedKindsAnnotation])
+	if v == "" {
+		return nil, nil
+	}
+	var kinds []schema.GroupKind
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		gk := schema.ParseGroupKind(s)
+		if gk.Kind == "" || strings.ContainsAny(gk.Kind, " /") {
+			return nil, fmt.Errorf("chart %s: %s: %q is not Kind.group", c.Name(), ClusterScopedKindsAnnotation, s)
+		}
+		kinds = append(kinds, gk)
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
+	return kinds, nil
+}
+
+// HasHooks reports whether any template of c (or of its dependencies) is a Helm hook. The
+// operator runs hooks only for such charts: a release record's hooks are otherwise refused
+// whatever the record says, since only the chart the operator ships is trusted.
+func HasHooks(c *chart.Chart) bool {
+	if c == nil {
+		return false
+	}
+	for _, t := range c.Templates {
+		if strings.Contains(string(t.Data), hookAnnotation) {
+			return true
+		}
+	}
+	for _, d := range c.Dependencies() {
+		if HasHooks(d) {
+			return true
+		}
+	}
+	return false
+}

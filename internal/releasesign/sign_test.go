@@ -1,0 +1,134 @@
+package releasesign
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+var testKey = Key("0123456789abcdef0123456789abcdef")
+
+// record is a release record as Helm's Secrets driver writes it.
+func record(name, status, version string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1." + name + ".v" + version,
+			Labels: map[string]string{"owner": "helm", "name": name, "status": status, "version": version}},
+		Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte("H4sIAAAAAAAC/6pWKkktLlGyUlAqS8wpTVWqBQQAAP//")},
+	}
+}
+
+func TestVerifyRefusesEveryChange(t *testing.T) {
+	signed := record("x", "deployed", "2")
+	testKey.Sign("t1", signed)
+	if err := testKey.Verify("t1", signed); err != nil {
+		t.Fatalf("a record as signed: %v", err)
+	}
+	changes := map[string]func(s *corev1.Secret) (ns string){
+		"unsigned":               func(s *corev1.Secret) string { delete(s.Annotations, SignatureAnnotation); return "t1" },
+		"another namespace":      func(*corev1.Secret) string { return "t2" },
+		"renamed":                func(s *corev1.Secret) string { s.Name = "sh.helm.release.v1.x.v3"; return "t1" },
+		"relabelled status":      func(s *corev1.Secret) string { s.Labels["status"] = "superseded"; return "t1" },
+		"relabelled version":     func(s *corev1.Secret) string { s.Labels["version"] = "9"; return "t1" },
+		"relabelled name":        func(s *corev1.Secret) string { s.Labels["name"] = "y"; return "t1" },
+		"release data changed":   func(s *corev1.Secret) string { s.Data["release"] = append(s.Data["release"], 'A'); return "t1" },
+		"type changed":           func(s *corev1.Secret) string { s.Type = corev1.SecretTypeOpaque; return "t1" },
+		"signature of other key": func(s *corev1.Secret) string { Key("another key of thirty-two bytes!").Sign("t1", s); return "t1" },
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			s := signed.DeepCopy()
+			ns := change(s)
+			err := testKey.Verify(ns, s)
+			if err == nil {
+				t.Fatal("verified, want refused")
+			}
+			want := ErrBadSignature
+			if name == "unsigned" {
+				want = ErrUnsigned
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("error %v, want %v", err, want)
+			}
+		})
+	}
+	// Labels Helm does not query by may change (Helm's own custom labels, modifiedAt).
+	s := signed.DeepCopy()
+	s.Labels["modifiedAt"] = "1700000000"
+	if err := testKey.Verify("t1", s); err != nil {
+		t.Errorf("a record with another label: %v", err)
+	}
+}
+
+// The client signs what it writes, and hides and reports what does not verify.
+func TestSecretClientSignsWritesAndHidesForgeries(t *testing.T) {
+	ctx := context.Background()
+	forgedNs := record("x", "deployed", "5")
+	forgedNs.Namespace = "t1"
+	cs := fake.NewClientset(forgedNs) // forged: unsigned
+	refused := map[string]error{}
+	c := NewSecretClient(cs.CoreV1().Secrets("t1"), "t1", testKey, func(s string, err error) { refused[s] = err })
+
+	if _, err := c.Create(ctx, record("x", "deployed", "1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := cs.CoreV1().Secrets("t1").Get(ctx, "sh.helm.release.v1.x.v1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testKey.Verify("t1", stored); err != nil {
+		t.Fatalf("a record the client created: %v", err)
+	}
+
+	list, err := c.List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "sh.helm.release.v1.x.v1" {
+		t.Errorf("List returned %d records, want only the signed v1", len(list.Items))
+	}
+	if _, err := c.Get(ctx, "sh.helm.release.v1.x.v5", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of the forged record: %v, want not found", err)
+	}
+	if err := c.Delete(ctx, "sh.helm.release.v1.x.v5", metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Delete of the forged record: %v, want not found", err)
+	}
+	if _, err := cs.CoreV1().Secrets("t1").Get(ctx, "sh.helm.release.v1.x.v5", metav1.GetOptions{}); err != nil {
+		t.Errorf("the forged record was deleted: %v", err)
+	}
+	if !errors.Is(refused["sh.helm.release.v1.x.v5"], ErrUnsigned) || len(refused) != 1 {
+		t.Errorf("refused %v, want the forged v5 as unsigned", refused)
+	}
+
+	// Update re-signs: a status change is a new signed state.
+	up := stored.DeepCopy()
+	up.Labels["status"] = "superseded"
+	if _, err := c.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "sh.helm.release.v1.x.v1", metav1.GetOptions{}); err != nil {
+		t.Errorf("Get of an updated record: %v", err)
+	}
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	k1, _, err := LoadOrCreateKey(ctx, cs, "op", "key")
+	if err != nil || len(k1) != MinKeySize {
+		t.Fatalf("first load: %d bytes, %v", len(k1), err)
+	}
+	k2, _, err := LoadOrCreateKey(ctx, cs, "op", "key")
+	if err != nil || string(k1) != string(k2) {
+		t.Fatalf("second load returned another key (%v)", err)
+	}
+	short := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": []byte("short")}})
+	if _, _, err := LoadOrCreateKey(ctx, short, "op", "key"); err == nil {
+		t.Error("a 5-byte key was accepted")
+	}
+}
