@@ -181,9 +181,6 @@ func get[T runtime.Object](t *testing.T, r *rendered, key string) T {
 	return typed
 }
 
-// clusterScoped are the kinds a chart may render without a namespace.
-var clusterScoped = map[string]bool{"StorageClass": true}
-
 // checkCommon reports every object of a release that breaks a rule all charts follow:
 // namespace, names, labels, and for workloads the pod's security and requests.
 func checkCommon(t *testing.T, r *rendered, chartName, release string) {
