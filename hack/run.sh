@@ -8,12 +8,20 @@ BIN=${LOCALBIN:-$ROOT/bin}
 export KUBECONFIG
 cd "$ROOT" # watches.yaml names the charts relative to the repository root
 
+# Leader election as in the pod, with the deployed operator's Lease and signing key: a
+# `make run` against a cluster where the operator is deployed waits as a standby instead of
+# racing the deployed manager on every release.
+NAMESPACE=${NAMESPACE:-warpdrive-operator-system}
+"$BIN/kubectl" get namespace "$NAMESPACE" >/dev/null 2>&1 || "$BIN/kubectl" create namespace "$NAMESPACE" >/dev/null
+
 # Loopback ports, so that nothing else on the machine can reach them.
 "$BIN/manager" --watches-file=watches.yaml \
+  --leader-elect --leader-election-namespace="$NAMESPACE" \
   --metrics-bind-address="${METRICS_ADDR:-127.0.0.1:8080}" \
   --health-probe-bind-address="${PROBE_ADDR:-127.0.0.1:8081}" "$@" &
 operator=$!
 "$BIN/sidecar" --watches-file=watches.yaml \
+  --leader-elect --leader-election-namespace="$NAMESPACE" \
   --metrics-bind-address="${SIDECAR_METRICS_ADDR:-127.0.0.1:8082}" \
   --health-probe-bind-address="${SIDECAR_PROBE_ADDR:-127.0.0.1:8083}" &
 sidecar=$!

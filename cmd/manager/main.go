@@ -6,13 +6,16 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +33,7 @@ func main() {
 		metricsAddr, probeAddr, pprofAddr         string
 		leaderElect, secureMetrics                bool
 		leaderElectionID, leaderElectionNamespace string
+		signingKey                                string
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file.")
 	// The stock helm-operator re-renders and dry-runs every CR every minute, which costs CPU in
@@ -50,11 +54,20 @@ func main() {
 	flag.StringVar(&leaderElectionID, "leader-election-id", "warpdrive-operator.transwarp.io", "Name of the leader election Lease.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).")
+	flag.StringVar(&signingKey, "release-signing-key", defaultSigningKeyName,
+		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
+			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	opts.LeaderElection = leaderElect
+	var err error
+	if opts.SigningKey, err = signingKeySecret(signingKey, leaderElectionNamespace); err != nil {
+		log.Error(err, "locating the release signing key")
+		os.Exit(1)
+	}
 
 	metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
 	if secureMetrics {
@@ -107,6 +120,32 @@ func main() {
 		log.Error(err, "running the manager")
 		os.Exit(1)
 	}
+}
+
+// defaultSigningKeyName is the Secret, in the operator's namespace, of the key that signs
+// release records (internal/releasesign).
+const defaultSigningKeyName = "warpdrive-operator-release-signing-key"
+
+// signingKeySecret locates the signing key's Secret: flag is <name> or <namespace>/<name>; a
+// bare name is in the operator's own namespace, which namespace editors cannot read.
+func signingKeySecret(flag, leaderElectionNamespace string) (types.NamespacedName, error) {
+	if ns, name, ok := strings.Cut(flag, "/"); ok {
+		return types.NamespacedName{Namespace: ns, Name: name}, nil
+	}
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		ns = leaderElectionNamespace
+	}
+	if ns == "" {
+		return types.NamespacedName{}, fmt.Errorf("out of a cluster, give --release-signing-key=<namespace>/<name> " +
+			"or --leader-election-namespace: the key must live in a namespace only the operator's admins can read")
+	}
+	return types.NamespacedName{Namespace: ns, Name: flag}, nil
 }
 
 // dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no

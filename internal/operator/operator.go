@@ -7,8 +7,15 @@
 //     that the sidecar's replica counts survive every install, upgrade and failure;
 //   - an update of a CR's status alone does not start a reconcile (events.go): only a change
 //     of what the release should be does;
+//   - release records are signed, and Helm reads only the operator's own (trustedconfig.go,
+//     internal/releasesign): a namespace editor cannot forge or alter a record to steer
+//     the operator; refused records are reported on the CR (recordreport.go);
+//   - every release operation is confined to the release's namespace and the cluster-scoped
+//     kinds its chart declares (confinement.go), and hooks run only for charts that have
+//     them;
 //   - a reconciler touches only releases of its own chart (releaseguard.go): a CR named like
-//     another kind's CR in its namespace cannot take over that CR's release;
+//     another kind's CR in its namespace cannot take over that CR's release, even when both
+//     are created at once;
 //   - the objects of each release are watched, so that a hand edit or deletion is repaired at
 //     once: the stock command (v0.9.1) turns these watches off when watchDependentResources is
 //     true, its default, and leaves drift to the periodic reconcile, every minute;
@@ -21,6 +28,7 @@
 package operator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -28,7 +36,10 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 )
 
 // Options are the defaults for every watch; watches.yaml may override them per kind.
@@ -37,6 +48,12 @@ type Options struct {
 	ReconcilePeriod         time.Duration
 	MaxConcurrentReconciles int
 	MaxReleaseHistory       int
+	// LeaderElection says that the manager elects a leader: pending releases are repaired
+	// only then (see operations).
+	LeaderElection bool
+	// SigningKey is the Secret that holds the key release records are signed with (see
+	// internal/releasesign), in the operator's own namespace.
+	SigningKey types.NamespacedName
 }
 
 // Setup adds a helm reconciler to mgr for every kind in the watches file.
@@ -45,14 +62,36 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", opts.WatchesFile, err)
 	}
+	if opts.SigningKey.Name == "" || opts.SigningKey.Namespace == "" {
+		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
+	}
 	cl := statusKeepingClient{Client: mgr.GetClient()}
-	actionClients, err := newActionClientGetter(mgr)
+	policies := make([]kindPolicy, 0, len(ws))
+	for _, w := range ws {
+		clusterKinds, err := chartpolicy.ClusterScopedKinds(w.Chart)
+		if err != nil {
+			return err
+		}
+		policies = append(policies, kindPolicy{gvk: w.GroupVersionKind, chart: w.Chart.Name(),
+			clusterKinds: clusterKinds, hooks: chartpolicy.HasHooks(w.Chart)})
+	}
+	configs, err := newTrustedConfigs(mgr.GetConfig(), mgr, opts.SigningKey, policies)
 	if err != nil {
 		return err
 	}
 	log := ctrl.Log.WithName("operator")
 	ops := newOperations() // Helm operations in progress, across kinds: see pendingrepair.go
-	for _, w := range ws {
+	if opts.LeaderElection {
+		if err := mgr.Add(leaderRunnable(func(context.Context) { ops.elected(time.Now()) })); err != nil {
+			return err
+		}
+	}
+	locks := newKeyedMutex() // one release name, across kinds: see releaseguard.go
+	for i, w := range ws {
+		actionClients, err := newActionClientGetter(configs, policies[i].hooks)
+		if err != nil {
+			return err
+		}
 		period, concurrency := opts.ReconcilePeriod, opts.MaxConcurrentReconciles
 		if w.ReconcilePeriod != nil {
 			period = w.ReconcilePeriod.Duration
@@ -62,10 +101,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		// The reconciler's own recorder name, so that these Events share its source.
 		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
-		getter := newReleaseGuard(actionClients, w.Chart)
+		getter := newReleaseGuard(actionClients, w.Chart, locks)
 		getter = withPendingRepair(getter, recorder, ops)
 		getter = withOrphanSweep(getter, recorder)
 		getter = withReleaseEvents(getter, recorder)
+		getter = withRecordReport(getter, recorder, cl)
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -90,7 +130,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
-			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency)
+			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
+			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks)
 	}
 	return nil
 }
+
+// leaderRunnable runs f once this process leads.
+type leaderRunnable func(context.Context)
+
+func (f leaderRunnable) Start(ctx context.Context) error { f(ctx); return nil }
+
+func (leaderRunnable) NeedLeaderElection() bool { return true }

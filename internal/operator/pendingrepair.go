@@ -1,12 +1,15 @@
 package operator
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,8 +39,10 @@ import (
 // a manager that is gone or by an operation of its own that has ended without recording its
 // outcome. The first case is told apart in the process (operations): reconciles of one CR
 // never run at once, and each reconciler sees only its own chart's releases (newReleaseGuard,
-// which this wraps), but the check does not rely on either. Without leader election, running
-// more than one manager is unsafe anyway (they would race on every upgrade).
+// which this wraps), but the check does not rely on either. Only revisions the operator
+// wrote are ever seen (signed records), and only those an operation could no longer be
+// running on are repaired (see operations.mayRepair). Without leader election nothing is
+// repaired: another manager's live operation could not be told from a dead one.
 
 // pendingReleaseRepaired is the reason of the Event on a CR whose release was repaired.
 const pendingReleaseRepaired = "PendingReleaseRepaired"
@@ -48,20 +53,50 @@ func needsRepair(rel *release.Release, running bool) bool {
 	return rel != nil && rel.Info != nil && rel.Info.Status.IsPending() && !running
 }
 
-// operations counts the Helm operations of this process in progress, per release.
+// staleAfter is the age past which a pending revision is taken as abandoned even if its
+// time says it was written after this process became the leader: that time is the writer's
+// clock, which may run ahead of this one. No operation of the operator runs this long (it
+// does not wait for workloads).
+const staleAfter = 10 * time.Minute
+
+// operations tracks the Helm operations of this process, per release, and tells which
+// pending revisions the repair may take over.
+//
+// The repair must never break the lock of a live operation. The records it sees are the
+// operator's own (signed, see trustedConfigs: a person's `helm upgrade` writes unsigned
+// records, which the operator never reads), so a live operation on them can only be one of
+// this process, or of another manager of this operator. Under leader election another
+// manager runs operations only while it leads, and it stops leading before this one can
+// start, so every operation it started began before this process became the leader
+// (electedAt). Without leader election nothing tells another manager's live operation from
+// a dead one, and nothing is repaired.
 type operations struct {
 	mu      sync.Mutex
 	running map[string]int
+	ours    map[string]bool // releases on which this process has run an operation
+	// electedAt is when this process became the leader; zero until then, and for ever
+	// without leader election (no repair).
+	electedAt time.Time
 }
 
-func newOperations() *operations { return &operations{running: map[string]int{}} }
+func newOperations() *operations {
+	return &operations{running: map[string]int{}, ours: map[string]bool{}}
+}
 
 func releaseKey(namespace, name string) string { return namespace + "/" + name }
+
+// elected records that this process leads from now on.
+func (o *operations) elected(at time.Time) {
+	o.mu.Lock()
+	o.electedAt = at
+	o.mu.Unlock()
+}
 
 // start records an operation on a release until the returned func is called.
 func (o *operations) start(key string) (done func()) {
 	o.mu.Lock()
 	o.running[key]++
+	o.ours[key] = true
 	o.mu.Unlock()
 	return func() {
 		o.mu.Lock()
@@ -76,6 +111,31 @@ func (o *operations) isRunning(key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.running[key] > 0
+}
+
+// forget drops what is known of a release that is gone.
+func (o *operations) forget(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running[key] == 0 {
+		delete(o.ours, key)
+	}
+}
+
+// mayRepair reports whether the pending revision rel of the release key is abandoned: no
+// operation of this process runs on it, and its operation was this process's own, or began
+// before this process became the leader (or long enough ago, see staleAfter).
+func (o *operations) mayRepair(key string, rel *release.Release, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.electedAt.IsZero() || o.running[key] > 0 {
+		return false
+	}
+	if o.ours[key] {
+		return true
+	}
+	started := rel.Info.LastDeployed.Time
+	return started.Before(o.electedAt) || now.Sub(started) > staleAfter
 }
 
 // withPendingRepair hands out action clients that repair pending releases (see above).
@@ -96,7 +156,8 @@ type repairingClient struct {
 // request for a given revision (an option) is passed on as it is.
 func (c repairingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)
-	if err != nil || len(opts) > 0 || !needsRepair(rel, c.ops.isRunning(releaseKey(c.obj.GetNamespace(), name))) {
+	key := releaseKey(c.obj.GetNamespace(), name)
+	if err != nil || len(opts) > 0 || !needsRepair(rel, false) || !c.ops.mayRepair(key, rel, time.Now()) {
 		return rel, err
 	}
 	return c.markFailed(rel)
@@ -145,15 +206,22 @@ func (c repairingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals
 }
 
 func (c repairingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	defer c.ops.start(releaseKey(c.obj.GetNamespace(), name))()
-	return c.ActionInterface.Uninstall(name, opts...)
+	key := releaseKey(c.obj.GetNamespace(), name)
+	done := c.ops.start(key)
+	resp, err := c.ActionInterface.Uninstall(name, opts...)
+	done()
+	if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
+		c.ops.forget(key)
+	}
+	return resp, err
 }
 
 // repairHistory marks failed every revision of the release, of chart chrt, still pending
 // after an operation on it failed. It is best effort: what it cannot read or write now (the apiserver still
 // away), the repair on Get does for the last revision at the next reconcile.
 func (c repairingClient) repairHistory(name string, chrt *chart.Chart) {
-	if c.ops.isRunning(releaseKey(c.obj.GetNamespace(), name)) {
+	key := releaseKey(c.obj.GetNamespace(), name)
+	if c.ops.isRunning(key) || !c.ops.mayRepair(key, &release.Release{Info: &release.Info{}}, time.Now()) {
 		return
 	}
 	history, err := c.Config().Releases.History(name)

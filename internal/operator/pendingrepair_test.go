@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
@@ -108,7 +109,7 @@ func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.Actio
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}})
+	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex())
 	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func storedStatus(t *testing.T, f *storeActions, version int) (release.Status, s
 func TestRepairMarksPendingRevisionFailed(t *testing.T) {
 	for _, pending := range []release.Status{release.StatusPendingUpgrade, release.StatusPendingRollback} {
 		f := newStoreActions(revision("appservice", 1, release.StatusDeployed), revision("appservice", 2, pending))
-		c, rec := repairing(t, f, newOperations())
+		c, rec := repairing(t, f, leaderOperations())
 
 		rel, err := c.Get("x")
 		if err != nil {
@@ -175,7 +176,7 @@ func TestRepairMarksPendingRevisionFailed(t *testing.T) {
 // is marked failed (the reconciler then upgrades it, which Helm allows from a failed revision).
 func TestRepairMarksPendingInstallFailed(t *testing.T) {
 	f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
-	c, rec := repairing(t, f, newOperations())
+	c, rec := repairing(t, f, leaderOperations())
 	rel, err := c.Get("x")
 	if err != nil || rel.Info.Status != release.StatusFailed {
 		t.Fatalf("Get: %v, %v; want revision 1 failed", rel, err)
@@ -193,7 +194,7 @@ func TestRepairMarksPendingInstallFailed(t *testing.T) {
 func TestRepairLeavesAlone(t *testing.T) {
 	t.Run("own operation running", func(t *testing.T) {
 		f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
-		ops := newOperations()
+		ops := leaderOperations()
 		c, rec := repairing(t, f, ops)
 		var seen *release.Release
 		f.during = func() { seen, _ = c.Get("x") } // a Get while this process installs
@@ -216,7 +217,7 @@ func TestRepairLeavesAlone(t *testing.T) {
 	})
 	t.Run("another chart's release", func(t *testing.T) {
 		f := newStoreActions(revision("warpdrivepool", 1, release.StatusPendingUpgrade))
-		c, rec := repairing(t, f, newOperations())
+		c, rec := repairing(t, f, leaderOperations())
 		var foreign *foreignReleaseError
 		if _, err := c.Get("x"); !errors.As(err, &foreign) {
 			t.Errorf("Get: %v, want the guard's foreign release error", err)
@@ -227,7 +228,7 @@ func TestRepairLeavesAlone(t *testing.T) {
 	})
 	t.Run("a given revision", func(t *testing.T) {
 		f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
-		c, rec := repairing(t, f, newOperations())
+		c, rec := repairing(t, f, leaderOperations())
 		rel, err := c.Get("x", func(g *action.Get) error { g.Version = 1; return nil })
 		if err != nil || rel.Info.Status != release.StatusPendingInstall || len(events(rec)) != 0 {
 			t.Errorf("Get of revision 1: %v %v, want it as stored, no Event", rel, err)
@@ -256,7 +257,7 @@ func (f *storeActions) Upgrade(name, _ string, _ *chart.Chart, _ map[string]any,
 func TestFailedUpgradeRepairsPendingHistory(t *testing.T) {
 	chrt := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
 	f := newStoreActions(revision("appservice", 1, release.StatusSuperseded))
-	c, rec := repairing(t, f, newOperations())
+	c, rec := repairing(t, f, leaderOperations())
 
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
 	if _, err := c.Upgrade("x", "team-a", chrt, nil, dryRun); err == nil {
@@ -277,4 +278,11 @@ func TestFailedUpgradeRepairsPendingHistory(t *testing.T) {
 	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 2 was left pending-upgrade") {
 		t.Errorf("events %q, want one saying revision 2 was left pending-upgrade", got)
 	}
+}
+
+// leaderOperations are the operations of a process that has led since now.
+func leaderOperations() *operations {
+	ops := newOperations()
+	ops.elected(time.Now())
+	return ops
 }

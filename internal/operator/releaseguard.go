@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -29,16 +29,23 @@ import (
 // (Irreconcilable), and when the CR is deleted the release is left alone, as if there were
 // none, so that the CR's finalizer is removed without touching it.
 
-// newActionClientGetter makes the action client getter that helm-operator-plugins' reconciler
-// makes for itself when given none; Setup wraps it (see wrapActionClients).
-func newActionClientGetter(mgr ctrl.Manager) (helmclient.ActionClientGetter, error) {
-	acg, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
-	if err != nil {
-		return nil, fmt.Errorf("creating action config getter: %w", err)
-	}
+// newActionClientGetter makes the action client getter of one kind over the trusted
+// configurations; Setup wraps it (see wrapActionClients). Hooks run only if the kind's
+// chart has them: a record's hooks would otherwise be applied as the record says.
+func newActionClientGetter(acg helmclient.ActionConfigGetter, hooks bool) (helmclient.ActionClientGetter, error) {
+	noHooks := !hooks
 	return helmclient.NewActionClientGetter(acg,
-		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
-		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
+		helmclient.AppendInstallOptions(func(i *action.Install) error {
+			i.DisableOpenAPIValidation, i.DisableHooks = true, noHooks
+			return nil
+		}),
+		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error {
+			u.DisableOpenAPIValidation, u.DisableHooks = true, noHooks
+			return nil
+		}),
+		helmclient.AppendUninstallOptions(func(u *action.Uninstall) error { u.DisableHooks = noHooks; return nil }),
+		helmclient.AppendInstallFailureUninstallOptions(func(u *action.Uninstall) error { u.DisableHooks = noHooks; return nil }),
+		helmclient.AppendUpgradeFailureRollbackOptions(func(r *action.Rollback) error { r.DisableHooks = noHooks; return nil }),
 	)
 }
 
@@ -65,9 +72,12 @@ func wrapActionClients(getter helmclient.ActionClientGetter, wrap func(c helmcli
 }
 
 // newReleaseGuard hands out action clients that refuse releases of charts other than c.
-func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(ac helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
-		return guardedClient{ActionInterface: ac, chart: c.Name()}
+// Operations on a release name are serialised across kinds by locks (shared by every
+// kind's guard), so that the check and the operation it guards cannot interleave with
+// another kind's.
+func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex) helmclient.ActionClientGetter {
+	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks}
 	})
 }
 
@@ -83,7 +93,32 @@ func (e *foreignReleaseError) Error() string {
 
 type guardedClient struct {
 	helmclient.ActionInterface
-	chart string
+	chart     string
+	namespace string // the CR's, where its release lives
+	locks     *keyedMutex
+}
+
+// lock holds the release name in the CR's namespace until the returned func is called.
+func (c guardedClient) lock(name string) (unlock func()) {
+	return c.locks.lock(releaseKey(c.namespace, name))
+}
+
+// Install installs a release only if no release of that name exists, of any chart.
+//
+// Why the lock: two CRs of different kinds with one name, created together, race to
+// install the same release. The loser's install fails, and helm-operator-plugins then
+// uninstalls the failed install by name, inside its Install, below every wrapper: the
+// winner's release, with its objects, was uninstalled. Under the lock the loser finds the
+// winner's release first and refuses, without touching it.
+func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	defer c.lock(name)()
+	if _, err := c.Get(name); err != nil {
+		var foreign *foreignReleaseError
+		if errors.As(err, &foreign) {
+			return nil, err
+		}
+	}
+	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 }
 
 // Get returns the release, or a foreignReleaseError if it is another chart's.
@@ -100,6 +135,7 @@ func (c guardedClient) Get(name string, opts ...helmclient.GetOption) (*release.
 
 // Upgrade upgrades only a release of the guarded chart.
 func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	defer c.lock(name)()
 	if _, err := c.Get(name); err != nil {
 		var foreign *foreignReleaseError
 		if errors.As(err, &foreign) {
@@ -113,6 +149,7 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 // Uninstall uninstalls only a release of the guarded chart; another chart's release is
 // reported as not found, which lets the reconciler remove the CR's finalizer.
 func (c guardedClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	defer c.lock(name)()
 	if _, err := c.Get(name); err != nil {
 		var foreign *foreignReleaseError
 		if errors.As(err, &foreign) {
@@ -127,4 +164,38 @@ func releaseChart(rel *release.Release) string {
 		return ""
 	}
 	return rel.Chart.Metadata.Name
+}
+
+// keyedMutex is a set of mutexes by key, each kept only while it is held or awaited.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	users int
+}
+
+func newKeyedMutex() *keyedMutex { return &keyedMutex{locks: map[string]*keyedLock{}} }
+
+// lock locks key and returns the func that unlocks it.
+func (m *keyedMutex) lock(key string) (unlock func()) {
+	m.mu.Lock()
+	l := m.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		m.locks[key] = l
+	}
+	l.users++
+	m.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		m.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(m.locks, key)
+		}
+		m.mu.Unlock()
+	}
 }

@@ -46,8 +46,8 @@ func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
 	getter := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	g := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}})
-	c, err := g.ActionClientFor(context.Background(), nil)
+	g := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex())
+	c, err := g.ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,9 @@ func startOperator() (stop func(), err error) {
 		return nil, err
 	}
 	args = append(args, "--metrics-bind-address="+managerMetricsAddr, "--metrics-secure")
-	if env.Impersonating() {
-		// As in the pod: leader election, with the Lease where config/rbac grants it.
-		args = append(args, "--leader-elect", "--leader-election-namespace="+env.LeaseNamespace)
-	}
+	// As in the pod and `make run`: leader election (which the repair of pending releases
+	// needs), with the Lease, and the release signing key, where config/rbac grants them.
+	args = append(args, "--leader-elect", "--leader-election-namespace="+env.LeaseNamespace)
 	op, err := env.Run(binary, binary, append(args, "--watches-file=watches.yaml",
 		"--health-probe-bind-address=0")...)
 	if err != nil {

@@ -1,0 +1,144 @@
+package operator
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/kube"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// confinedKube is Helm's Kubernetes client for one release, confined to what the release's
+// chart may touch: namespaced objects in the release's namespace, and the cluster-scoped
+// kinds the chart declares (internal/chartpolicy). Helm turns every manifest into objects
+// through Build before it creates, updates, deletes, adopts or waits for them (the rendered
+// chart, a release record's manifest and hooks, helm-operator-plugins' drift repair), so a
+// manifest naming anything else fails there, whatever record it came from. The other calls
+// check their objects again, in case a list was built some other way.
+//
+// It embeds *kube.Client, not kube.Interface, so that Helm's checks for the optional
+// interfaces (deletion propagation, waiting for deletes) still find them.
+type confinedKube struct {
+	*kube.Client
+	namespace string
+	cluster   map[schema.GroupKind]bool // cluster-scoped kinds the chart may render
+}
+
+func newConfinedKube(c *kube.Client, namespace string, clusterKinds []schema.GroupKind) *confinedKube {
+	allowed := make(map[schema.GroupKind]bool, len(clusterKinds))
+	for _, gk := range clusterKinds {
+		allowed[gk] = true
+	}
+	return &confinedKube{Client: c, namespace: namespace, cluster: allowed}
+}
+
+// outsideReleaseError says that a manifest names an object the release may not touch.
+type outsideReleaseError struct {
+	kind, namespace, name, releaseNamespace string
+	clusterKinds                            []string
+}
+
+func (e *outsideReleaseError) Error() string {
+	if e.namespace != "" {
+		return fmt.Sprintf("refused: %s %s/%s is outside the release's namespace %q; a release may only touch objects of its own namespace",
+			e.kind, e.namespace, e.name, e.releaseNamespace)
+	}
+	allowed := "none"
+	if len(e.clusterKinds) > 0 {
+		allowed = strings.Join(e.clusterKinds, ", ")
+	}
+	return fmt.Sprintf("refused: cluster-scoped %s %q is not a kind this chart renders (its cluster-scoped kinds: %s)",
+		e.kind, e.name, allowed)
+}
+
+// check returns an error for the first object of resources the release may not touch.
+func (c *confinedKube) check(resources kube.ResourceList) error {
+	for _, info := range resources {
+		if info.Mapping == nil {
+			return fmt.Errorf("refused: %s %q has no REST mapping, so its scope is unknown", info.ObjectName(), info.Name)
+		}
+		gk := info.Mapping.GroupVersionKind.GroupKind()
+		if info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if info.Namespace != c.namespace {
+				return &outsideReleaseError{kind: gk.String(), namespace: info.Namespace, name: info.Name, releaseNamespace: c.namespace}
+			}
+			continue
+		}
+		if !c.cluster[gk] {
+			return &outsideReleaseError{kind: gk.String(), name: info.Name, clusterKinds: c.clusterKinds()}
+		}
+	}
+	return nil
+}
+
+func (c *confinedKube) clusterKinds() []string {
+	var out []string
+	for gk := range c.cluster {
+		out = append(out, gk.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Build builds the objects of a manifest and refuses them if any is outside the release.
+func (c *confinedKube) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
+	resources, err := c.Client.Build(reader, validate)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(resources); err != nil {
+		return nil, err
+	}
+	return resources, nil
+}
+
+// BuildTable is Build for table output (helm status).
+func (c *confinedKube) BuildTable(reader io.Reader, validate bool) (kube.ResourceList, error) {
+	resources, err := c.Client.BuildTable(reader, validate)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(resources); err != nil {
+		return nil, err
+	}
+	return resources, nil
+}
+
+func (c *confinedKube) Create(resources kube.ResourceList) (*kube.Result, error) {
+	if err := c.check(resources); err != nil {
+		return nil, err
+	}
+	return c.Client.Create(resources)
+}
+
+func (c *confinedKube) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	if err := c.check(append(append(kube.ResourceList{}, original...), target...)); err != nil {
+		return nil, err
+	}
+	return c.Client.Update(original, target, force)
+}
+
+func (c *confinedKube) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	if err := c.check(append(append(kube.ResourceList{}, original...), target...)); err != nil {
+		return nil, err
+	}
+	return c.Client.UpdateThreeWayMerge(original, target, force)
+}
+
+func (c *confinedKube) Delete(resources kube.ResourceList) (*kube.Result, []error) {
+	if err := c.check(resources); err != nil {
+		return nil, []error{err}
+	}
+	return c.Client.Delete(resources)
+}
+
+func (c *confinedKube) DeleteWithPropagationPolicy(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	if err := c.check(resources); err != nil {
+		return nil, []error{err}
+	}
+	return c.Client.DeleteWithPropagationPolicy(resources, policy)
+}

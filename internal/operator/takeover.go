@@ -1,0 +1,194 @@
+package operator
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+)
+
+// takenOverAnnotation, on the signing key's Secret, records that the unsigned records found
+// when the key was first used have been taken over: from then on an unsigned record is
+// never trusted, whoever wrote it.
+const takenOverAnnotation = "warpdrive.transwarp.io/unsigned-records-taken-over"
+
+// takeOver signs, once per cluster, the release records that an earlier version of the
+// operator wrote without a signature, so that upgrading the operator keeps every release.
+//
+// Which unsigned records are the operator's cannot be proven: a namespace editor could have
+// forged one before the upgrade. So a record is taken over only if it could have been
+// written by this operator for a CR that exists: it decodes, it is stored under its own
+// name in its own namespace, a CR of that name exists in that namespace of a kind whose
+// chart the record names, its manifest touches only that namespace and the cluster-scoped
+// kinds the chart declares, and it has hooks only if the chart has. Any other record stays
+// unsigned, so it is refused (and reported on its CR) from then on. Whatever a taken-over
+// record says, the release operations stay confined (confinedKube).
+func (t *trustedConfigs) takeOver(ctx context.Context, key releasesign.Key, keySecret *corev1.Secret) error {
+	if _, done := keySecret.Annotations[takenOverAnnotation]; done {
+		return nil
+	}
+	log := ctrl.Log.WithName("release-takeover")
+	var signed, refused int
+	opts := metav1.ListOptions{LabelSelector: "owner=helm", Limit: 250}
+	for {
+		list, err := t.secrets.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing release records to take over: %w", err)
+		}
+		for i := range list.Items {
+			s := &list.Items[i]
+			if s.Type != "helm.sh/release.v1" || key.Verify(s.Namespace, s) == nil {
+				continue
+			}
+			if err := t.mayTakeOver(ctx, s); err != nil {
+				refused++
+				log.Info("not taking over release record: it stays unsigned and will be refused",
+					"namespace", s.Namespace, "secret", s.Name, "reason", err.Error())
+				continue
+			}
+			s = s.DeepCopy()
+			key.Sign(s.Namespace, s)
+			if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
+			}
+			signed++
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	keySecret = keySecret.DeepCopy()
+	if keySecret.Annotations == nil {
+		keySecret.Annotations = map[string]string{}
+	}
+	keySecret.Annotations[takenOverAnnotation] = fmt.Sprintf("%s: %d signed, %d refused",
+		time.Now().UTC().Format(time.RFC3339), signed, refused)
+	if _, err := t.secrets.CoreV1().Secrets(keySecret.Namespace).Update(ctx, keySecret, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("recording the take-over of release records: %w", err)
+	}
+	log.Info("took over the unsigned release records of an earlier version", "signed", signed, "refused", refused)
+	return nil
+}
+
+// mayTakeOver returns nil if s is a record this operator could have written (see takeOver).
+func (t *trustedConfigs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
+	rel, err := decodeRecord(s.Data["release"])
+	if err != nil {
+		return err
+	}
+	if rel.Namespace != s.Namespace || s.Name != fmt.Sprintf("sh.helm.release.v1.%s.v%d", rel.Name, rel.Version) ||
+		s.Labels["name"] != rel.Name {
+		return fmt.Errorf("record of release %s/%s revision %d is stored as %s/%s", rel.Namespace, rel.Name, rel.Version, s.Namespace, s.Name)
+	}
+	chartName := releaseChart(rel)
+	for _, p := range t.policies {
+		if p.chart != chartName {
+			continue
+		}
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(p.gvk)
+		if err := t.reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: rel.Name}, cr); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if len(rel.Hooks) > 0 && !p.hooks {
+			return fmt.Errorf("the record has hooks and chart %s has none", chartName)
+		}
+		manifests := []string{rel.Manifest}
+		for _, h := range rel.Hooks {
+			manifests = append(manifests, h.Manifest)
+		}
+		return confinedManifest(t.mapper, s.Namespace, p.clusterKinds, manifests...)
+	}
+	return fmt.Errorf("no custom resource %s/%s of a kind with chart %q", s.Namespace, rel.Name, chartName)
+}
+
+// confinedManifest returns an error if a manifest names an object outside namespace ns or a
+// cluster-scoped kind not in clusterKinds (as confinedKube would refuse it).
+func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds []schema.GroupKind, manifests ...string) error {
+	for _, m := range manifests {
+		for _, doc := range releaseutil.SplitManifests(m) {
+			var head struct {
+				APIVersion string            `json:"apiVersion"`
+				Kind       string            `json:"kind"`
+				Metadata   metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+				return fmt.Errorf("manifest: %w", err)
+			}
+			if head.Kind == "" {
+				continue
+			}
+			gvk := schema.FromAPIVersionAndKind(head.APIVersion, head.Kind)
+			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				return fmt.Errorf("manifest names %s: %w", gvk, err)
+			}
+			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+				if head.Metadata.Namespace != "" && head.Metadata.Namespace != ns {
+					return &outsideReleaseError{kind: gvk.GroupKind().String(), namespace: head.Metadata.Namespace, name: head.Metadata.Name, releaseNamespace: ns}
+				}
+				continue
+			}
+			allowed := false
+			for _, gk := range clusterKinds {
+				allowed = allowed || gk == gvk.GroupKind()
+			}
+			if !allowed {
+				return &outsideReleaseError{kind: gvk.GroupKind().String(), name: head.Metadata.Name}
+			}
+		}
+	}
+	return nil
+}
+
+// decodeRecord decodes the release in a record's data, as Helm's Secrets driver stores it:
+// base64 of the (usually gzipped) JSON of the release.
+func decodeRecord(data []byte) (*release.Release, error) {
+	if len(data) == 0 {
+		return nil, errors.New("the record holds no release")
+	}
+	b, err := base64.StdEncoding.DecodeString(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("decoding the record: %w", err)
+	}
+	if bytes.HasPrefix(b, []byte{0x1f, 0x8b, 0x08}) {
+		r, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("decoding the record: %w", err)
+		}
+		if b, err = io.ReadAll(io.LimitReader(r, 64<<20)); err != nil {
+			return nil, fmt.Errorf("decoding the record: %w", err)
+		}
+	}
+	rel := &release.Release{}
+	if err := json.Unmarshal(b, rel); err != nil {
+		return nil, fmt.Errorf("decoding the record: %w", err)
+	}
+	if rel.Name == "" || strings.ContainsAny(rel.Name, "/ ") {
+		return nil, fmt.Errorf("the record names no valid release")
+	}
+	return rel, nil
+}
