@@ -788,3 +788,195 @@ func TestPoolFailover(t *testing.T) {
 		t.Fatal("the books followed, but not through the standby's syncs")
 	}
 }
+
+// The books are a pool's only if its StorageClass is its own: a pool whose spec names a
+// class that another pool's release, or the cluster, created keeps none, so that a
+// namespace editor cannot read other namespaces' usage through a pool's status.
+
+// usageFields are the fields of status.pool that show what the class's claims hold.
+var usageFields = []string{"allocated", "available", "claims", "namespaces"}
+
+// waitNoBooks waits until the pool's status.pool shows no usage, no usage conditions, and
+// BooksKept=False for reason with a message that says each of says; it returns status.pool.
+func waitNoBooks(t testing.TB, cr *unstructured.Unstructured, reason string, says ...string) map[string]any {
+	t.Helper()
+	var pool map[string]any
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return err
+		}
+		var found bool
+		if pool, found, _ = unstructured.NestedMap(got.Object, "status", "pool"); !found {
+			return fmt.Errorf("%s has no status.pool yet; status: %v", cr.GetName(), got.Object["status"])
+		}
+		books, err := readBooks(got)
+		if err != nil {
+			return err
+		}
+		var kept *metav1.Condition
+		for i, c := range books.Conditions {
+			switch c.Type {
+			case "BooksKept":
+				kept = &books.Conditions[i]
+			case "CapacityAvailable", "Overcommitted":
+				return fmt.Errorf("pool %s has the usage condition %s: %q", cr.GetName(), c.Type, c.Message)
+			}
+		}
+		if kept == nil || kept.Status != metav1.ConditionFalse || kept.Reason != reason {
+			return fmt.Errorf("pool %s: BooksKept %+v, want False for %s", cr.GetName(), kept, reason)
+		}
+		for _, s := range says {
+			if !strings.Contains(kept.Message, s) {
+				return fmt.Errorf("pool %s: BooksKept message %q does not say %q", cr.GetName(), kept.Message, s)
+			}
+		}
+		for _, f := range usageFields {
+			if v, ok := pool[f]; ok {
+				return fmt.Errorf("pool %s keeps no books, yet status.pool.%s is %v", cr.GetName(), f, v)
+			}
+		}
+		return nil
+	})
+	return pool
+}
+
+// expectNoSidecarEvents checks that the sidecar recorded no usage Event on the pool.
+func expectNoSidecarEvents(t testing.TB, cr *unstructured.Unstructured) {
+	t.Helper()
+	counts, err := poolEvents(context.Background(), cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 0 {
+		t.Errorf("usage Events on pool %s, which keeps no books: %v", cr.GetName(), counts)
+	}
+}
+
+// TestPoolForeignStorageClassKeepsNoBooks: pool "owner" in n1 owns its StorageClass; pool
+// "thief" in n2 names the same class. Helm refuses to adopt the class, the thief's release
+// fails, and the thief's status shows nothing of the class's claims (of n1 or any other
+// namespace) and says whose class it is; the owner's books go on as before. Once the owner
+// is deleted (its release uninstalled, the class with it), the thief's release creates the
+// class, and the books of that class become the thief's.
+func TestPoolForeignStorageClassKeepsNoBooks(t *testing.T) {
+	ctx := context.Background()
+	n1, n2, n3 := env.Namespace(t), env.Namespace(t), env.Namespace(t)
+	owner := createPool(t, n1, "owner", "10Gi", int64(1))
+	class := poolClass(owner)
+	create(t, newClaim(n1, "db", class, "2Gi"))
+	create(t, newClaim(n3, "cache", class, "1Gi"))
+	waitBooks(t, owner, wantBooks{allocated: "3Gi", available: "7Gi", pending: 2, namespaces: n1 + "=2Gi/1 " + n3 + "=1Gi/1"}.check)
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}}
+	if err := get(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Log("a pool of another namespace names the owner's class: its release fails, it keeps no books")
+	// 1Gi: the owner's claims would fill it three times over, and raise both Events.
+	thief := newCR(t, "WarpdrivePool", n2, "thief", map[string]any{
+		"capacity": "1Gi", "overcommitRatio": int64(1), "replicas": int64(1), "storageClassName": class})
+	create(t, thief)
+	waitCondition(t, thief, "ReleaseFailed", "True")
+	pool := waitNoBooks(t, thief, "StorageClassNotOwned", fmt.Sprintf("StorageClass %q", class), `"owner"`, n1)
+	if pool["storageClassName"] != class || pool["capacity"] != "1Gi" {
+		t.Errorf("thief's status.pool %v: want its class and capacity still", pool)
+	}
+	raw, _ := json.Marshal(mustGetCR(t, thief).Object["status"])
+	for _, leak := range []string{n3, "3Gi", "2Gi"} {
+		if strings.Contains(string(raw), leak) {
+			t.Errorf("the thief's status shows %q of the owner's claims: %s", leak, raw)
+		}
+	}
+
+	t.Log("a new claim counts for the owner only")
+	create(t, newClaim(n1, "logs", class, "4Gi"))
+	waitBooks(t, owner, wantBooks{allocated: "7Gi", available: "3Gi", pending: 3,
+		namespaces: n1 + "=6Gi/2 " + n3 + "=1Gi/1", capacityAvailable: "True", overcommitted: "False"}.check)
+	waitNoBooks(t, thief, "StorageClassNotOwned")
+	expectNoSidecarEvents(t, thief)
+	expectPoolUntouched(t, owner, sc)
+	if err := get(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc.Annotations["meta.helm.sh/release-name"] != "owner" || sc.Annotations["meta.helm.sh/release-namespace"] != n1 {
+		t.Errorf("the owner's StorageClass has ownership annotations %v", sc.Annotations)
+	}
+
+	t.Log("the owner is deleted: its class goes; the thief's release creates it, and keeps its books")
+	if err := env.Client.Delete(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, owner)
+	waitCondition(t, thief, "Deployed", "True")
+	books := waitBooks(t, thief, wantBooks{allocated: "7Gi", available: "-6Gi", pending: 3,
+		namespaces: n1 + "=6Gi/2 " + n3 + "=1Gi/1", capacityAvailable: "False", overcommitted: "True"}.check)
+	for _, c := range books.Conditions {
+		if c.Type == "BooksKept" && (c.Status != metav1.ConditionTrue || c.Reason != "StorageClassOwned") {
+			t.Errorf("BooksKept %+v once the class is the thief's", c)
+		}
+	}
+	if err := get(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc.Annotations["meta.helm.sh/release-name"] != "thief" || sc.Annotations["meta.helm.sh/release-namespace"] != n2 {
+		t.Errorf("the class's ownership annotations %v, want the thief's release", sc.Annotations)
+	}
+}
+
+// TestPoolClusterStorageClassKeepsNoBooks: a StorageClass the cluster admin made (no Helm
+// annotations) is no pool's: a pool that names it keeps no books of its claims.
+func TestPoolClusterStorageClassKeepsNoBooks(t *testing.T) {
+	ns, users := env.Namespace(t), env.Namespace(t)
+	clusterSC := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: ns + "-cluster"},
+		Provisioner: "example.com/not-a-pool",
+	}
+	create(t, clusterSC)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), clusterSC) })
+	create(t, newClaim(users, "data", clusterSC.Name, "5Gi"))
+
+	pool := newCR(t, "WarpdrivePool", ns, "taker", map[string]any{
+		"capacity": "1Gi", "overcommitRatio": int64(1), "replicas": int64(1), "storageClassName": clusterSC.Name})
+	create(t, pool)
+	waitCondition(t, pool, "ReleaseFailed", "True")
+	waitNoBooks(t, pool, "StorageClassNotOwned", fmt.Sprintf("StorageClass %q", clusterSC.Name), "not created by a Helm release")
+	raw, _ := json.Marshal(mustGetCR(t, pool).Object["status"])
+	if strings.Contains(string(raw), users) || strings.Contains(string(raw), "5Gi") {
+		t.Errorf("the pool's status shows the cluster class's claims: %s", raw)
+	}
+	expectNoSidecarEvents(t, pool)
+}
+
+// TestPoolStorageClassNameImmutable: the apiserver refuses to change, add or remove a pool's
+// storageClassName, which would move its books to another class.
+func TestPoolStorageClassNameImmutable(t *testing.T) {
+	ns := env.Namespace(t)
+	named := newCR(t, "WarpdrivePool", ns, "named", map[string]any{"capacity": "1Gi", "storageClassName": ns + "-named"})
+	create(t, named)
+	// Without storageClassName the class is named after the pool: a name unique to the test.
+	unnamed := newCR(t, "WarpdrivePool", ns, "unnamed-"+ns[len(ns)-5:], map[string]any{"capacity": "1Gi"})
+	unstructured.RemoveNestedField(unnamed.Object, "spec", "storageClassName")
+	create(t, unnamed)
+
+	cases := []struct {
+		name  string
+		cr    *unstructured.Unstructured
+		patch string
+		want  string
+	}{
+		{"renamed", named, `{"spec":{"storageClassName":"` + ns + `-other"}}`, "storageClassName cannot be changed"},
+		{"removed", named, `{"spec":{"storageClassName":null}}`, "storageClassName cannot be added or removed after creation"},
+		{"added", unnamed, `{"spec":{"storageClassName":"` + ns + `-added"}}`, "storageClassName cannot be added or removed after creation"},
+	}
+	for _, tc := range cases {
+		err := env.Client.Patch(context.Background(), tc.cr.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(tc.patch)))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want Invalid saying %q", tc.name, err, tc.want)
+		}
+	}
+	patchSpec(t, named, map[string]any{"capacity": "2Gi"})
+	if got := poolClass(mustGetCR(t, named)); got != ns+"-named" {
+		t.Errorf("storageClassName %q after the refused edits", got)
+	}
+}
