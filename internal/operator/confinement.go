@@ -59,7 +59,7 @@ func (e *outsideReleaseError) Error() string {
 func (c *confinedKube) check(resources kube.ResourceList) error {
 	for _, info := range resources {
 		if info.Mapping == nil {
-			return fmt.Errorf("refused: %s %q has no REST mapping, so its scope is unknown", info.ObjectName(), info.Name)
+			return fmt.Errorf("refused: object %s/%s has no REST mapping, so its scope is unknown", info.Namespace, info.Name)
 		}
 		gk := info.Mapping.GroupVersionKind.GroupKind()
 		if info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/chart"
@@ -101,5 +103,73 @@ func TestReleaseGuardPassesOwnRelease(t *testing.T) {
 	}
 	if _, err := c.Uninstall("x"); err != nil || len(none.calls) != 1 {
 		t.Errorf("Uninstall without a release: %v, calls %v; want it passed to Helm", err, none.calls)
+	}
+}
+
+// sharedStore is one namespace's releases, shared by the action clients of every kind,
+// whose Install behaves as helm-operator-plugins' does: a failed install is uninstalled by
+// name.
+type sharedStore struct {
+	helmclient.ActionInterface
+	mu   sync.Mutex
+	rels map[string]*release.Release
+}
+
+func (s *sharedStore) Get(name string, _ ...helmclient.GetOption) (*release.Release, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rels[name]; r != nil {
+		return r, nil
+	}
+	return nil, driver.ErrReleaseNotFound
+}
+
+func (s *sharedStore) Install(name, _ string, chrt *chart.Chart, _ map[string]any, _ ...helmclient.InstallOption) (*release.Release, error) {
+	s.mu.Lock()
+	_, taken := s.rels[name]
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond) // rendering and applying, between Helm's check and its record
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rel := &release.Release{Name: name, Namespace: "team-a", Chart: chrt}
+	if taken || s.rels[name] != nil {
+		delete(s.rels, name) // the clean-up of the failed install: uninstall by name
+		return rel, errors.New("cannot re-use a name that is still in use")
+	}
+	s.rels[name] = rel
+	return rel, nil
+}
+
+// Two kinds installing one release name at once: the loser is refused, and the winner's
+// release stays.
+func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
+	for range 20 {
+		store := &sharedStore{rels: map[string]*release.Release{}}
+		getter := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+			return store, nil
+		})
+		locks := newKeyedMutex()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, name := range []string{"appservice", "guestbook"} {
+			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks).ActionClientFor(context.Background(), appServiceCR())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = c.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: name}}, nil)
+			}()
+		}
+		wg.Wait()
+		rel := store.rels["x"]
+		if rel == nil {
+			t.Fatalf("no release left after the race (errors %v): the loser's failed install uninstalled the winner's", errs)
+		}
+		var foreign *foreignReleaseError
+		if (errs[0] == nil) == (errs[1] == nil) || !(errors.As(errs[0], &foreign) || errors.As(errs[1], &foreign)) {
+			t.Fatalf("errors %v, want one install to win and the other refused as another chart's release", errs)
+		}
 	}
 }
