@@ -27,7 +27,7 @@ import (
 // such records are in the namespace, False once they are gone.
 const (
 	conditionRecordRefused = "ReleaseRecordRefused"
-	reasonRecordRefused    = "UntrustedReleaseRecord"
+	reasonRecordRefused    = "ReleaseRecordRefused"
 	reasonRecordsTrusted   = "NoUntrustedRecords"
 )
 

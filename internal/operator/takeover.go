@@ -57,7 +57,9 @@ func (t *trustedConfigs) takeOver(ctx context.Context, key releasesign.Key, keyS
 		}
 		for i := range list.Items {
 			s := &list.Items[i]
-			if s.Type != "helm.sh/release.v1" || key.Verify(s.Namespace, s) == nil {
+			// Only records without any signature are an earlier version's: one whose
+			// signature fails was changed, or signed with another key, and stays refused.
+			if _, signed := s.Annotations[releasesign.SignatureAnnotation]; signed || s.Type != "helm.sh/release.v1" {
 				continue
 			}
 			if err := t.mayTakeOver(ctx, s); err != nil {
