@@ -14,6 +14,7 @@ import (
 
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -75,8 +76,9 @@ func main() {
 	}
 	mgrOpts := ctrl.Options{
 		Cache: cache.Options{
-			// Nothing reads managedFields from the cache; they are a large part of every object.
-			DefaultTransform: cache.TransformStripManagedFields(),
+			// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
+			// a large part of every object (see stripUnread).
+			DefaultTransform: stripUnread,
 			// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
 			// releases through its own client): without a selector the cache would hold every
 			// Secret of the cluster, and with their data every release, chart included.
@@ -148,11 +150,29 @@ func signingKeySecret(flag, leaderElectionNamespace string) (types.NamespacedNam
 	return types.NamespacedName{Namespace: ns, Name: flag}, nil
 }
 
+// lastApplied is the annotation in which `kubectl apply` keeps a copy of what it applied.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// stripUnread drops from every cached object what the manager never reads: managed fields
+// and kubectl's last-applied copy of the object. A CR applied with kubectl carries its spec
+// twice; the cache of a CR kind is as large as a tenant makes its CRs, and is shared by every
+// tenant, so only what is read is kept.
+func stripUnread(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a[lastApplied] != "" {
+			delete(a, lastApplied)
+			m.SetAnnotations(a)
+		}
+	}
+	return obj, nil
+}
+
 // dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no
 // managed fields: a per-object transform replaces the default one).
 func dropSecretData(obj any) (any, error) {
 	if s, ok := obj.(*corev1.Secret); ok {
-		s.Data, s.StringData, s.ManagedFields = nil, nil, nil
+		s.Data, s.StringData = nil, nil
 	}
-	return obj, nil
+	return stripUnread(obj)
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The cache keeps no managed fields and no last-applied copy, of CRs and of Secrets.
+func TestCacheTransformsDropWhatIsNotRead(t *testing.T) {
+	cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(3)}}}
+	cr.SetAnnotations(map[string]string{lastApplied: `{"spec":{"size":3}}`, "keep": "me"})
+	cr.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
+	if _, err := stripUnread(cr); err != nil {
+		t.Fatal(err)
+	}
+	if got := cr.GetAnnotations(); got[lastApplied] != "" || got["keep"] != "me" {
+		t.Errorf("annotations after the transform: %v", got)
+	}
+	if cr.GetManagedFields() != nil {
+		t.Error("managed fields kept")
+	}
+	if _, found, _ := unstructured.NestedInt64(cr.Object, "spec", "size"); !found {
+		t.Error("the spec, which the reconciler reads, was dropped")
+	}
+
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{lastApplied: "{}"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "helm"}}}, Data: map[string][]byte{"release": []byte("x")}}
+	if _, err := dropSecretData(s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Data != nil || s.ManagedFields != nil || s.Annotations[lastApplied] != "" {
+		t.Errorf("secret after the transform: %+v", s)
+	}
+}
