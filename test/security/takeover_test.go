@@ -1,0 +1,124 @@
+package security
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// Upgrading from a version that did not sign its records: the releases it made are taken
+// over, once, when the new version first runs; a record that no CR accounts for is not, and
+// is refused from then on. The earlier version is played by the stock helm-operator, whose
+// records are the same (helm-operator-plugins' Secrets driver, unsigned).
+func TestTakeOverOfUnsignedRecords(t *testing.T) {
+	if stock {
+		t.Skip("the take-over is this operator's")
+	}
+	tn := newTenant(t)
+	vns, vcm := victim(t)
+	ctx := context.Background()
+
+	// The earlier version runs, instead of the suite's manager.
+	manager.Stop()
+	t.Cleanup(func() {
+		if err := startManager(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	lease := "security-takeover-" + rand.String(5)
+	earlier, err := env.Run("security-takeover-stock", "helm-operator", append([]string{"run"}, append(common(), "--leader-election-id="+lease)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := appService(tn.ns, "kept", "kept-app", 1)
+	if err := tn.client.Create(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deployed(kept, 1); err != nil {
+		t.Fatal(err)
+	}
+	earlier.Stop()
+
+	// Before the upgrade, the tenant plants a record for a CR that does not exist yet.
+	ghost := forged{name: "ghost", chart: "appservice", version: 3, status: release.StatusDeployed, manifest: configMapYAML(vns, vcm)}.secret(tn.ns)
+	if err := tn.client.Create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	before := outside(t, tn.ns)
+
+	// The new version, with a key of its own: the first run of this version in a cluster.
+	keyName := "takeover-key-" + rand.String(5)
+	upgraded, err := env.Run("security-takeover-manager", "manager", append(common(),
+		"--leader-election-id="+lease, "--release-signing-key="+env.LeaseNamespace+"/"+keyName)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upgraded.Stop()
+
+	// The earlier release is the operator's now: an edit upgrades it to revision 2.
+	tn.setReplicas(t, kept, 2)
+	if _, err := deployed(kept, 2); err != nil {
+		t.Fatalf("the taken-over release was not upgraded: %v", err)
+	}
+	if err := deploymentReplicas(tn.ns, "kept-app", 2); err != nil {
+		t.Fatal(err)
+	}
+	key := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: env.LeaseNamespace, Name: keyName}, key); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), key) })
+	if got := key.Annotations["warpdrive.transwarp.io/unsigned-records-taken-over"]; !strings.Contains(got, "signed") {
+		t.Errorf("the key does not record the take-over: %q", got)
+	}
+	rec := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "sh.helm.release.v1.kept.v1"}, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := releasesign.Key(key.Data["key"]).Verify(tn.ns, rec); err != nil {
+		t.Errorf("the earlier version's record of kept was not signed: %v", err)
+	}
+
+	// The planted record is not: when its CR comes, it gets a release of its own.
+	ghostCR := appService(tn.ns, "ghost", "ghost-app", 1)
+	if err := tn.client.Create(ctx, ghostCR); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deployed(ghostCR, 1); err != nil {
+		t.Error(err)
+	}
+	if err := refusedEvent(ghostCR, ghost.Name); err != nil {
+		t.Error(err)
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		got := ghostCR.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ghostCR), got); err != nil {
+			return err
+		}
+		if s, _, msg := framework.Condition(got, "ReleaseRecordRefused"); s != "True" || !strings.Contains(msg, ghost.Name) {
+			return fmt.Errorf("ReleaseRecordRefused=%q: %s", s, msg)
+		}
+		return nil
+	})
+	if err := tn.deleteAndWait(kept); err != nil {
+		t.Error(err)
+	}
+	if err := tn.deleteAndWait(ghostCR); err != nil {
+		t.Error(err)
+	}
+	for _, d := range before.diff(outside(t, tn.ns)) {
+		if !strings.Contains(d, keyName) {
+			t.Error(d)
+		}
+	}
+}
