@@ -70,6 +70,12 @@ test-security: build helm-operator tools ## Attack suite on the local cluster (s
 	$(MAKE) cluster-up
 	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 30m -v ./test/security/ 2>&1 | tee $(CLUSTER_DIR)/security.log
 
+.PHONY: test-security-memory
+test-security-memory: build helm-operator tools ## Measure the manager's RSS with 200 of the largest CRs a tenant may create.
+	$(MAKE) cluster-up
+	WARPDRIVE_SECURITY_MEASURE=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 30m -v \
+		-run 'TestManagerMemoryWithLargestCRs' ./test/security/ 2>&1 | tee $(CLUSTER_DIR)/security-memory.log
+
 # The same attacks on the stock helm-operator: outcomes are recorded, not asserted
 # (docs/security.md quotes them).
 .PHONY: test-security-stock

@@ -90,58 +90,71 @@ func guestbook(ns, name string, replicas int64) *unstructured.Unstructured {
 }
 
 // snapshot is every object the operator may touch outside the tenant's namespace, and every
-// cluster-scoped one, by "Kind ns/name" → uid/resourceVersion.
-type snapshot map[string]string
+// cluster-scoped one, by "Kind ns/name" → uid/resourceVersion; and the namespaces being
+// deleted when it was taken.
+type snapshot struct {
+	objects     map[string]string
+	terminating map[string]bool
+}
 
 // outside takes a snapshot of everything outside namespace tenantNS.
 func outside(t *testing.T, tenantNS string) snapshot {
 	t.Helper()
+	ctx := context.Background()
+	s := snapshot{objects: map[string]string{}, terminating: map[string]bool{}}
+	namespaces := &corev1.NamespaceList{}
+	if err := env.Client.List(ctx, namespaces); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces.Items {
+		if ns.DeletionTimestamp != nil {
+			s.terminating[ns.Name] = true
+		}
+	}
 	lists := []client.ObjectList{
 		&corev1.ConfigMapList{}, &corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{},
 		&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &policyv1.PodDisruptionBudgetList{},
 		&storagev1.StorageClassList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 	}
-	s := snapshot{}
 	for _, l := range lists {
-		items, err := env.List(context.Background(), l)
+		items, err := env.List(ctx, l)
 		if err != nil {
 			t.Fatal(err)
 		}
 		kind := strings.TrimSuffix(fmt.Sprintf("%T", l), "List")
 		kind = kind[strings.LastIndex(kind, ".")+1:]
 		for _, o := range items {
-			if o.GetNamespace() == tenantNS || ignored(kind, o) {
-				continue
+			if o.GetNamespace() == tenantNS || (kind == "ConfigMap" && o.GetName() == "kube-root-ca.crt") ||
+				(kind == "Secret" && o.GetNamespace() == env.LeaseNamespace && strings.Contains(o.GetName(), "key")) {
+				continue // the tenant's own, what the cluster puts in every new namespace, the operator's signing keys
 			}
-			s[fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName())] = string(o.GetUID()) + "/" + o.GetResourceVersion()
+			s.objects[fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName())] = string(o.GetUID()) + "/" + o.GetResourceVersion()
 		}
 	}
 	return s
 }
 
-// ignored are objects that change by themselves: other tests' namespaces (being deleted, or
-// created by the cluster for a new namespace) and the control plane's own bookkeeping.
-func ignored(kind string, o client.Object) bool {
-	ns := o.GetNamespace()
-	if strings.HasPrefix(ns, "e2e-") {
-		return true // namespaces of this suite's other cases, cleaned up in the background
-	}
-	return kind == "ConfigMap" && o.GetName() == "kube-root-ca.crt"
-}
-
-// diff lists what changed between two snapshots.
+// diff lists what changed between two snapshots, leaving out namespaces that were being
+// deleted in either (earlier cases' namespaces, cleaned up in the background).
 func (before snapshot) diff(after snapshot) []string {
+	skip := func(key string) bool {
+		ns := strings.SplitN(strings.SplitN(key, " ", 2)[1], "/", 2)[0]
+		return before.terminating[ns] || after.terminating[ns]
+	}
 	var out []string
-	for k, v := range before {
-		switch w, ok := after[k]; {
+	for k, v := range before.objects {
+		if skip(k) {
+			continue
+		}
+		switch w, ok := after.objects[k]; {
 		case !ok:
 			out = append(out, "deleted "+k)
 		case w != v:
 			out = append(out, "changed "+k)
 		}
 	}
-	for k := range after {
-		if _, ok := before[k]; !ok {
+	for k := range after.objects {
+		if _, ok := before.objects[k]; !ok && !skip(k) {
 			out = append(out, "created "+k)
 		}
 	}

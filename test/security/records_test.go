@@ -25,6 +25,9 @@ type attack struct {
 	// editApplies: the CR's spec edit must reach its Deployment despite the attack (the
 	// release goes on from the operator's own records).
 	editApplies bool
+	// noEdit: the CR is deleted right after the attack, so that the uninstall starts from
+	// the planted record (an edit would first upgrade past it).
+	noEdit bool
 }
 
 func (a attack) run(t *testing.T) {
@@ -47,14 +50,21 @@ func (a attack) run(t *testing.T) {
 			v = append(v, what+": "+err.Error())
 		}
 	}
-	tn.setReplicas(t, cr, 2)
+	if !a.noEdit {
+		tn.setReplicas(t, cr, 2)
+	}
 	if a.editApplies {
 		check("the CR's edit", deploymentReplicas(tn.ns, "x-app", 2))
+	}
+	if a.noEdit {
+		check("deleting the CR", tn.deleteAndWait(cr))
 	}
 	if refused != "" && !stock {
 		check("the report", refusedEvent(cr, refused))
 	}
-	check("deleting the CR", tn.deleteAndWait(cr))
+	if !a.noEdit {
+		check("deleting the CR", tn.deleteAndWait(cr))
+	}
 	v = append(v, before.diff(outside(t, tn.ns))...)
 	report(t, v)
 }
@@ -82,19 +92,20 @@ func TestForgedDeployedRecordNamingAnotherNamespace(t *testing.T) {
 	attack{plant: forge(forged{status: release.StatusDeployed, manifest: configMapYAML(vns, vcm)}), editApplies: true}.run(t)
 }
 
-// A deployed record whose hooks create objects in another namespace and in kube-system.
+// A deployed record whose pre-delete hooks create objects in another namespace and in
+// kube-system, and whose manifest names another namespace's ConfigMap; the tenant then deletes
+// the CR, so that the uninstall starts from the forged record.
 func TestForgedRecordWithHooks(t *testing.T) {
-	vns, _ := victim(t)
+	vns, vcm := victim(t)
 	hook := func(ns, name string, event release.HookEvent) *release.Hook {
 		return &release.Hook{Name: name, Kind: "ConfigMap", Path: "templates/" + name + ".yaml",
 			Manifest: configMapYAML(ns, name), Events: []release.HookEvent{event}}
 	}
-	attack{plant: forge(forged{status: release.StatusDeployed, manifest: configMapYAML("", "x-plain"),
+	attack{plant: forge(forged{status: release.StatusDeployed, manifest: configMapYAML(vns, vcm),
 		hooks: []*release.Hook{
-			hook(vns, "pre-upgrade-planted", release.HookPreUpgrade),
-			hook(vns, "post-upgrade-planted", release.HookPostUpgrade),
+			hook(vns, "pre-delete-planted", release.HookPreDelete),
 			hook("kube-system", "pre-delete-planted", release.HookPreDelete),
-		}}), editApplies: true}.run(t)
+		}}), noEdit: true}.run(t)
 }
 
 // A pending record of a higher revision: Helm refuses every operation while a release is

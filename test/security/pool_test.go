@@ -1,0 +1,94 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// A tenant allowed to create WarpdrivePools (the pool editor role, which does not aggregate
+// to "edit", bound in their namespace) names a StorageClass they do not own: the cluster
+// admin's, which another namespace's claims use. The pool's release fails (Helm will not
+// adopt the class), the class is untouched, and the pool's status shows nothing of the
+// other namespace's claims.
+func TestPoolNamingAStorageClassItDoesNotOwn(t *testing.T) {
+	tn := newTenant(t)
+	ctx := context.Background()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "tenant-pools"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warpdrivepool-editor-role"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tn.ns, Name: "tenant"}},
+	}
+	if err := env.Client.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "security-shared-" + rand.String(5)}, Provisioner: "example.com/none"}
+	if err := env.Client.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
+	users := env.Namespace(t)
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: users, Name: "secret-project"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &sc.Name, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("7Gi")}},
+		},
+	}
+	if err := env.Client.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	before := outside(t, tn.ns)
+
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tos.transwarp.io/v1alpha1", "kind": "WarpdrivePool",
+		"metadata": map[string]any{"namespace": tn.ns, "name": "taker"},
+		"spec":     map[string]any{"capacity": "1Gi", "replicas": int64(1), "storageClassName": sc.Name},
+	}}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		return tn.client.Create(ctx, pool.DeepCopy()) // once the binding is in effect
+	})
+	var v []string
+	err := framework.Poll(ctx, 90*time.Second, func(ctx context.Context) error {
+		got := pool.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
+			return err
+		}
+		if s, _, _ := framework.Condition(got, "ReleaseFailed"); s != "True" {
+			return fmt.Errorf("ReleaseFailed=%q", s)
+		}
+		return nil
+	})
+	if err != nil {
+		v = append(v, "the pool's release: "+err.Error())
+	}
+	// The sidecar writes the pool's books within a second of any change; give it time to
+	// write what it should not.
+	time.Sleep(5 * time.Second)
+	got := pool.DeepCopy()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(got.Object["status"])
+	if strings.Contains(string(raw), users) || strings.Contains(string(raw), "7Gi") {
+		v = append(v, "the pool's status shows another namespace's claims: "+string(raw))
+	}
+	if err := tn.deleteAndWait(pool); err != nil {
+		v = append(v, "deleting the pool: "+err.Error())
+	}
+	report(t, append(v, before.diff(outside(t, tn.ns))...))
+}
