@@ -1,0 +1,114 @@
+package operator
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+)
+
+// crs is a client.Reader that knows which CRs exist, by "Kind ns/name".
+type crs map[string]bool
+
+func (c crs) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if c[obj.GetObjectKind().GroupVersionKind().Kind+" "+key.String()] {
+		return nil
+	}
+	return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+}
+
+func (crs) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// unsignedRecord is a record as an earlier version (or anyone) wrote it.
+func unsignedRecord(ns, name, chartName, manifest string) *corev1.Secret {
+	rel := &release.Release{Name: name, Namespace: ns, Version: 1, Manifest: manifest,
+		Info:  &release.Info{Status: release.StatusDeployed},
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: chartName}}}
+	b, _ := json.Marshal(rel)
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1." + name + ".v1",
+			Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
+		Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))},
+	}
+}
+
+// The take-over signs exactly the unsigned records its CRs account for, once.
+func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
+	ctx := context.Background()
+	key := releasesign.Key("0123456789abcdef0123456789abcdef")
+	cm := func(ns string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: " + ns + "\n"
+	}
+	resigned := unsignedRecord("t1", "other-key", "appservice", cm("t1"))
+	releasesign.Key("another key of thirty-two bytes!").Sign("t1", resigned)
+	cs := fake.NewClientset(
+		unsignedRecord("t1", "kept", "appservice", cm("t1")),       // its CR exists: taken over
+		unsignedRecord("t1", "ghost", "appservice", cm("t1")),      // no CR
+		unsignedRecord("t1", "reaching", "appservice", cm("t2")),   // names another namespace
+		unsignedRecord("t1", "wrong-chart", "memcached", cm("t1")), // the CR is an AppService
+		unsignedRecord("t1", "cluster", "appservice", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n"),
+		resigned, // signed with another key: not an earlier version's
+	)
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": key}}
+	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tc := &trustedConfigs{secrets: cs, mapper: testMapper(), policies: map[schema.GroupVersionKind]kindPolicy{}}
+	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
+	tc.policies[appGVK] = kindPolicy{gvk: appGVK, chart: "appservice"}
+	tc.reader = crs{"AppService t1/kept": true, "AppService t1/reaching": true, "AppService t1/wrong-chart": true,
+		"AppService t1/cluster": true, "AppService t1/other-key": true}
+
+	if err := tc.takeOver(ctx, key, keySecret); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kept", "ghost", "reaching", "wrong-chart", "cluster", "other-key"} {
+		s, err := cs.CoreV1().Secrets("t1").Get(ctx, "sh.helm.release.v1."+name+".v1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := key.Verify("t1", s) == nil, name == "kept"; got != want {
+			t.Errorf("record %s signed: %v, want %v", name, got, want)
+		}
+	}
+	marked, err := cs.CoreV1().Secrets("op").Get(ctx, "key", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := marked.Annotations[takenOverAnnotation]; !strings.HasSuffix(got, "1 signed, 4 refused") {
+		t.Errorf("take-over recorded as %q, want 1 signed and 4 refused", got)
+	}
+
+	// Once: a record written after the take-over is never taken over, even for a CR.
+	late := unsignedRecord("t1", "late", "appservice", cm("t1"))
+	if _, err := cs.CoreV1().Secrets("t1").Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tc.reader = crs{"AppService t1/late": true}
+	if err := tc.takeOver(ctx, key, marked); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := cs.CoreV1().Secrets("t1").Get(ctx, late.Name, metav1.GetOptions{})
+	if key.Verify("t1", s) == nil {
+		t.Error("a record written after the take-over was signed")
+	}
+}
