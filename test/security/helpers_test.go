@@ -125,6 +125,7 @@ func outside(t *testing.T, tenantNS string) snapshot {
 		kind = kind[strings.LastIndex(kind, ".")+1:]
 		for _, o := range items {
 			if o.GetNamespace() == tenantNS || (kind == "ConfigMap" && o.GetName() == "kube-root-ca.crt") ||
+				(kind == "ServiceAccount" && o.GetName() == "default") ||
 				(kind == "Secret" && o.GetNamespace() == env.LeaseNamespace && strings.Contains(o.GetName(), "key")) {
 				continue // the tenant's own, what the cluster puts in every new namespace, the operator's signing keys
 			}
