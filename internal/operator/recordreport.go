@@ -143,7 +143,8 @@ func refusalCondition(refused map[string]error) map[string]any {
 		parts = append(parts, fmt.Sprintf("and %d more", len(names)-maxRefusalsListed))
 	}
 	msg := fmt.Sprintf("refused %d release record(s) this operator did not write or that changed since: %s. "+
-		"The release goes on from the operator's own records; delete the refused Secrets to clear this",
+		"The release goes on from the operator's own records; delete the refused Secrets "+
+		"(this condition clears at the CR's next reconcile)",
 		len(names), strings.Join(parts, "; "))
 	return map[string]any{"type": conditionRecordRefused, "status": string(metav1.ConditionTrue),
 		"reason": reasonRecordRefused, "message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
