@@ -67,10 +67,16 @@ func OwnershipOf(pool *unstructured.Unstructured, class string, sc *metav1.Parti
 				"and its claims are not counted here. A pool counts the claims of the StorageClass its own release creates: "+
 				"recreate the pool with a spec.storageClassName that no other StorageClass has.", class)}
 	case owner != name || ownerNS != ns:
+		// The owner is named only within the pool's namespace: its editors may not learn
+		// which releases other namespaces hold.
+		other := "a Helm release of another namespace"
+		if ownerNS == ns {
+			other = fmt.Sprintf("the Helm release %q of this namespace", owner)
+		}
 		return Ownership{Reason: ReasonStorageClassNotOwned, Message: fmt.Sprintf(
-			"StorageClass %q belongs to the Helm release %q in namespace %q, not to this pool's release %q in namespace %q: "+
+			"StorageClass %q belongs to %s, not to this pool's release %q in namespace %q: "+
 				"its claims are not counted here. A pool counts the claims of the StorageClass its own release creates: "+
-				"recreate the pool with a spec.storageClassName that no other StorageClass has.", class, owner, ownerNS, name, ns)}
+				"recreate the pool with a spec.storageClassName that no other StorageClass has.", class, other, name, ns)}
 	case !deployed(pool):
 		return Ownership{Reason: ReasonReleaseNotDeployed, Message: fmt.Sprintf(
 			"StorageClass %q is the pool's, but its release is not deployed (status.conditions Deployed is not True): "+

@@ -54,9 +54,9 @@ func TestOwnershipOf(t *testing.T) {
 		{"no such class", withConditions(initializedYes, releaseFailed), nil,
 			false, ReasonStorageClassNotFound, []string{`StorageClass "c" does not exist`}},
 		{"another namespace's pool's class", withConditions(initializedYes, releaseFailed), storageClass("c", "pool-a", "n1"),
-			false, ReasonStorageClassNotOwned, []string{`StorageClass "c"`, `release "pool-a" in namespace "n1"`, `namespace "ns1"`}},
+			false, ReasonStorageClassNotOwned, []string{`StorageClass "c"`, `a Helm release of another namespace`, `namespace "ns1"`}},
 		{"another pool's class in the namespace", withConditions(deployedTrue), storageClass("c", "pool-b", "ns1"),
-			false, ReasonStorageClassNotOwned, []string{`release "pool-b" in namespace "ns1"`}},
+			false, ReasonStorageClassNotOwned, []string{`release "pool-b" of this namespace`}},
 		{"the cluster's class", withConditions(initializedYes, releaseFailed), storageClass("c", "", ""),
 			false, ReasonStorageClassNotOwned, []string{`StorageClass "c" was not created by a Helm release`}},
 		// A release that is not (or no longer) deployed keeps no books, even of its own class.
@@ -75,6 +75,13 @@ func TestOwnershipOf(t *testing.T) {
 				if !strings.Contains(got.Message, s) {
 					t.Errorf("message %q does not say %s", got.Message, s)
 				}
+			}
+			// Another namespace's release is never named to this pool's editors.
+			if tc.sc == nil {
+				return
+			}
+			if ns := tc.sc.Annotations[helmReleaseNamespace]; ns != "" && ns != "ns1" && strings.Contains(got.Message, `"`+ns+`"`) {
+				t.Errorf("message %q names another namespace's release", got.Message)
 			}
 		})
 	}
@@ -127,7 +134,7 @@ func TestSyncKeepsNoBooksOfAnotherNamespacesClass(t *testing.T) {
 	h.books.OnAdd(pvc("2", "secret-team", "c", "4Gi", corev1.ClaimPending), false)
 
 	got := h.reconcile(t, r)
-	expectNoBooks(t, got, ReasonStorageClassNotOwned, `StorageClass "c"`, `"owner" in namespace "n1"`)
+	expectNoBooks(t, got, ReasonStorageClassNotOwned, `StorageClass "c"`, `a Helm release of another namespace`)
 	if raw, _ := json.Marshal(got.Object["status"]); strings.Contains(string(raw), "secret-team") || strings.Contains(string(raw), "12Gi") {
 		t.Errorf("the status shows the owner's usage: %s", raw)
 	}
@@ -176,7 +183,7 @@ func TestSyncFollowsOwnershipChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = h.reconcile(t, r)
-	expectNoBooks(t, got, ReasonStorageClassNotOwned, `"pool-b" in namespace "ns1"`)
+	expectNoBooks(t, got, ReasonStorageClassNotOwned, `"pool-b" of this namespace`)
 
 	t.Log("the class is deleted")
 	if err := h.client.Delete(ctx, sc); err != nil {

@@ -878,7 +878,7 @@ func TestPoolForeignStorageClassKeepsNoBooks(t *testing.T) {
 		"capacity": "1Gi", "overcommitRatio": int64(1), "replicas": int64(1), "storageClassName": class})
 	create(t, thief)
 	waitCondition(t, thief, "ReleaseFailed", "True")
-	pool := waitNoBooks(t, thief, "StorageClassNotOwned", fmt.Sprintf("StorageClass %q", class), `"owner"`, n1)
+	pool := waitNoBooks(t, thief, "StorageClassNotOwned", fmt.Sprintf("StorageClass %q", class), "a Helm release of another namespace")
 	if pool["storageClassName"] != class || pool["capacity"] != "1Gi" {
 		t.Errorf("thief's status.pool %v: want its class and capacity still", pool)
 	}
