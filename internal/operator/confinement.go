@@ -86,19 +86,16 @@ func (c *confinedKube) clusterKinds() []string {
 
 // Build builds the objects of a manifest and refuses them if any is outside the release.
 func (c *confinedKube) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
-	resources, err := c.Client.Build(reader, validate)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.check(resources); err != nil {
-		return nil, err
-	}
-	return resources, nil
+	return c.checked(c.Client.Build(reader, validate))
 }
 
 // BuildTable is Build for table output (helm status).
 func (c *confinedKube) BuildTable(reader io.Reader, validate bool) (kube.ResourceList, error) {
-	resources, err := c.Client.BuildTable(reader, validate)
+	return c.checked(c.Client.BuildTable(reader, validate))
+}
+
+// checked passes on what a build returned, or refuses it.
+func (c *confinedKube) checked(resources kube.ResourceList, err error) (kube.ResourceList, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -112,13 +112,21 @@ func (c guardedClient) lock(name string) (unlock func()) {
 // winner's release first and refuses, without touching it.
 func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
 	defer c.lock(name)()
-	if _, err := c.Get(name); err != nil {
-		var foreign *foreignReleaseError
-		if errors.As(err, &foreign) {
-			return nil, err
-		}
+	if err := c.foreign(name); err != nil {
+		return nil, err
 	}
 	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+}
+
+// foreign returns a foreignReleaseError if release name is another chart's. Any other error
+// of reading it (such as no release at all) is for Helm to report.
+func (c guardedClient) foreign(name string) error {
+	_, err := c.Get(name)
+	var foreign *foreignReleaseError
+	if errors.As(err, &foreign) {
+		return err
+	}
+	return nil
 }
 
 // Get returns the release, or a foreignReleaseError if it is another chart's.
@@ -136,12 +144,8 @@ func (c guardedClient) Get(name string, opts ...helmclient.GetOption) (*release.
 // Upgrade upgrades only a release of the guarded chart.
 func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
 	defer c.lock(name)()
-	if _, err := c.Get(name); err != nil {
-		var foreign *foreignReleaseError
-		if errors.As(err, &foreign) {
-			return nil, err
-		}
-		// Anything else (such as no release at all) is for Helm to report.
+	if err := c.foreign(name); err != nil {
+		return nil, err
 	}
 	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 }
@@ -150,11 +154,8 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 // reported as not found, which lets the reconciler remove the CR's finalizer.
 func (c guardedClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
 	defer c.lock(name)()
-	if _, err := c.Get(name); err != nil {
-		var foreign *foreignReleaseError
-		if errors.As(err, &foreign) {
-			return nil, fmt.Errorf("%w: %v", driver.ErrReleaseNotFound, err)
-		}
+	if err := c.foreign(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", driver.ErrReleaseNotFound, err)
 	}
 	return c.ActionInterface.Uninstall(name, opts...)
 }

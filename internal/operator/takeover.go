@@ -167,7 +167,8 @@ func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds []schema.G
 }
 
 // decodeRecord decodes the release in a record's data, as Helm's Secrets driver stores it:
-// base64 of the (usually gzipped) JSON of the release.
+// base64 of the (usually gzipped) JSON of the release. Helm does not export its decoder, and
+// reading each record again through its driver would cost one request per record.
 func decodeRecord(data []byte) (*release.Release, error) {
 	if len(data) == 0 {
 		return nil, errors.New("the record holds no release")

@@ -240,23 +240,6 @@ func encodeRelease(rel *release.Release) string {
 	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
-func decodeRelease(data []byte) (*release.Release, error) {
-	b, err := base64.StdEncoding.DecodeString(string(data))
-	if err != nil {
-		return nil, err
-	}
-	r, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
-	}
-	rel := &release.Release{}
-	return rel, json.Unmarshal(buf.Bytes(), rel)
-}
-
 // configMapYAML is a ConfigMap manifest in namespace ns (empty: the release's).
 func configMapYAML(ns, name string) string {
 	meta := fmt.Sprintf("  name: %s\n", name)

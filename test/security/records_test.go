@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,7 +146,7 @@ func TestTamperedRecord(t *testing.T) {
 		if err := tn.client.Get(ctx, key, s); err != nil {
 			t.Fatal(err)
 		}
-		rel, err := decodeRelease(s.Data["release"])
+		rel, err := driver.NewSecrets(env.Clientset.CoreV1().Secrets(tn.ns)).Get(s.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
