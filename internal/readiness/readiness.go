@@ -1,0 +1,225 @@
+// Package readiness decides the conditions that kstatus, `kubectl wait`, Argo CD and Flux read
+// from a CR: Ready, Reconciling and Stalled, and with them status.observedGeneration. The
+// contract is in docs/status.md.
+//
+// Two processes know half each. The manager knows what happened to the release: which
+// generation it deployed, which attempts failed, whether reconciling is paused. The sidecar
+// knows whether the workloads of the deployed release have rolled out, and says so in its
+// RolledOut condition, for the generation it checked. Decide combines both for the manager,
+// which alone writes the result; the sidecar writes only RolledOut.
+package readiness
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Condition types of the contract.
+const (
+	// Ready, Reconciling and Stalled are written by the manager (kstatus' types).
+	Ready       = "Ready"
+	Reconciling = "Reconciling"
+	Stalled     = "Stalled"
+	// RolledOut is written by the sidecar: every workload of the release deployed at the
+	// condition's observedGeneration has rolled out.
+	RolledOut = "RolledOut"
+	// Paused is helm-operator-plugins' condition, True while the pause annotation is set.
+	Paused = "Paused"
+)
+
+// Annotations users set on a CR.
+const (
+	// PauseAnnotation "true" stops every reconcile of the CR.
+	PauseAnnotation = "warpdrive.transwarp.io/pause-reconcile"
+	// RequestAnnotation forces one reconcile each time its value changes; the value handled is
+	// echoed in status.lastHandledReconcileAt (Flux's convention).
+	RequestAnnotation = "warpdrive.transwarp.io/reconcile-requested-at"
+)
+
+// Field managers of the server-side applies to a CR's status. Each owns disjoint fields.
+const (
+	// HelmFieldManager owns helm-operator-plugins' conditions and status.deployedRelease.
+	HelmFieldManager = "warpdrive-helm"
+	// ManagerFieldManager owns observedGeneration, failures, lastHandledReconcileAt and the
+	// Ready, Reconciling and Stalled conditions.
+	ManagerFieldManager = "warpdrive-manager"
+	// SidecarFieldManager owns the replica counts, the selector and RolledOut.
+	SidecarFieldManager = "warpdrive-sidecar"
+)
+
+// MaxTries is how many failed attempts in a row at one generation make a CR Stalled.
+// Attempts go on after it, with the controller's exponential back-off.
+const MaxTries = 3
+
+// Reasons of the manager's conditions.
+const (
+	ReasonReady          = "Ready"
+	ReasonInstallPending = "InstallPending"
+	ReasonUpgradePending = "UpgradePending"
+	ReasonRollingOut     = "RollingOut"
+	ReasonRetrying       = "RetryingAfterFailure"
+	ReasonPaused         = "Paused"
+	ReasonStalled        = "Stalled"
+	ReasonProgressing    = "Progressing"
+	ReasonNotStalled     = "NotStalled"
+)
+
+// Failure is the last failed attempt at a generation.
+type Failure struct {
+	// Reason names what failed, in CamelCase: InstallFailed, UpgradeFailed, ...
+	Reason string
+	// Step is what was attempted, for messages: "install", "upgrade", "drift repair".
+	Step string
+	// Message is Helm's error.
+	Message string
+}
+
+// State is what the manager knows of a CR when it decides.
+type State struct {
+	// Generation is the CR's metadata.generation now.
+	Generation int64
+	// Deployed is status.observedGeneration as it stands: the generation whose spec is in
+	// the deployed release, or one the manager gave up on. 0 before the first success.
+	Deployed int64
+	// Failures counts the failed attempts in a row at FailedGeneration; Failure is the last.
+	Failures         int64
+	FailedGeneration int64
+	Failure          *Failure
+	// Paused is helm-operator-plugins' Paused condition being True.
+	Paused bool
+	// Rollout is the sidecar's RolledOut condition, nil before it wrote one.
+	Rollout *metav1.Condition
+}
+
+// Decision is the manager's part of the status.
+type Decision struct {
+	ObservedGeneration int64
+	Ready              metav1.Condition
+	Reconciling        metav1.Condition
+	Stalled            metav1.Condition
+}
+
+// Decide is the one place that says what a CR's status means. It is level-based: the same
+// state gives the same decision, whoever asks and however often.
+func Decide(s State) Decision {
+	d := Decision{ObservedGeneration: s.Deployed}
+	set := func(c *metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string) {
+		*c = metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: s.Generation}
+	}
+	notStalled := func() { set(&d.Stalled, Stalled, metav1.ConditionFalse, ReasonNotStalled, "") }
+	step, pending := "upgrade", ReasonUpgradePending
+	if s.Deployed == 0 {
+		step, pending = "install", ReasonInstallPending
+	}
+	failing := s.Failure != nil && s.Failures > 0 && s.FailedGeneration == s.Generation
+	if failing && s.Failure.Step != "" {
+		step = s.Failure.Step
+	}
+
+	switch {
+	case s.Paused:
+		notStalled()
+		set(&d.Reconciling, Reconciling, metav1.ConditionFalse, ReasonPaused,
+			fmt.Sprintf("reconciling is paused by the annotation %s", PauseAnnotation))
+		if s.Deployed == s.Generation && rolledOut(s) {
+			set(&d.Ready, Ready, metav1.ConditionTrue, ReasonReady, "the release of this generation is deployed and rolled out; reconciling is paused")
+		} else {
+			set(&d.Ready, Ready, metav1.ConditionFalse, ReasonPaused,
+				fmt.Sprintf("reconciling is paused; generation %d waits", s.Generation))
+		}
+
+	case failing && s.Failures >= MaxTries:
+		// Given up on: observedGeneration says so, so that kstatus reads Failed rather
+		// than waiting for a generation that will not come without a change.
+		d.ObservedGeneration = s.Generation
+		msg := fmt.Sprintf("%s of generation %d failed %d times, retrying with back-off: %s",
+			step, s.Generation, s.Failures, s.Failure.Message)
+		set(&d.Stalled, Stalled, metav1.ConditionTrue, s.Failure.Reason, msg)
+		set(&d.Reconciling, Reconciling, metav1.ConditionFalse, ReasonStalled, "progress needs a change of the spec or of the cluster")
+		set(&d.Ready, Ready, metav1.ConditionFalse, s.Failure.Reason, msg)
+
+	case failing:
+		notStalled()
+		msg := fmt.Sprintf("%s of generation %d failed %d time(s), retrying: %s",
+			step, s.Generation, s.Failures, s.Failure.Message)
+		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonRetrying, msg)
+		set(&d.Ready, Ready, metav1.ConditionFalse, s.Failure.Reason, msg)
+
+	case s.Deployed != s.Generation:
+		notStalled()
+		msg := fmt.Sprintf("%s of generation %d pending", step, s.Generation)
+		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, pending, msg)
+		set(&d.Ready, Ready, metav1.ConditionFalse, pending, msg)
+
+	case rolledOut(s):
+		notStalled()
+		set(&d.Reconciling, Reconciling, metav1.ConditionFalse, ReasonReady, "")
+		set(&d.Ready, Ready, metav1.ConditionTrue, ReasonReady,
+			fmt.Sprintf("generation %d is deployed and rolled out", s.Generation))
+
+	default:
+		notStalled()
+		msg := fmt.Sprintf("generation %d is deployed; waiting for its workloads to roll out", s.Generation)
+		if s.Rollout != nil && s.Rollout.ObservedGeneration == s.Deployed && s.Rollout.Message != "" {
+			msg = fmt.Sprintf("generation %d is deployed; %s", s.Generation, s.Rollout.Message)
+		}
+		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonRollingOut, msg)
+		set(&d.Ready, Ready, metav1.ConditionFalse, ReasonRollingOut, msg)
+	}
+	return d
+}
+
+// rolledOut reports whether the sidecar found the workloads of the deployed generation
+// rolled out. A report on an older generation says nothing about this one.
+func rolledOut(s State) bool {
+	return s.Rollout != nil && s.Rollout.Status == metav1.ConditionTrue && s.Rollout.ObservedGeneration == s.Deployed
+}
+
+// Conditions reads status.conditions of a CR. Entries that do not parse are left out.
+func Conditions(cr *unstructured.Unstructured) []metav1.Condition {
+	list, _, _ := unstructured.NestedSlice(cr.Object, "status", "conditions")
+	out := make([]metav1.Condition, 0, len(list))
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Find returns the condition of type typ, or nil.
+func Find(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// KeepTransitionTime gives c the lastTransitionTime of old when its status has not changed,
+// and now otherwise, as the API conventions ask.
+func KeepTransitionTime(c *metav1.Condition, old *metav1.Condition, now metav1.Time) {
+	if old != nil && old.Status == c.Status && !old.LastTransitionTime.IsZero() {
+		c.LastTransitionTime = old.LastTransitionTime
+		return
+	}
+	c.LastTransitionTime = now
+}
+
+// SameCondition reports whether two conditions say the same, ignoring lastTransitionTime.
+func SameCondition(a, b *metav1.Condition) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason &&
+		a.Message == b.Message && a.ObservedGeneration == b.ObservedGeneration
+}

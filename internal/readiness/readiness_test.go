@@ -1,0 +1,101 @@
+package readiness
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func rollout(status metav1.ConditionStatus, gen int64, msg string) *metav1.Condition {
+	return &metav1.Condition{Type: RolledOut, Status: status, ObservedGeneration: gen, Message: msg}
+}
+
+type want struct {
+	observed                   int64
+	ready, reconciling, stalled metav1.ConditionStatus
+	reason                     string // Ready's
+	message                    string // part of Ready's message
+}
+
+func TestDecide(t *testing.T) {
+	failure := &Failure{Reason: "UpgradeFailed", Step: "upgrade", Message: "boom"}
+	cases := []struct {
+		name  string
+		state State
+		want  want
+	}{
+		{"new CR, nothing deployed yet",
+			State{Generation: 1},
+			want{0, "False", "True", "False", ReasonInstallPending, "install of generation 1 pending"}},
+		{"spec edited, upgrade not done: the old rollout says nothing of the new spec",
+			State{Generation: 5, Deployed: 4, Rollout: rollout("True", 4, "")},
+			want{4, "False", "True", "False", ReasonUpgradePending, "upgrade of generation 5 pending"}},
+		{"deployed, the sidecar has not looked at this generation yet",
+			State{Generation: 5, Deployed: 5, Rollout: rollout("True", 4, "")},
+			want{5, "False", "True", "False", ReasonRollingOut, "waiting for its workloads"}},
+		{"deployed, rolling out",
+			State{Generation: 5, Deployed: 5, Rollout: rollout("False", 5, "Deployment web: 2 of 3 replicas available")},
+			want{5, "False", "True", "False", ReasonRollingOut, "2 of 3 replicas available"}},
+		{"deployed and rolled out",
+			State{Generation: 5, Deployed: 5, Rollout: rollout("True", 5, "")},
+			want{5, "True", "False", "False", ReasonReady, "generation 5 is deployed and rolled out"}},
+		{"first failure: retrying, observedGeneration stays",
+			State{Generation: 5, Deployed: 4, Failures: 1, FailedGeneration: 5, Failure: failure},
+			want{4, "False", "True", "False", "UpgradeFailed", "upgrade of generation 5 failed 1 time(s), retrying: boom"}},
+		{"third failure: stalled, observedGeneration says the manager is done with it",
+			State{Generation: 5, Deployed: 4, Failures: MaxTries, FailedGeneration: 5, Failure: failure},
+			want{5, "False", "False", "True", "UpgradeFailed", "upgrade of generation 5 failed 3 times, retrying with back-off: boom"}},
+		{"failures of an older generation do not count after an edit",
+			State{Generation: 6, Deployed: 5, Failures: 7, FailedGeneration: 5, Failure: failure},
+			want{5, "False", "True", "False", ReasonUpgradePending, "upgrade of generation 6 pending"}},
+		{"paused with an edit waiting",
+			State{Generation: 6, Deployed: 5, Paused: true, Rollout: rollout("True", 5, "")},
+			want{5, "False", "False", "False", ReasonPaused, "generation 6 waits"}},
+		{"paused with nothing pending stays ready",
+			State{Generation: 5, Deployed: 5, Paused: true, Rollout: rollout("True", 5, "")},
+			want{5, "True", "False", "False", ReasonReady, "reconciling is paused"}},
+		{"paused while failing: paused wins, nothing is retried",
+			State{Generation: 5, Deployed: 4, Paused: true, Failures: 5, FailedGeneration: 5, Failure: failure},
+			want{4, "False", "False", "False", ReasonPaused, "generation 5 waits"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.state)
+			got := want{d.ObservedGeneration, d.Ready.Status, d.Reconciling.Status, d.Stalled.Status, d.Ready.Reason, d.Ready.Message}
+			if got.observed != tc.want.observed || got.ready != tc.want.ready || got.reconciling != tc.want.reconciling ||
+				got.stalled != tc.want.stalled || got.reason != tc.want.reason || !strings.Contains(got.message, tc.want.message) {
+				t.Errorf("Decide = %+v\nwant      %+v", got, tc.want)
+			}
+			for _, c := range []metav1.Condition{d.Ready, d.Reconciling, d.Stalled} {
+				if c.ObservedGeneration != tc.state.Generation || c.Reason == "" {
+					t.Errorf("%s: observedGeneration %d reason %q, want the CR's generation %d and a reason",
+						c.Type, c.ObservedGeneration, c.Reason, tc.state.Generation)
+				}
+			}
+			if d.Stalled.Status == metav1.ConditionTrue && d.Reconciling.Status == metav1.ConditionTrue {
+				t.Error("Stalled and Reconciling both True")
+			}
+		})
+	}
+}
+
+func TestKeepTransitionTime(t *testing.T) {
+	then, now := metav1.Unix(100, 0), metav1.Unix(200, 0)
+	old := &metav1.Condition{Type: Ready, Status: metav1.ConditionFalse, Reason: "A", LastTransitionTime: then}
+	c := metav1.Condition{Type: Ready, Status: metav1.ConditionFalse, Reason: "B"}
+	KeepTransitionTime(&c, old, now)
+	if !c.LastTransitionTime.Equal(&then) {
+		t.Errorf("same status, new reason: transition time %v, want the old %v", c.LastTransitionTime, then)
+	}
+	c = metav1.Condition{Type: Ready, Status: metav1.ConditionTrue}
+	KeepTransitionTime(&c, old, now)
+	if !c.LastTransitionTime.Equal(&now) {
+		t.Errorf("new status: transition time %v, want now %v", c.LastTransitionTime, now)
+	}
+	c = metav1.Condition{Type: Ready, Status: metav1.ConditionTrue}
+	KeepTransitionTime(&c, nil, now)
+	if !c.LastTransitionTime.Equal(&now) {
+		t.Errorf("first condition: transition time %v, want now", c.LastTransitionTime)
+	}
+}
