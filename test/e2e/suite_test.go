@@ -15,6 +15,8 @@ import (
 
 var (
 	env *framework.Env
+	// manager is the running manager; a test that restarts it replaces it.
+	manager *framework.Process
 	// sidecar is the leading sidecar; the failover test replaces it with its standby.
 	sidecar *framework.Process
 	// managerMetricsAddr is where the manager serves its metrics over HTTPS, to
@@ -82,13 +84,29 @@ func rbacDenials() error {
 
 // startOperator runs the manager pod's two containers as `make run` does.
 func startOperator() (stop func(), err error) {
+	if managerMetricsAddr, err = framework.FreeAddr(); err != nil {
+		return nil, err
+	}
+	if manager, err = startManager(); err != nil {
+		return nil, err
+	}
+	if sidecar, err = startSidecar("sidecar", "0"); err != nil {
+		manager.Stop()
+		return nil, err
+	}
+	// manager and sidecar as they are at the end: a test may have replaced them.
+	return func() { sidecar.Stop(); manager.Stop() }, nil
+}
+
+// startManager runs the manager container as `make run` does, its metrics on
+// managerMetricsAddr. A test that stops the manager starts it again with this, and sets
+// manager to the result.
+func startManager() (*framework.Process, error) {
 	binary, args := "manager", []string{}
 	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
 		// The stock helm-operator, to see which of the suite's expectations it fails.
-		binary, args = "helm-operator", []string{"run"}
-	}
-	if managerMetricsAddr, err = framework.FreeAddr(); err != nil {
-		return nil, err
+		// It has no default Lease name: it gets our manager's.
+		binary, args = "helm-operator", []string{"run", "--leader-election-id=warpdrive-operator.transwarp.io"}
 	}
 	args = append(args, "--metrics-bind-address="+managerMetricsAddr, "--metrics-secure")
 	// As in the pod and `make run`: leader election (which the repair of pending releases
@@ -100,11 +118,7 @@ func startOperator() (stop func(), err error) {
 		return nil, err
 	}
 	processes = append(processes, op)
-	if sidecar, err = startSidecar("sidecar", "0"); err != nil {
-		op.Stop()
-		return nil, err
-	}
-	return func() { sidecar.Stop(); op.Stop() }, nil
+	return op, nil
 }
 
 // startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none), with
