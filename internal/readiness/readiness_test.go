@@ -12,10 +12,10 @@ func rollout(status metav1.ConditionStatus, gen int64, msg string) *metav1.Condi
 }
 
 type want struct {
-	observed                   int64
+	observed                    int64
 	ready, reconciling, stalled metav1.ConditionStatus
-	reason                     string // Ready's
-	message                    string // part of Ready's message
+	reason                      string // Ready's
+	message                     string // part of Ready's message
 }
 
 func TestDecide(t *testing.T) {
