@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -152,8 +153,12 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 	}
 	version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
 		apiextv1.CustomResourceColumnDefinition{
-			Name: "Deployed", Type: "string", JSONPath: `.status.conditions[?(@.type=="Deployed")].status`,
-			Description: "Whether the Helm release of the resource is deployed.",
+			Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`,
+			Description: "Whether the spec of this generation is deployed and its workloads have rolled out.",
+		},
+		apiextv1.CustomResourceColumnDefinition{
+			Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].reason`,
+			Description: "Why the resource is or is not ready; the Ready condition's message says more.",
 		},
 		apiextv1.CustomResourceColumnDefinition{
 			Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
@@ -224,20 +229,27 @@ func statusSchema() apiextv1.JSONSchemaProps {
 	}
 	return apiextv1.JSONSchemaProps{
 		Type:                   "object",
-		Description:            "Status written by the helm-operator and the sidecar.",
+		Description:            "Status written by the helm-operator, the manager and the sidecar (docs/status.md).",
 		XPreserveUnknownFields: ptr(true),
+		Default:                &apiextv1.JSON{Raw: []byte(`{"observedGeneration":0}`)},
 		Properties: map[string]apiextv1.JSONSchemaProps{
+			// A map keyed by type: the manager's and the sidecar's server-side applies each
+			// own their own conditions and cannot remove the other's (docs/status.md).
 			"conditions": {
-				Type:        "array",
-				Description: "Conditions of the release: Initialized, Deployed, ReleaseFailed, Irreconcilable.",
+				Type: "array",
+				Description: "Conditions of the resource. Ready, Reconciling and Stalled follow kstatus (docs/status.md); " +
+					"Initialized, Deployed, ReleaseFailed, Irreconcilable and Paused are the helm-operator's; RolledOut is the sidecar's.",
+				XListType:    ptr("map"),
+				XListMapKeys: []string{"type"},
 				Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{
 					Type:     "object",
 					Required: []string{"type", "status"},
 					Properties: map[string]apiextv1.JSONSchemaProps{
-						"type":               str("Type of the condition."),
-						"status":             str("Status of the condition: True, False or Unknown."),
-						"reason":             str("Reason of the last transition, in CamelCase."),
-						"message":            str("Human-readable details of the last transition."),
+						"type":               {Type: "string", MaxLength: ptr(int64(316)), Description: "Type of the condition."},
+						"status":             {Type: "string", Enum: enumJSON("True", "False", "Unknown"), Description: "Status of the condition: True, False or Unknown."},
+						"reason":             {Type: "string", MaxLength: ptr(int64(1024)), Description: "Reason of the last transition, in CamelCase."},
+						"message":            {Type: "string", MaxLength: ptr(int64(32768)), Description: "Human-readable details of the last transition."},
+						"observedGeneration": {Type: "integer", Format: "int64", Minimum: ptr(0.0), Description: "The generation the condition was set for."},
 						"lastTransitionTime": {Type: "string", Format: "date-time", Description: "When the status last changed."},
 					},
 				}},
@@ -252,11 +264,19 @@ func statusSchema() apiextv1.JSONSchemaProps {
 			},
 			// Written by the sidecar, summed over the release's Deployments, StatefulSets
 			// and DaemonSets.
-			"replicas":           count("Replicas of the resource's workloads."),
-			"readyReplicas":      count("Ready replicas of the resource's workloads."),
-			"availableReplicas":  count("Available replicas of the resource's workloads."),
-			"observedGeneration": {Type: "integer", Format: "int64", Description: "The generation of the resource the sidecar last reported on."},
-			"selector":           str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
+			"replicas":          count("Replicas of the resource's workloads."),
+			"readyReplicas":     count("Ready replicas of the resource's workloads."),
+			"availableReplicas": count("Available replicas of the resource's workloads."),
+			// Written by the manager (docs/status.md). The default makes a new resource read
+			// as in progress (generation 1, observed 0) before the manager's first write:
+			// kstatus reads a resource without status as current.
+			"observedGeneration": {Type: "integer", Format: "int64", Default: &apiextv1.JSON{Raw: []byte("0")},
+				Description: "The generation whose spec is in the deployed release, or that the manager gave up on (Stalled=True); 0 before the first."},
+			"failures": {Type: "integer", Format: "int64", Minimum: ptr(0.0),
+				Description: "Failed install or upgrade attempts in a row at the current generation."},
+			"lastHandledReconcileAt": {Type: "string", MaxLength: ptr(int64(1024)),
+				Description: "The value of the annotation warpdrive.transwarp.io/reconcile-requested-at the last reconcile handled."},
+			"selector": str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
 		},
 	}
 }
@@ -445,3 +465,11 @@ func ChartDir(chartsDir, chart string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func enumJSON(values ...string) []apiextv1.JSON {
+	out := make([]apiextv1.JSON, len(values))
+	for i, v := range values {
+		out[i] = apiextv1.JSON{Raw: []byte(strconv.Quote(v))}
+	}
+	return out
+}

@@ -75,7 +75,8 @@ func TestGenerate(t *testing.T) {
 		cols = append(cols, c.Name+":"+c.Type+":"+c.JSONPath)
 	}
 	want := []string{"Desired:integer:.spec.replicas", "Available:integer:.status.availableReplicas", "Size:string:.spec.size",
-		`Deployed:string:.status.conditions[?(@.type=="Deployed")].status`, "Age:date:.metadata.creationTimestamp"}
+		`Ready:string:.status.conditions[?(@.type=="Ready")].status`, `Reason:string:.status.conditions[?(@.type=="Ready")].reason`,
+		"Age:date:.metadata.creationTimestamp"}
 	if strings.Join(cols, " ") != strings.Join(want, " ") {
 		t.Errorf("columns:\n got %v\nwant %v", cols, want)
 	}
@@ -123,7 +124,7 @@ func TestGenerateProtectedGroupAndNoReplicas(t *testing.T) {
 			t.Errorf("%s: approval annotation %q", group, got)
 		}
 		v := crd.Spec.Versions[0]
-		if v.Subresources.Scale != nil || len(v.AdditionalPrinterColumns) != 2 {
+		if v.Subresources.Scale != nil || len(v.AdditionalPrinterColumns) != 3 {
 			t.Errorf("without replicasPath: scale %+v, columns %+v", v.Subresources.Scale, v.AdditionalPrinterColumns)
 		}
 	}
@@ -224,7 +225,7 @@ func TestGenerateStatusSchema(t *testing.T) {
 		return dir
 	}
 
-	crd, err := Generate(chart(t, "Size=.spec.size,Used=.status.books.used,Claims=.status.books.claims,Ready=.status.readyReplicas", statusJSON), widgetGVK)
+	crd, err := Generate(chart(t, "Size=.spec.size,Used=.status.books.used,Claims=.status.books.claims,ReadyReplicas=.status.readyReplicas", statusJSON), widgetGVK)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +235,9 @@ func TestGenerateStatusSchema(t *testing.T) {
 		cols = append(cols, c.Name+":"+c.Type+":"+c.JSONPath+":"+c.Description)
 	}
 	want := []string{"Size:string:.spec.size:The size.", "Used:string:.status.books.used:Used bytes.",
-		"Claims:integer:.status.books.claims:", "Ready:integer:.status.readyReplicas:Ready replicas of the resource's workloads.",
-		`Deployed:string:.status.conditions[?(@.type=="Deployed")].status:Whether the Helm release of the resource is deployed.`,
+		"Claims:integer:.status.books.claims:", "ReadyReplicas:integer:.status.readyReplicas:Ready replicas of the resource's workloads.",
+		`Ready:string:.status.conditions[?(@.type=="Ready")].status:Whether the spec of this generation is deployed and its workloads have rolled out.`,
+		`Reason:string:.status.conditions[?(@.type=="Ready")].reason:Why the resource is or is not ready; the Ready condition's message says more.`,
 		"Age:date:.metadata.creationTimestamp:"}
 	if strings.Join(cols, "\n") != strings.Join(want, "\n") {
 		t.Errorf("columns:\n got %q\nwant %q", cols, want)
