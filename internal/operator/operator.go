@@ -36,10 +36,13 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
 // Options are the defaults for every watch; watches.yaml may override them per kind.
@@ -106,6 +109,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		getter = withOrphanSweep(getter, recorder)
 		getter = withReleaseEvents(getter, recorder)
 		getter = withRecordReport(getter, recorder, cl)
+		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
+		getter = withOutcomes(getter, outcomes)
+		selector, err := metav1.LabelSelectorAsSelector(w.Selector)
+		if err != nil {
+			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)
+		}
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -122,6 +131,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
 			reconciler.WithClient(cl),
 			reconciler.WithActionClientGetter(getter),
+			reconciler.WithPostHook(recordSuccess(outcomes)),
+			reconciler.WithPauseReconcileHandler(pauseHandler(outcomes)),
 		)
 		if err != nil {
 			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
@@ -129,11 +140,30 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind)); err != nil {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
+		rr := &readinessReconciler{client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
+			outcomes: outcomes, now: metav1.Now}
+		if err := rr.setup(mgr); err != nil {
+			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
+		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
 			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks)
 	}
 	return nil
+}
+
+// pauseHandler stops every reconcile of a CR whose pause annotation is "true"
+// (helm-operator-plugins then sets its Paused condition), and records the visit so that
+// Ready and Reconciling say that the CR is paused.
+func pauseHandler(o *outcomes) reconciler.PauseReconcileHandlerFunc {
+	paused := reconciler.PauseReconcileIfAnnotationTrue(readiness.PauseAnnotation)
+	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+		p, err := paused(ctx, obj)
+		if p {
+			o.visited(obj)
+		}
+		return p, err
+	}
 }
 
 // leaderRunnable runs f once this process leads.

@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,12 +113,10 @@ func (c reportingClient) report() {
 	if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
 		return
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
-	if err != nil {
-		return
-	}
+	// The status client applies the helm-operator's part of the status (statusclient.go),
+	// this condition included.
 	cp := u.DeepCopy()
-	if err := c.status.Status().Patch(c.ctx, cp, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := c.status.Status().Update(c.ctx, cp); err != nil {
 		ctrl.Log.WithName("record-report").Error(err, "reporting refused release records", "namespace", u.GetNamespace(), "name", u.GetName())
 	}
 }

@@ -2,68 +2,86 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
-// helmStatusFields are the status fields the helm-operator's reconciler owns. Everything else
-// in a CR's status belongs to someone else (the sidecar's replica counts).
-var helmStatusFields = []string{"conditions", "deployedRelease"}
-
 // statusKeepingClient is the client the helm reconcilers use. It differs from the manager's
-// client in one call: a status update of a CR becomes a JSON merge patch of the
-// helm-operator's own fields.
+// client in one call: a status update of a CR becomes a server-side apply of the
+// helm-operator's own part of the status, under the field manager warpdrive-helm.
 //
 // Why: the reconciler builds the status from its own struct and sends it with a full status
-// update, which drops every field it does not know. The sidecar's status.availableReplicas
-// vanished at every install, upgrade and failure, until the sidecar wrote it again. A merge
-// patch of just these fields leaves the others alone, needs no resourceVersion (so it cannot
-// conflict with the sidecar's patches) and still sets or clears each field the reconciler
-// manages.
+// update, which drops every field it does not know: the sidecar's replica counts and
+// RolledOut condition, the manager's observedGeneration and Ready. An apply of just its own
+// conditions (the conditions list is a map keyed by type) and deployedRelease leaves the
+// others alone, needs no resourceVersion (so it cannot conflict with the other writers) and
+// still sets or removes each field the reconciler manages.
 type statusKeepingClient struct {
 	client.Client
 }
 
 func (c statusKeepingClient) Status() client.SubResourceWriter {
-	return statusKeepingWriter{SubResourceWriter: c.Client.Status(), client: c.Client}
+	return statusKeepingWriter{SubResourceWriter: c.Client.Status()}
 }
 
 type statusKeepingWriter struct {
 	client.SubResourceWriter
-	client client.Client
 }
 
-// Update patches the helm-operator's status fields of an unstructured CR; other objects are
-// updated as usual.
+// Update applies the helm-operator's part of the status of an unstructured CR; other objects
+// are updated as usual.
 func (w statusKeepingWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || len(opts) > 0 {
 		return w.SubResourceWriter.Update(ctx, obj, opts...)
 	}
-	patch, err := helmStatusPatch(u)
+	apply, err := helmStatusApply(u)
 	if err != nil {
 		return err
 	}
-	return w.SubResourceWriter.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
+	err = w.SubResourceWriter.Patch(ctx, apply, client.Apply,
+		client.FieldOwner(readiness.HelmFieldManager), client.ForceOwnership)
+	if err == nil {
+		u.SetResourceVersion(apply.GetResourceVersion())
+	}
+	return err
 }
 
-// helmStatusPatch is the merge patch that makes the helm-operator's fields of the CR's status
-// equal to those of u: each field set to u's value, or removed (null) where u has none.
-func helmStatusPatch(u *unstructured.Unstructured) ([]byte, error) {
+// notHelmConditions are the condition types written by others: the manager's readiness
+// controller and the sidecar.
+var notHelmConditions = map[string]bool{
+	readiness.Ready: true, readiness.Reconciling: true, readiness.Stalled: true, readiness.RolledOut: true,
+}
+
+// helmStatusApply is the apply configuration that makes the helm-operator's part of the CR's
+// status equal to that of u: its conditions (every type but the others') and deployedRelease.
+func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	status, _, err := unstructured.NestedMap(u.Object, "status")
 	if err != nil {
 		return nil, fmt.Errorf("status of %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
-	fields := make(map[string]any, len(helmStatusFields))
-	for _, f := range helmStatusFields {
-		fields[f] = status[f] // nil where absent: JSON null removes the field
+	list, _ := status["conditions"].([]any)
+	conds := make([]any, 0, len(list))
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && !notHelmConditions[fmt.Sprint(m["type"])] {
+			conds = append(conds, m)
+		}
 	}
-	boundMessages(fields["conditions"])
-	return json.Marshal(map[string]any{"status": fields})
+	boundMessages(conds)
+	fields := map[string]any{"conditions": conds}
+	if rel, ok := status["deployedRelease"]; ok && rel != nil {
+		fields["deployedRelease"] = rel
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(),
+		"kind":       u.GetKind(),
+		"metadata":   map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
+		"status":     fields,
+	}}, nil
 }
 
 // maxConditionMessage bounds the message of each condition, as Kubernetes bounds those of
@@ -72,9 +90,8 @@ func helmStatusPatch(u *unstructured.Unstructured) ([]byte, error) {
 // CR showed no status at all.
 const maxConditionMessage = 32768
 
-func boundMessages(conditions any) {
-	list, _ := conditions.([]any)
-	for _, c := range list {
+func boundMessages(conditions []any) {
+	for _, c := range conditions {
 		if m, ok := c.(map[string]any); ok {
 			if msg, ok := m["message"].(string); ok {
 				m["message"] = truncate(msg, maxConditionMessage)

@@ -1,0 +1,212 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/go-logr/logr"
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+)
+
+// outcomes remembers, for each CR of one kind, how the helm reconciler's last visit ended:
+// the generation it deployed, the failed attempts in a row, the reconcile request it
+// handled. The helm reconciler writes its own conditions only when they change, so an
+// attempt that fails like the one before, or a reconcile that finds nothing to change,
+// leaves no trace on the CR; this is where they are counted. The readiness controller
+// (readiness.go) turns them into status.observedGeneration and Ready, Reconciling and
+// Stalled, and is told of each new outcome through notify.
+//
+// It holds only what this process saw: after a restart, the status the previous leader
+// wrote stands until the helm reconciler has visited the CR again, which it does for every
+// CR when it starts.
+type outcomes struct {
+	mu     sync.Mutex
+	byKey  map[types.NamespacedName]*outcome
+	notify chan event.GenericEvent
+}
+
+type outcome struct {
+	uid types.UID
+	// deployed is the generation last installed, upgraded or found unchanged; 0 if none.
+	deployed int64
+	// failures counts the failed attempts in a row at failedGeneration; failure is the last.
+	failures         int64
+	failedGeneration int64
+	failure          readiness.Failure
+	// handled is the reconcile request (RequestAnnotation) the last visit handled.
+	handled    string
+	handledSet bool
+}
+
+// handle records the reconcile request cr carries, if any, as handled.
+func (e *outcome) handle(cr client.Object) {
+	if v, ok := cr.GetAnnotations()[readiness.RequestAnnotation]; ok {
+		e.handled, e.handledSet = v, true
+	}
+}
+
+func newOutcomes() *outcomes {
+	return &outcomes{byKey: map[types.NamespacedName]*outcome{}, notify: make(chan event.GenericEvent, 1024)}
+}
+
+// entry returns cr's outcome, a new one if cr is new or was deleted and created again.
+func (o *outcomes) entry(cr client.Object) *outcome {
+	key := client.ObjectKeyFromObject(cr)
+	e := o.byKey[key]
+	if e == nil || e.uid != cr.GetUID() {
+		e = &outcome{uid: cr.GetUID()}
+		o.byKey[key] = e
+	}
+	return e
+}
+
+// visited records that the helm reconciler looked at cr without installing or upgrading it:
+// reconciling is paused.
+func (o *outcomes) visited(cr client.Object) {
+	o.mu.Lock()
+	o.entry(cr)
+	o.mu.Unlock()
+	o.tell(cr)
+}
+
+// succeeded records that the release is deployed at cr's spec.
+func (o *outcomes) succeeded(cr client.Object) {
+	o.mu.Lock()
+	e := o.entry(cr)
+	e.deployed = max(e.deployed, cr.GetGeneration())
+	e.failures, e.failedGeneration, e.failure = 0, 0, readiness.Failure{}
+	e.handle(cr)
+	o.mu.Unlock()
+	o.tell(cr)
+}
+
+// failed records a failed attempt at cr's generation. The count goes on from the CR's
+// status when this process has not seen the CR fail before (after a restart or a
+// failover), so that a restart does not hide a stall.
+func (o *outcomes) failed(cr client.Object, f readiness.Failure) {
+	f.Message = truncate(f.Message, maxConditionMessage/2)
+	o.mu.Lock()
+	e := o.entry(cr)
+	gen := cr.GetGeneration()
+	if e.failedGeneration != gen {
+		e.failures, e.failedGeneration = statusFailures(cr), gen
+	}
+	e.failures++
+	e.failure = f
+	e.handle(cr)
+	o.mu.Unlock()
+	o.tell(cr)
+}
+
+// statusFailures is the failure count in cr's status, if it counts failures of cr's current
+// generation.
+func statusFailures(cr client.Object) int64 {
+	u, ok := cr.(*unstructured.Unstructured)
+	if !ok {
+		return 0
+	}
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", "failures")
+	ready := readiness.Find(readiness.Conditions(u), readiness.Ready)
+	if n <= 0 || ready == nil || ready.ObservedGeneration != cr.GetGeneration() {
+		return 0
+	}
+	return n
+}
+
+func (o *outcomes) get(key types.NamespacedName, uid types.UID) (outcome, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.byKey[key]
+	if e == nil || e.uid != uid {
+		return outcome{}, false
+	}
+	return *e, true
+}
+
+func (o *outcomes) forget(key types.NamespacedName) {
+	o.mu.Lock()
+	delete(o.byKey, key)
+	o.mu.Unlock()
+}
+
+// tell wakes the readiness controller for cr. It blocks when the controller is 1024
+// requests behind, which slows the helm reconcilers down rather than losing a request.
+func (o *outcomes) tell(cr client.Object) {
+	o.notify <- event.GenericEvent{Object: cr}
+}
+
+// withOutcomes hands out action clients that record each failed attempt in o. Successes are
+// recorded by the post-hook (recordSuccess), which runs only once the whole install, upgrade
+// or drift repair has succeeded.
+func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes) helmclient.ActionClientGetter {
+	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
+		c, err := getter.ActionClientFor(ctx, cr)
+		if err != nil {
+			o.failed(cr, readiness.Failure{Reason: "ErrorGettingClient", Step: "reconcile", Message: err.Error()})
+			return nil, err
+		}
+		return outcomeClient{ActionInterface: c, obj: cr, outcomes: o}, nil
+	})
+}
+
+type outcomeClient struct {
+	helmclient.ActionInterface
+	obj      client.Object
+	outcomes *outcomes
+}
+
+func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Get(name, opts...)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonReleaseInvalid, Step: "reconcile", Message: err.Error()})
+	}
+	return rel, err
+}
+
+func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	if err != nil {
+		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
+	}
+	return rel, err
+}
+
+func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	if err != nil {
+		reason := reasonUpgradeFailed
+		if isDryRun(opts) {
+			reason = "DryRunFailed" // the spec does not render or is refused: see releaseevents.go
+		}
+		c.outcomes.failed(c.obj, readiness.Failure{Reason: reason, Step: "upgrade", Message: err.Error()})
+	}
+	return rel, err
+}
+
+func (c outcomeClient) Reconcile(rel *release.Release) error {
+	err := c.ActionInterface.Reconcile(rel)
+	if err != nil {
+		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonReconcileFailed, Step: "drift repair", Message: err.Error()})
+	}
+	return err
+}
+
+// recordSuccess is the reconciler's post-hook: it runs after every install, upgrade or
+// unchanged release that succeeded, before the reconciler's own status write.
+func recordSuccess(o *outcomes) hook.PostHook {
+	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
+		o.succeeded(obj)
+		return nil
+	})
+}

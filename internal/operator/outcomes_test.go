@@ -1,0 +1,98 @@
+package operator
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+)
+
+func crAt(gen int64, status map[string]any) *unstructured.Unstructured {
+	u := memcached(status)
+	u.SetGeneration(gen)
+	u.SetUID("uid-1")
+	return u
+}
+
+func drain(o *outcomes) {
+	for len(o.notify) > 0 {
+		<-o.notify
+	}
+}
+
+// Failures count per generation, go on from the status after a restart, and a success
+// clears them; every outcome wakes the readiness controller.
+func TestOutcomesCountFailures(t *testing.T) {
+	o := newOutcomes()
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	f := readiness.Failure{Reason: reasonUpgradeFailed, Step: "upgrade", Message: "boom"}
+
+	// A restarted manager: the status counts 2 failures at generation 3.
+	cr := crAt(3, map[string]any{"failures": int64(2), "conditions": []any{
+		map[string]any{"type": "Ready", "status": "False", "observedGeneration": int64(3)}}})
+	o.failed(cr, f)
+	if got, _ := o.get(key, "uid-1"); got.failures != 3 || got.failedGeneration != 3 {
+		t.Fatalf("after a restart: %d failures at generation %d, want 3 at 3", got.failures, got.failedGeneration)
+	}
+	if len(o.notify) != 1 {
+		t.Fatalf("%d notifications, want 1", len(o.notify))
+	}
+	drain(o)
+
+	// An edit: generation 4 starts from zero.
+	o.failed(crAt(4, nil), f)
+	if got, _ := o.get(key, "uid-1"); got.failures != 1 || got.failedGeneration != 4 {
+		t.Fatalf("after an edit: %d failures at generation %d, want 1 at 4", got.failures, got.failedGeneration)
+	}
+
+	// Success clears the count and records the handled request.
+	ok := crAt(4, nil)
+	ok.SetAnnotations(map[string]string{readiness.RequestAnnotation: "now"})
+	o.succeeded(ok)
+	got, _ := o.get(key, "uid-1")
+	if got.failures != 0 || got.deployed != 4 || got.handled != "now" || !got.handledSet {
+		t.Fatalf("after success: %+v", got)
+	}
+
+	// A CR deleted and created again under the same name is another CR.
+	if _, found := o.get(key, "uid-2"); found {
+		t.Error("the outcome of a deleted CR applies to its successor")
+	}
+}
+
+// The manager's status of a CR: decided from the outcome, nothing written when it says
+// the same already, and the apply carries the CR's resourceVersion as a precondition.
+func TestManagerStatus(t *testing.T) {
+	now := metav1.Unix(1000, 0)
+	cr := crAt(2, map[string]any{"observedGeneration": int64(1), "conditions": []any{
+		map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": int64(2)}}})
+	cr.SetResourceVersion("42")
+	f := managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, now)
+	if f.observedGeneration != 2 || f.failures != 0 || f.handled != "x" {
+		t.Fatalf("manager fields %+v", f)
+	}
+	if ready := readiness.Find(f.conditions, readiness.Ready); ready == nil || ready.Status != metav1.ConditionTrue || !ready.LastTransitionTime.Equal(&now) {
+		t.Fatalf("Ready %+v, want True since now", ready)
+	}
+	if !f.differs(cr) {
+		t.Fatal("a CR at observedGeneration 1 does not differ from a decision for 2")
+	}
+	apply := f.applyObject(cr)
+	if apply.GetResourceVersion() != "42" {
+		t.Errorf("apply without the resourceVersion precondition: %v", apply.Object["metadata"])
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(apply.Object, "status", "replicas"); found {
+		t.Error("the manager applies a field of the sidecar's")
+	}
+	// The same status again, beside the sidecar's condition: no write.
+	status := apply.Object["status"].(map[string]any)
+	status["conditions"] = append(status["conditions"].([]any),
+		map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": int64(2)})
+	cr.Object["status"] = status
+	if managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, metav1.Unix(2000, 0)).differs(cr) {
+		t.Error("an unchanged decision differs from the status it wrote: it would be written forever")
+	}
+}

@@ -1,0 +1,178 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+)
+
+// readinessReconciler writes the manager's part of a CR's status: observedGeneration,
+// failures, lastHandledReconcileAt and the conditions Ready, Reconciling and Stalled
+// (docs/status.md).
+//
+// Its loop, one controller per kind:
+//
+//  1. The helm reconciler records each visit's outcome (outcomes.go) and wakes this
+//     controller; so does every change of the CR, its status included (the sidecar's
+//     RolledOut condition, helm-operator-plugins' Paused).
+//  2. sync reads the CR from the cache and its outcome from memory, and asks
+//     readiness.Decide what they mean.
+//  3. If that differs from the CR's status, sync applies it (server-side apply, field manager
+//     warpdrive-manager) on the condition that the CR is still the version it read: a
+//     decision taken on an older version is never written. A conflict goes back to the
+//     queue and is decided again on the newer version.
+//
+// It writes nothing for a CR the helm reconciler of this process has not visited yet: the
+// status then holds what the previous leader wrote, or, for a new CR, the CRD's default
+// observedGeneration 0, which kstatus reads as in progress.
+type readinessReconciler struct {
+	client   client.Client
+	gvk      schema.GroupVersionKind
+	selector labels.Selector
+	outcomes *outcomes
+	now      func() metav1.Time
+}
+
+func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(r.gvk)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("readiness-" + strings.ToLower(r.gvk.Kind)).
+		For(cr).
+		WatchesRawSource(source.Channel(r.outcomes.notify, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(r.gvk)
+	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.outcomes.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if cr.GetDeletionTimestamp() != nil || (r.selector != nil && !r.selector.Matches(labels.Set(cr.GetLabels()))) {
+		return reconcile.Result{}, nil
+	}
+	o, visited := r.outcomes.get(req.NamespacedName, cr.GetUID())
+	if !visited {
+		return reconcile.Result{}, nil
+	}
+	want := managerStatus(cr, o, r.now())
+	if !want.differs(cr) {
+		return reconcile.Result{}, nil
+	}
+	err := r.client.Status().Patch(ctx, want.applyObject(cr), client.Apply,
+		client.FieldOwner(readiness.ManagerFieldManager), client.ForceOwnership)
+	if apierrors.IsConflict(err) {
+		// The cache brings the newer version, and its event brings the CR back here.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	return reconcile.Result{}, client.IgnoreNotFound(err)
+}
+
+// managerFields is the manager's part of a CR's status.
+type managerFields struct {
+	observedGeneration int64
+	failures           int64
+	handled            string
+	handledSet         bool
+	conditions         []metav1.Condition
+}
+
+// managerStatus decides the manager's status of cr from its visit outcome o.
+func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time) managerFields {
+	conds := readiness.Conditions(cr)
+	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
+	s := readiness.State{
+		Generation: cr.GetGeneration(),
+		Deployed:   max(observed, o.deployed),
+		Rollout:    readiness.Find(conds, readiness.RolledOut),
+	}
+	if p := readiness.Find(conds, readiness.Paused); p != nil && p.Status == metav1.ConditionTrue {
+		s.Paused = true
+	}
+	if o.failures > 0 {
+		s.Failures, s.FailedGeneration, s.Failure = o.failures, o.failedGeneration, &o.failure
+	}
+	d := readiness.Decide(s)
+	f := managerFields{observedGeneration: d.ObservedGeneration}
+	if o.failures > 0 && o.failedGeneration == s.Generation {
+		f.failures = o.failures
+	}
+	f.handled, f.handledSet = o.handled, o.handledSet
+	if !o.handledSet {
+		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", "lastHandledReconcileAt")
+	}
+	for _, c := range []metav1.Condition{d.Ready, d.Reconciling, d.Stalled} {
+		c.Message = truncate(c.Message, maxConditionMessage)
+		readiness.KeepTransitionTime(&c, readiness.Find(conds, c.Type), now)
+		f.conditions = append(f.conditions, c)
+	}
+	return f
+}
+
+// differs reports whether cr's status says something else than f.
+func (f managerFields) differs(cr *unstructured.Unstructured) bool {
+	observed, found, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
+	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", "failures")
+	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", "lastHandledReconcileAt")
+	if !found || observed != f.observedGeneration || failures != f.failures ||
+		handledSet != f.handledSet || handled != f.handled {
+		return true
+	}
+	conds := readiness.Conditions(cr)
+	for i := range f.conditions {
+		if !readiness.SameCondition(&f.conditions[i], readiness.Find(conds, f.conditions[i].Type)) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyObject is the server-side apply configuration of f for cr, conditional on cr's
+// resourceVersion.
+func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.Unstructured {
+	conds := make([]any, 0, len(f.conditions))
+	for _, c := range f.conditions {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+		if err != nil {
+			panic(fmt.Sprintf("converting a condition: %v", err)) // a metav1.Condition always converts
+		}
+		conds = append(conds, m)
+	}
+	status := map[string]any{
+		"observedGeneration": f.observedGeneration,
+		"failures":           f.failures,
+		"conditions":         conds,
+	}
+	if f.handledSet {
+		status["lastHandledReconcileAt"] = f.handled
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": cr.GetAPIVersion(),
+		"kind":       cr.GetKind(),
+		"metadata": map[string]any{
+			"name":            cr.GetName(),
+			"namespace":       cr.GetNamespace(),
+			"resourceVersion": cr.GetResourceVersion(),
+		},
+		"status": status,
+	}}
+}
