@@ -1,6 +1,6 @@
 // Command sidecar runs as a second container beside the helm-operator and
 // writes the live state of each CR's workloads (replicas, readyReplicas,
-// availableReplicas, observedGeneration, selector) into the CR's status, for
+// availableReplicas, selector and the RolledOut condition) into the CR's status, for
 // every kind listed in watches.yaml (see internal/workloadstatus), and keeps
 // the books of each WarpdrivePool's claims in status.pool (see
 // internal/poolstatus).
@@ -149,6 +149,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, ws []watches.Watch,
 	for _, w := range ws {
 		r := &workloadstatus.StatusReconciler{
 			Client:   mgr.GetClient(),
+			Live:     mgr.GetAPIReader(),
 			GVK:      w.GroupVersionKind(),
 			Kinds:    kinds,
 			Selector: w.Selector,

@@ -96,7 +96,7 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 // TrimCustomResource is a cache transform for the CRs: it drops spec, the
 // rendered manifest in status.deployedRelease, managedFields and the
 // last-applied annotation. The sidecar only reads metadata and the owned
-// status fields, and it writes with merge patches built from those, never
+// status fields, and it writes with applies built from those, never
 // with an update of the cached object, so nothing dropped here can be lost.
 func TrimCustomResource(in interface{}) (interface{}, error) {
 	u, ok := in.(*unstructured.Unstructured)

@@ -1,27 +1,32 @@
 // Package workloadstatus reports the live state of the workloads behind the
 // operator's custom resources in the CRs' status.
 //
-// The helm-operator turns each CR into a Helm release and records in the CR's
-// status only whether the release deployed (conditions, deployedRelease). This
-// package adds replicas, readyReplicas, availableReplicas, observedGeneration
-// and selector, summed over the release's Deployments, StatefulSets and
-// DaemonSets, for every kind in watches.yaml and without any per-kind code.
+// The helm-operator turns each CR into a Helm release and the manager records
+// in the CR's status which generation is deployed (observedGeneration). This
+// package adds replicas, readyReplicas, availableReplicas and selector, summed
+// over the release's Deployments, StatefulSets and DaemonSets, and the
+// RolledOut condition: whether every one of them has rolled out, for the
+// generation the manager last deployed. The manager's Ready depends on it
+// (docs/status.md). It works for every kind in watches.yaml without per-kind
+// code.
 //
 // The StatusReconciler loop, one controller per CR kind:
 //
-//  1. A CR event (create, generation, labels or owned status fields changed)
-//     or an event on a workload that belongs to a CR of the kind enqueues the
-//     CR's namespace/name, with a short delay that coalesces bursts.
+//  1. A CR event (create, generation, labels, the manager's observedGeneration
+//     or owned status fields changed) or an event on a workload that belongs to
+//     a CR of the kind enqueues the CR's namespace/name, with a short delay that
+//     coalesces bursts.
 //  2. sync reads the CR and the release's workloads from the informer cache,
 //     skips CRs that are being deleted, fall outside the watches.yaml
-//     selector or have no helm-operator report yet, computes the desired
-//     owned status and compares it with the CR's.
-//  3. If a field differs, sync sends a JSON merge patch of just those fields
-//     to the status subresource; otherwise it writes nothing. Errors go back
+//     selector or have no helm-operator report yet, and computes the desired
+//     owned status. Before it first says that a generation has rolled out, it
+//     reads the workloads again from the API server.
+//  3. If a field differs, sync applies its fields (server-side apply, field
+//     manager warpdrive-sidecar); otherwise it writes nothing. Errors go back
 //     to the workqueue, which retries with per-item exponential backoff.
 //
-// Writes are kept to real changes because every write to a CR, status
-// included, makes the helm-operator run a full reconcile of the release.
+// Writes are kept to real changes: each one wakes the manager's readiness
+// controller and every other watcher of the CR.
 package workloadstatus
 
 import (
@@ -34,11 +39,11 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,6 +54,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
 // DefaultCoalesceDelay is how long a CR waits in the queue after an event
@@ -95,6 +102,9 @@ type StatusReconciler struct {
 	Kinds KindSet
 	// Selector is the watches.yaml selector of GVK; nil selects everything.
 	Selector labels.Selector
+	// Live reads workloads from the API server, bypassing the cache, before a
+	// CR is first said to be rolled out at a generation. Nil skips the check.
+	Live client.Reader
 	// CoalesceDelay defaults to DefaultCoalesceDelay.
 	CoalesceDelay time.Duration
 }
@@ -237,23 +247,68 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 	if err != nil {
 		return err
 	}
-	desired := ComputeStatus(cr.GetGeneration(), workloads)
-	patch, err := StatusPatch(cr, desired)
-	if err != nil || patch == nil {
-		return err
+	deployed, _, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
+	desired := ComputeStatus(deployed, workloads)
+	old := readiness.Find(readiness.Conditions(cr), readiness.RolledOut)
+	if desired.RolledOut.Status == metav1.ConditionTrue && !readiness.SameCondition(&desired.RolledOut, old) && r.Live != nil {
+		// Rolled out at a generation for the first time. The cache may not have the
+		// manager's last upgrade of a workload yet, though the manager has already said it
+		// is done: the CR's event can come before the workload's. Read the workloads from
+		// the API server before saying so, so that Ready never comes early.
+		if workloads, err = r.liveWorkloads(ctx, cr.GetNamespace(), workloads); err != nil {
+			return err
+		}
+		desired = ComputeStatus(deployed, workloads)
 	}
+	if !differs(cr, desired) {
+		return nil
+	}
+	readiness.KeepTransitionTime(&desired.RolledOut, old, metav1.Now())
 
-	// The patch carries no resourceVersion: the fields are the sidecar's
-	// alone and recomputed from scratch on every sync, so there is nothing to
-	// protect with optimistic locking, and a conflict would only delay the
-	// write. If the cache is stale and the values are already on the object,
-	// the API server finds nothing to change and the write is a no-op that
-	// produces no event.
-	log.FromContext(ctx).V(1).Info("Patching status", "patch", string(patch))
-	if err := r.Client.Status().Patch(ctx, cr, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return client.IgnoreNotFound(err)
+	// A server-side apply of the sidecar's fields alone (field manager
+	// warpdrive-sidecar): it cannot remove or change the manager's fields, and
+	// needs no resourceVersion, so it cannot conflict with the manager's writes.
+	// The values are recomputed from scratch on every sync; a stale cache costs at
+	// most a write of values already there, which the API server turns into a
+	// no-op that produces no event.
+	log.FromContext(ctx).V(1).Info("Applying status", "rolledOut", desired.RolledOut.Status, "message", desired.RolledOut.Message)
+	err = r.Client.Status().Patch(ctx, applyObject(cr, desired), client.Apply,
+		client.FieldOwner(readiness.SidecarFieldManager), client.ForceOwnership)
+	return client.IgnoreNotFound(err)
+}
+
+// liveWorkloads reads workloads again from the API server.
+func (r *StatusReconciler) liveWorkloads(ctx context.Context, ns string, cached []Workload) ([]Workload, error) {
+	out := make([]Workload, 0, len(cached))
+	for _, w := range cached {
+		key := client.ObjectKey{Namespace: ns, Name: w.Name}
+		var err error
+		switch w.Kind {
+		case kindDeployment:
+			var d appsv1.Deployment
+			if err = r.Live.Get(ctx, key, &d); err == nil {
+				w = FromDeployment(&d)
+			}
+		case kindStatefulSet:
+			var s appsv1.StatefulSet
+			if err = r.Live.Get(ctx, key, &s); err == nil {
+				w = FromStatefulSet(&s)
+			}
+		case kindDaemonSet:
+			var d appsv1.DaemonSet
+			if err = r.Live.Get(ctx, key, &d); err == nil {
+				w = FromDaemonSet(&d)
+			}
+		}
+		if apierrors.IsNotFound(err) {
+			continue // deleted since: its deletion event brings the CR back here
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s %s: %w", w.Kind, key, err)
+		}
+		out = append(out, w)
 	}
-	return nil
+	return out, nil
 }
 
 // helmOperatorReported reports whether the helm-operator has written status

@@ -3,33 +3,55 @@ package workloadstatus
 import (
 	"context"
 	"errors"
+	"os"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	apiext "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 )
 
 var poolGVK = schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"}
 
-// newCR returns a WarpdrivePool pool-a in ns1 as the helm-operator leaves it
-// after its first reconcile, with the given extra status fields.
-func newCR(generation int64, owned map[string]interface{}) *unstructured.Unstructured {
+// t0 is the lastTransitionTime of the conditions the test CRs start with.
+const t0 = "2025-01-01T00:00:00Z"
+
+// justNow, as the lastTransitionTime of an expected condition, stands for a
+// time set by the sync under test.
+const justNow = "<now>"
+
+// newCR returns a WarpdrivePool pool-a in ns1 as the manager leaves it, with
+// the helm-operator's Deployed condition followed by conds and the given extra
+// status fields (the manager's observedGeneration among them).
+func newCR(generation int64, owned map[string]interface{}, conds ...map[string]interface{}) *unstructured.Unstructured {
+	conditions := []interface{}{map[string]interface{}{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"}}
+	for _, c := range conds {
+		conditions = append(conditions, c)
+	}
 	status := map[string]interface{}{
-		"conditions":      []interface{}{map[string]interface{}{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"}},
+		"conditions":      conditions,
 		"deployedRelease": map[string]interface{}{"name": "pool-a"},
 	}
 	for k, v := range owned {
@@ -48,37 +70,167 @@ func newCR(generation int64, owned map[string]interface{}) *unstructured.Unstruc
 	return u
 }
 
+// rolledOutEntry is a RolledOut condition as it stands in a CR's status.
+func rolledOutEntry(status, reason, message string, observedGeneration int64, lastTransitionTime string) map[string]interface{} {
+	return map[string]interface{}{
+		"type": "RolledOut", "status": status, "reason": reason, "message": message,
+		"observedGeneration": observedGeneration, "lastTransitionTime": lastTransitionTime,
+	}
+}
+
+// readyEntry is the manager's Ready condition.
+func readyEntry(status, reason string) map[string]interface{} {
+	return map[string]interface{}{"type": "Ready", "status": status, "reason": reason, "observedGeneration": int64(2), "lastTransitionTime": t0}
+}
+
 func poolOwner() []metav1.OwnerReference {
 	return []metav1.OwnerReference{ownerRef("tos.transwarp.io/v1alpha1", "WarpdrivePool", "pool-a", "uid-a")}
 }
 
+// readyDeployment returns a Deployment at generation 1, seen by its controller,
+// that wants replicas replicas and runs them all with its latest spec, ready
+// of them ready and available of them available.
 func readyDeployment(name string, refs []metav1.OwnerReference, ann map[string]string, replicas, ready, available int32) *appsv1.Deployment {
 	d := deployment("ns1", name, refs, ann)
+	d.Generation = 1
 	d.Spec.Selector = selector("app", name)
-	d.Status = appsv1.DeploymentStatus{Replicas: replicas, ReadyReplicas: ready, AvailableReplicas: available}
+	d.Spec.Replicas = ptr.To(replicas)
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: 1, Replicas: replicas, UpdatedReplicas: replicas, ReadyReplicas: ready, AvailableReplicas: available,
+	}
 	return d
 }
 
-// syncHarness runs one Reconcile against a fake client and records the status
-// patches it sends.
-type syncHarness struct {
-	client  client.Client
-	patches []string
+// rolledOutStatefulSet returns a rolled out StatefulSet of n replicas.
+func rolledOutStatefulSet(name string, refs []metav1.OwnerReference, ann map[string]string, n int32) *appsv1.StatefulSet {
+	s := &appsv1.StatefulSet{ObjectMeta: deployment("ns1", name, refs, ann).ObjectMeta}
+	s.Generation = 1
+	s.Spec.Selector = selector("app", name)
+	s.Spec.Replicas = ptr.To(n)
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+	return s
 }
 
-func newHarness(t *testing.T, objs ...client.Object) *syncHarness {
+// daemonSet returns a DaemonSet at generation 1, seen by its controller, that
+// should run on nodes nodes, with its latest spec on all of them.
+func daemonSet(name string, refs []metav1.OwnerReference, ann map[string]string, nodes, ready, available int32) *appsv1.DaemonSet {
+	ds := &appsv1.DaemonSet{ObjectMeta: deployment("ns1", name, refs, ann).ObjectMeta}
+	ds.Generation = 1
+	ds.Spec.Selector = selector("app", name)
+	ds.Status = appsv1.DaemonSetStatus{
+		ObservedGeneration: 1, DesiredNumberScheduled: nodes, CurrentNumberScheduled: nodes, UpdatedNumberScheduled: nodes,
+		NumberReady: ready, NumberAvailable: available,
+	}
+	return ds
+}
+
+// statusApply is one write to a CR's status subresource, as sent.
+type statusApply struct {
+	Subresource string
+	Type        types.PatchType
+	FieldOwner  string
+	Force       bool
+	Object      map[string]interface{}
+}
+
+// sidecarApply is the status apply the sidecar sends for pool-a: its four
+// fields and RolledOut, under its field manager, forced.
+func sidecarApply(replicas, ready, available int64, selector string, rolledOut map[string]interface{}) statusApply {
+	return statusApply{
+		Subresource: "status",
+		Type:        types.ApplyPatchType,
+		FieldOwner:  "warpdrive-sidecar",
+		Force:       true,
+		Object: map[string]interface{}{
+			"apiVersion": "tos.transwarp.io/v1alpha1",
+			"kind":       "WarpdrivePool",
+			"metadata":   map[string]interface{}{"name": "pool-a", "namespace": "ns1"},
+			"status": map[string]interface{}{
+				"replicas":          replicas,
+				"readyReplicas":     ready,
+				"availableReplicas": available,
+				"selector":          selector,
+				"conditions":        []interface{}{rolledOut},
+			},
+		},
+	}
+}
+
+// poolTypeConverter gives the fake client the field schema of the generated
+// WarpdrivePool CRD for its server-side applies. Without it the fake deduces
+// a schema from the objects, in which status.conditions is one atomic value:
+// an apply of RolledOut alone would then drop the manager's conditions, where
+// the API server merges the list by type. metadata and spec are left
+// schemaless: the API server takes metadata's schema from ObjectMeta, and the
+// test CRs carry a stub spec.
+func poolTypeConverter(t *testing.T) managedfields.TypeConverter {
+	t.Helper()
+	data, err := os.ReadFile("../../config/crd/bases/tos.transwarp.io_warpdrivepools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name != poolGVK.Version || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		props := v.Schema.OpenAPIV3Schema.DeepCopy()
+		props.Properties["metadata"] = apiextv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+		props.Properties["spec"] = apiextv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+		var internal apiext.JSONSchemaProps
+		if err := apiextv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(props, &internal, nil); err != nil {
+			t.Fatal(err)
+		}
+		structural, err := structuralschema.NewStructural(&internal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := structural.ToKubeOpenAPI()
+		s.AddExtension("x-kubernetes-group-version-kind", []interface{}{map[string]interface{}{
+			"group": poolGVK.Group, "version": poolGVK.Version, "kind": poolGVK.Kind,
+		}})
+		tc, err := managedfields.NewTypeConverter(map[string]*spec.Schema{poolGVK.Kind: s}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tc
+	}
+	t.Fatalf("the WarpdrivePool CRD has no schema for %s", poolGVK.Version)
+	return nil
+}
+
+// syncHarness runs Reconcile against a fake client standing for the cache and
+// the API server, and a second one standing for the API server as StatusReconciler.Live
+// reads it. It records the status applies and the live reads.
+type syncHarness struct {
+	client   client.Client
+	live     client.Reader
+	applies  []statusApply
+	liveGets []string
+}
+
+func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	return scheme
+}
+
+func newHarness(t *testing.T, objs ...client.Object) *syncHarness {
+	t.Helper()
 	h := &syncHarness{}
 	statusObj := &unstructured.Unstructured{}
 	statusObj.SetGroupVersionKind(poolGVK)
 	h.client = fake.NewClientBuilder().
-		WithScheme(scheme).
+		WithScheme(testScheme(t)).
 		WithObjects(objs...).
 		WithStatusSubresource(statusObj).
+		WithTypeConverters(poolTypeConverter(t), managedfields.NewDeducedTypeConverter()).
 		WithIndex(&appsv1.Deployment{}, releaseIndex, releaseIndexValues).
 		WithIndex(&appsv1.StatefulSet{}, releaseIndex, releaseIndexValues).
 		WithIndex(&appsv1.DaemonSet{}, releaseIndex, releaseIndexValues).
@@ -91,18 +243,25 @@ func newHarness(t *testing.T, objs ...client.Object) *syncHarness {
 				t.Errorf("unexpected update of %T %s", obj, obj.GetName())
 				return errors.New("must not update")
 			},
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				t.Errorf("unexpected update of subresource %q of %T %s", sub, obj, obj.GetName())
+				return errors.New("must not update")
+			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				if sub != "status" {
-					t.Errorf("patch of subresource %q", sub)
+				u, ok := obj.(*unstructured.Unstructured)
+				if !ok {
+					t.Errorf("status write of a %T, want an unstructured apply configuration", obj)
+					return errors.New("not unstructured")
 				}
-				if patch.Type() != types.MergePatchType {
-					t.Errorf("patch type %s, want %s", patch.Type(), types.MergePatchType)
-				}
-				data, err := patch.Data(obj)
-				if err != nil {
-					return err
-				}
-				h.patches = append(h.patches, string(data))
+				o := client.SubResourcePatchOptions{}
+				o.ApplyOptions(opts)
+				h.applies = append(h.applies, statusApply{
+					Subresource: sub,
+					Type:        patch.Type(),
+					FieldOwner:  o.FieldManager,
+					Force:       o.Force != nil && *o.Force,
+					Object:      u.DeepCopy().Object,
+				})
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).
@@ -110,9 +269,39 @@ func newHarness(t *testing.T, objs ...client.Object) *syncHarness {
 	return h
 }
 
-func (h *syncHarness) reconcile(t *testing.T, r *StatusReconciler) {
+// withLive sets up the reader for StatusReconciler.Live, holding objs. When
+// getErr is set, every read fails with it.
+func (h *syncHarness) withLive(t *testing.T, getErr error, objs ...client.Object) *syncHarness {
 	t.Helper()
+	copies := make([]client.Object, len(objs))
+	for i, o := range objs {
+		copies[i] = o.DeepCopyObject().(client.Object)
+	}
+	h.live = fake.NewClientBuilder().
+		WithScheme(testScheme(t)).
+		WithObjects(copies...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				h.liveGets = append(h.liveGets, reflect.TypeOf(obj).Elem().Name()+" "+key.String())
+				if getErr != nil {
+					return getErr
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				t.Errorf("unexpected live list of %T", list)
+				return errors.New("must not list live")
+			},
+		}).
+		Build()
+	return h
+}
+
+func (h *syncHarness) reconcile(r *StatusReconciler) error {
 	r.Client = h.client
+	if h.live != nil {
+		r.Live = h.live
+	}
 	if r.GVK.Empty() {
 		r.GVK = poolGVK
 	}
@@ -120,17 +309,69 @@ func (h *syncHarness) reconcile(t *testing.T, r *StatusReconciler) {
 		r.Kinds = testKinds
 	}
 	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "pool-a"}})
-	if err != nil {
-		t.Fatalf("Reconcile: %v", err)
+	return err
+}
+
+// settleTransitionTimes checks that every RolledOut lastTransitionTime in got
+// that want gives as justNow lies between from and to, and replaces it with
+// justNow.
+func settleTransitionTimes(t *testing.T, got, want []statusApply, from, to time.Time) {
+	t.Helper()
+	for i := range got {
+		if i >= len(want) {
+			return
+		}
+		gotConds, _, _ := unstructured.NestedFieldNoCopy(got[i].Object, "status", "conditions")
+		wantConds, _, _ := unstructured.NestedFieldNoCopy(want[i].Object, "status", "conditions")
+		g, _ := gotConds.([]interface{})
+		w, _ := wantConds.([]interface{})
+		if len(g) != 1 || len(w) != 1 {
+			continue
+		}
+		settleTransitionTime(t, g[0], w[0], from, to)
 	}
 }
 
-func TestSync(t *testing.T) {
-	upToDate := map[string]interface{}{
-		"replicas": int64(5), "readyReplicas": int64(3), "availableReplicas": int64(2),
-		"observedGeneration": int64(2), "selector": "app=web",
+// settleTransitionTime does settleTransitionTimes for one condition.
+func settleTransitionTime(t *testing.T, got, want interface{}, from, to time.Time) {
+	t.Helper()
+	g, _ := got.(map[string]interface{})
+	w, _ := want.(map[string]interface{})
+	if g == nil || w == nil || w["lastTransitionTime"] != justNow {
+		return
 	}
-	deleting := newCR(2, nil)
+	s, _ := g["lastTransitionTime"].(string)
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Errorf("lastTransitionTime %q: %v", s, err)
+		return
+	}
+	if at.Before(from.Truncate(time.Second)) || at.After(to) {
+		t.Errorf("lastTransitionTime %s, want the time of the sync (%s to %s)", s, from.Format(time.RFC3339), to.Format(time.RFC3339))
+		return
+	}
+	g["lastTransitionTime"] = justNow
+}
+
+func TestSync(t *testing.T) {
+	// pool-a at generation 2, deployed and rolled out with its one Deployment web.
+	upToDate := func() map[string]interface{} {
+		return map[string]interface{}{
+			"observedGeneration": int64(2),
+			"replicas":           int64(3), "readyReplicas": int64(3), "availableReplicas": int64(3), "selector": "app=web",
+		}
+	}
+	rolledOut2 := rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 2, t0)
+	web := func() *appsv1.Deployment { return readyDeployment("web", poolOwner(), nil, 3, 3, 3) }
+	// pool-a at generation 2, deployed, with web still rolling out.
+	rollingOut := func() *unstructured.Unstructured {
+		return newCR(2, map[string]interface{}{
+			"observedGeneration": int64(2),
+			"replicas":           int64(3), "readyReplicas": int64(2), "availableReplicas": int64(2), "selector": "app=web",
+		}, rolledOutEntry("False", "RollingOut", "Deployment web: 2 of 3 replicas available", 2, t0))
+	}
+
+	deleting := newCR(2, upToDate())
 	now := metav1.Now()
 	deleting.SetDeletionTimestamp(&now)
 	deleting.SetFinalizers([]string{"uninstall-helm-release"})
@@ -138,28 +379,27 @@ func TestSync(t *testing.T) {
 	unstructured.RemoveNestedField(unreported.Object, "status")
 
 	cases := []struct {
-		name     string
-		objs     []client.Object
-		selector labels.Selector
-		want     []string
+		name string
+		// objs are in the cache and the API server alike.
+		objs []client.Object
+		// live, when not nil, replaces the workloads of objs in the API
+		// server as Live reads it; an empty slice means they are gone.
+		live    []client.Object
+		noLive  bool // StatusReconciler.Live unset
+		liveErr error
+		// selector is the watches.yaml selector.
+		selector     labels.Selector
+		want         []statusApply
+		wantLiveGets []string
+		wantErr      bool
 	}{{
 		name: "first report: all fields",
 		objs: []client.Object{
-			newCR(2, nil),
+			newCR(2, map[string]interface{}{"observedGeneration": int64(2)}),
 			readyDeployment("web", poolOwner(), helmAnnotations("pool-a", "ns1"), 3, 2, 1),
 			readyDeployment("api", nil, helmAnnotations("pool-a", "ns1"), 2, 1, 1),
-			func() client.Object {
-				s := &appsv1.StatefulSet{ObjectMeta: deployment("ns1", "db", poolOwner(), nil).ObjectMeta}
-				s.Spec.Selector = selector("app", "db")
-				s.Status = appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
-				return s
-			}(),
-			func() client.Object {
-				ds := &appsv1.DaemonSet{ObjectMeta: deployment("ns1", "agent", nil, helmAnnotations("pool-a", "ns1")).ObjectMeta}
-				ds.Spec.Selector = selector("app", "agent")
-				ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, NumberReady: 4, NumberAvailable: 3}
-				return ds
-			}(),
+			rolledOutStatefulSet("db", poolOwner(), nil, 1),
+			daemonSet("agent", nil, helmAnnotations("pool-a", "ns1"), 4, 4, 3),
 			// Not part of the release: another release, another namespace,
 			// another CR kind with the same release name, a stale owner.
 			readyDeployment("other", nil, helmAnnotations("pool-b", "ns1"), 9, 9, 9),
@@ -171,71 +411,178 @@ func TestSync(t *testing.T) {
 			readyDeployment("memcached", []metav1.OwnerReference{ownerRef("cache.example.com/v1alpha1", "Memcached", "pool-a", "uid-m")}, helmAnnotations("pool-a", "ns1"), 9, 9, 9),
 			readyDeployment("stale", []metav1.OwnerReference{ownerRef("tos.transwarp.io/v1alpha1", "WarpdrivePool", "pool-a", "old-uid")}, nil, 9, 9, 9),
 		},
-		// api sorts before web, so its selector is the scale selector.
-		want: []string{`{"status":{"availableReplicas":6,"observedGeneration":2,"readyReplicas":8,"replicas":10,"selector":"app=api"}}`},
+		// api sorts before web, so its selector is the scale selector and
+		// it is the workload RolledOut names.
+		want: []statusApply{sidecarApply(10, 8, 6, "app=api",
+			rolledOutEntry("False", "RollingOut", "Deployment api: 1 of 2 replicas available (and 2 more workload(s) rolling out)", 2, justNow))},
 	}, {
-		name: "nothing changed: no patch",
-		objs: []client.Object{newCR(2, upToDate), readyDeployment("web", poolOwner(), nil, 5, 3, 2)},
-		want: nil,
+		name: "nothing changed: no write",
+		objs: []client.Object{newCR(2, upToDate(), rolledOut2), web()},
 	}, {
-		name: "one pod became ready: only readyReplicas",
-		objs: []client.Object{newCR(2, upToDate), readyDeployment("web", poolOwner(), nil, 5, 4, 2)},
-		want: []string{`{"status":{"readyReplicas":4}}`},
+		name: "the manager's conditions are no input",
+		objs: []client.Object{newCR(2, upToDate(), readyEntry("False", "RollingOut"), rolledOut2), web()},
 	}, {
-		name: "spec changed: only observedGeneration",
-		objs: []client.Object{newCR(3, upToDate), readyDeployment("web", poolOwner(), nil, 5, 3, 2)},
-		want: []string{`{"status":{"observedGeneration":3}}`},
+		name: "spec edited, not deployed yet: no write",
+		objs: []client.Object{newCR(3, upToDate(), rolledOut2), web()},
+	}, {
+		name: "a pod became unavailable: RolledOut stays False, its lastTransitionTime is kept",
+		objs: []client.Object{rollingOut(), readyDeployment("web", poolOwner(), nil, 3, 1, 1)},
+		want: []statusApply{sidecarApply(3, 1, 1, "app=web",
+			rolledOutEntry("False", "RollingOut", "Deployment web: 1 of 3 replicas available", 2, t0))},
+	}, {
+		name: "rolled out: confirmed by a live read before RolledOut becomes True",
+		objs: []client.Object{rollingOut(), web()},
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 2, justNow))},
+		wantLiveGets: []string{"Deployment ns1/web"},
+	}, {
+		name:   "rolled out, Live unset: the cache's view is written",
+		objs:   []client.Object{rollingOut(), web()},
+		noLive: true,
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 2, justNow))},
+	}, {
+		name: "new generation deployed: RolledOut at it after a live read, lastTransitionTime kept",
+		objs: []client.Object{newCR(3, map[string]interface{}{
+			"observedGeneration": int64(3),
+			"replicas":           int64(3), "readyReplicas": int64(3), "availableReplicas": int64(3), "selector": "app=web",
+		}, rolledOut2), web()},
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 3, t0))},
+		wantLiveGets: []string{"Deployment ns1/web"},
+	}, {
+		name: "live state wins: the cache has the rolled out Deployment, the API server its new spec, unseen",
+		objs: []client.Object{newCR(3, map[string]interface{}{
+			"observedGeneration": int64(3),
+			"replicas":           int64(3), "readyReplicas": int64(3), "availableReplicas": int64(3), "selector": "app=web",
+		}, rolledOut2), web()},
+		live: []client.Object{func() client.Object {
+			d := readyDeployment("web", poolOwner(), nil, 3, 3, 3)
+			d.Generation = 2
+			d.Status.Replicas = 4 // a surge pod already, counted from the live object too
+			return d
+		}()},
+		want: []statusApply{sidecarApply(4, 3, 3, "app=web",
+			rolledOutEntry("False", "RollingOut", "Deployment web: its controller has not seen the new spec yet", 3, justNow))},
+		wantLiveGets: []string{"Deployment ns1/web"},
+	}, {
+		name: "first rolled out: every workload is read again, and the live counts are written",
+		objs: []client.Object{
+			rollingOut(),
+			web(),
+			rolledOutStatefulSet("db", poolOwner(), nil, 1),
+			daemonSet("agent", nil, helmAnnotations("pool-a", "ns1"), 4, 4, 4),
+			readyDeployment("other", nil, helmAnnotations("pool-b", "ns1"), 9, 9, 9),
+		},
+		live: []client.Object{
+			web(),
+			rolledOutStatefulSet("db", poolOwner(), nil, 2),
+			daemonSet("agent", nil, helmAnnotations("pool-a", "ns1"), 5, 5, 5), // a node joined
+			readyDeployment("other", nil, helmAnnotations("pool-b", "ns1"), 9, 9, 9),
+		},
+		want: []statusApply{sidecarApply(10, 10, 10, "app=web",
+			rolledOutEntry("True", "RolloutComplete", "3 workload(s) rolled out", 2, justNow))},
+		// Found by owner first, then by release name; kinds in list order.
+		wantLiveGets: []string{"Deployment ns1/web", "StatefulSet ns1/db", "DaemonSet ns1/agent"},
+	}, {
+		name: "live Deployment gone: left out",
+		objs: []client.Object{rollingOut(), web()},
+		live: []client.Object{},
+		want: []statusApply{sidecarApply(0, 0, 0, "",
+			rolledOutEntry("True", "RolloutComplete", "0 workload(s) rolled out", 2, justNow))},
+		wantLiveGets: []string{"Deployment ns1/web"},
+	}, {
+		name:         "live read fails: error, no write",
+		objs:         []client.Object{rollingOut(), web()},
+		liveErr:      errors.New("connection refused"),
+		wantLiveGets: []string{"Deployment ns1/web"},
+		wantErr:      true,
+	}, {
+		name: "owned fields wiped, RolledOut the same: no live read",
+		objs: []client.Object{newCR(2, map[string]interface{}{"observedGeneration": int64(2)}, rolledOut2), web()},
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 2, t0))},
+	}, {
+		name: "nothing deployed yet: RolledOut Unknown",
+		objs: []client.Object{newCR(1, nil), web()},
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("Unknown", "NothingDeployed", "no release is deployed yet", 0, justNow))},
 	}, {
 		name: "all workloads gone: zeros",
-		objs: []client.Object{newCR(2, upToDate)},
-		want: []string{`{"status":{"availableReplicas":0,"readyReplicas":0,"replicas":0,"selector":""}}`},
+		objs: []client.Object{newCR(2, upToDate(), rolledOut2)},
+		want: []statusApply{sidecarApply(0, 0, 0, "",
+			rolledOutEntry("True", "RolloutComplete", "0 workload(s) rolled out", 2, t0))},
 	}, {
 		name: "CR deleted: nothing to do",
-		objs: []client.Object{readyDeployment("web", poolOwner(), nil, 5, 3, 2)},
-		want: nil,
+		objs: []client.Object{web()},
 	}, {
-		name: "CR being deleted: no patch",
-		objs: []client.Object{deleting, readyDeployment("web", poolOwner(), nil, 5, 3, 2)},
-		want: nil,
+		name: "CR being deleted: no write",
+		objs: []client.Object{deleting, readyDeployment("web", poolOwner(), nil, 3, 2, 2)},
 	}, {
-		name: "helm-operator has not reported yet: no patch",
-		objs: []client.Object{unreported, readyDeployment("web", poolOwner(), nil, 5, 3, 2)},
-		want: nil,
+		name: "helm-operator has not reported yet: no write",
+		objs: []client.Object{unreported, web()},
 	}, {
-		name:     "CR outside the watches selector: no patch",
-		objs:     []client.Object{newCR(2, nil), readyDeployment("web", poolOwner(), nil, 5, 3, 2)},
+		name:     "CR outside the watches selector: no write",
+		objs:     []client.Object{newCR(2, map[string]interface{}{"observedGeneration": int64(2)}), web()},
 		selector: labels.SelectorFromSet(labels.Set{"shard": "b"}),
-		want:     nil,
 	}, {
 		name:     "CR inside the watches selector",
-		objs:     []client.Object{newCR(2, upToDate), readyDeployment("web", poolOwner(), nil, 6, 3, 2)},
+		objs:     []client.Object{newCR(2, upToDate(), rolledOut2), readyDeployment("web", poolOwner(), nil, 3, 2, 2)},
 		selector: labels.SelectorFromSet(labels.Set{"shard": "a"}),
-		want:     []string{`{"status":{"replicas":6}}`},
+		want: []statusApply{sidecarApply(3, 2, 2, "app=web",
+			rolledOutEntry("False", "RollingOut", "Deployment web: 2 of 3 replicas available", 2, justNow))},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.objs...)
-			h.reconcile(t, &StatusReconciler{Selector: tc.selector})
-			if len(h.patches) != len(tc.want) {
-				t.Fatalf("patches = %q, want %q", h.patches, tc.want)
-			}
-			for i := range tc.want {
-				if h.patches[i] != tc.want[i] {
-					t.Fatalf("patch %d = %s\nwant      %s", i, h.patches[i], tc.want[i])
+			if !tc.noLive {
+				live := tc.live
+				if live == nil {
+					for _, o := range tc.objs {
+						if _, isCR := o.(*unstructured.Unstructured); !isCR {
+							live = append(live, o)
+						}
+					}
 				}
+				h.withLive(t, tc.liveErr, live...)
+			}
+			from := time.Now()
+			err := h.reconcile(&StatusReconciler{Selector: tc.selector})
+			to := time.Now()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile error = %v, want error %v", err, tc.wantErr)
+			}
+			settleTransitionTimes(t, h.applies, tc.want, from, to)
+			if diff := cmp.Diff(tc.want, h.applies); diff != "" {
+				t.Errorf("status applies (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantLiveGets, h.liveGets); diff != "" {
+				t.Errorf("live reads (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestSyncConverges checks that the patch leaves the helm-operator's fields
-// alone and that a second sync over the patched object writes nothing.
+// TestSyncConverges checks, against the fake API server's server-side apply
+// with the CRD's schema, that the apply leaves the manager's fields alone and
+// that a second sync over the applied object writes nothing.
 func TestSyncConverges(t *testing.T) {
-	h := newHarness(t, newCR(2, nil), readyDeployment("web", poolOwner(), nil, 3, 3, 3))
-	h.reconcile(t, &StatusReconciler{})
-	h.reconcile(t, &StatusReconciler{})
-	if len(h.patches) != 1 {
-		t.Fatalf("patches = %q, want exactly one", h.patches)
+	h := newHarness(t,
+		newCR(2, map[string]interface{}{"observedGeneration": int64(2)}, readyEntry("False", "RollingOut")),
+		readyDeployment("web", poolOwner(), nil, 3, 3, 3))
+	h.withLive(t, nil, readyDeployment("web", poolOwner(), nil, 3, 3, 3))
+	from := time.Now()
+	for i := 0; i < 2; i++ {
+		if err := h.reconcile(&StatusReconciler{}); err != nil {
+			t.Fatalf("Reconcile %d: %v", i+1, err)
+		}
+	}
+	to := time.Now()
+	if len(h.applies) != 1 {
+		t.Fatalf("status applies = %v, want exactly one", h.applies)
+	}
+	if diff := cmp.Diff([]string{"Deployment ns1/web"}, h.liveGets); diff != "" {
+		t.Errorf("live reads (-want +got):\n%s", diff)
 	}
 
 	got := &unstructured.Unstructured{}
@@ -243,14 +590,22 @@ func TestSyncConverges(t *testing.T) {
 	if err := h.client.Get(context.Background(), types.NamespacedName{Namespace: "ns1", Name: "pool-a"}, got); err != nil {
 		t.Fatal(err)
 	}
-	if conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions"); len(conds) != 1 {
-		t.Errorf("conditions = %v, want the helm-operator's condition kept", conds)
+	want := map[string]interface{}{
+		"observedGeneration": int64(2),
+		"deployedRelease":    map[string]interface{}{"name": "pool-a"},
+		"conditions": []interface{}{
+			map[string]interface{}{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"},
+			readyEntry("False", "RollingOut"),
+			rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 2, justNow),
+		},
+		"replicas": int64(3), "readyReplicas": int64(3), "availableReplicas": int64(3), "selector": "app=web",
 	}
-	if name, _, _ := unstructured.NestedString(got.Object, "status", "deployedRelease", "name"); name != "pool-a" {
-		t.Errorf("deployedRelease.name = %q, want it kept", name)
+	status, _, _ := unstructured.NestedMap(got.Object, "status")
+	if conds, _ := status["conditions"].([]interface{}); len(conds) == 3 {
+		settleTransitionTime(t, conds[2], want["conditions"].([]interface{})[2], from, to)
 	}
-	if r, _, _ := unstructured.NestedInt64(got.Object, "status", "readyReplicas"); r != 3 {
-		t.Errorf("readyReplicas = %d, want 3", r)
+	if diff := cmp.Diff(want, status); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
 	}
 	if rc, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicaCount"); rc != 3 {
 		t.Errorf("spec.replicaCount = %d, want the spec untouched", rc)
@@ -258,11 +613,17 @@ func TestSyncConverges(t *testing.T) {
 }
 
 func TestCRInputsChanged(t *testing.T) {
-	base := newCR(2, map[string]interface{}{"replicas": int64(3), "selector": "app=web"})
+	base := newCR(2, map[string]interface{}{"observedGeneration": int64(2), "replicas": int64(3), "selector": "app=web"},
+		readyEntry("False", "RollingOut"),
+		rolledOutEntry("False", "RollingOut", "Deployment web: 2 of 3 replicas available", 2, t0))
 	mutate := func(f func(u *unstructured.Unstructured)) *unstructured.Unstructured {
 		u := base.DeepCopy()
 		f(u)
 		return u
+	}
+	// condition returns the i-th condition of u (Deployed, Ready, RolledOut).
+	condition := func(u *unstructured.Unstructured, i int) map[string]interface{} {
+		return u.Object["status"].(map[string]interface{})["conditions"].([]interface{})[i].(map[string]interface{})
 	}
 	cases := []struct {
 		name string
@@ -271,11 +632,23 @@ func TestCRInputsChanged(t *testing.T) {
 	}{
 		{"no change", base.DeepCopy(), false},
 		{"finalizer added", mutate(func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }), false},
-		{"condition changed", mutate(func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedSlice(u.Object, []interface{}{map[string]interface{}{"type": "Deployed", "status": "False"}}, "status", "conditions")
+		{"helm-operator's condition changed", mutate(func(u *unstructured.Unstructured) { condition(u, 0)["status"] = "False" }), false},
+		{"manager's condition changed", mutate(func(u *unstructured.Unstructured) { condition(u, 1)["status"] = "True" }), false},
+		{"deployedRelease changed", mutate(func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "pool-a.v2", "status", "deployedRelease", "name")
 		}), false},
 		{"generation bumped", mutate(func(u *unstructured.Unstructured) { u.SetGeneration(3) }), true},
 		{"labels changed", mutate(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"shard": "b"}) }), true},
+		{"manager's observedGeneration changed", mutate(func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(3), "status", "observedGeneration")
+		}), true},
+		{"RolledOut changed", mutate(func(u *unstructured.Unstructured) { condition(u, 2)["status"] = "True" }), true},
+		{"RolledOut message changed", mutate(func(u *unstructured.Unstructured) {
+			condition(u, 2)["message"] = "Deployment web: 1 of 3 replicas available"
+		}), true},
+		{"RolledOut removed", mutate(func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []interface{}{condition(u, 0), condition(u, 1)}, "status", "conditions")
+		}), true},
 		{"owned field wiped by a status update", mutate(func(u *unstructured.Unstructured) {
 			unstructured.RemoveNestedField(u.Object, "status", "replicas")
 		}), true},
@@ -292,9 +665,11 @@ func TestCRInputsChanged(t *testing.T) {
 		})
 	}
 
-	unreported := base.DeepCopy()
+	// The first report, with nothing else changed: neither has RolledOut.
+	reported := newCR(2, nil)
+	unreported := reported.DeepCopy()
 	unstructured.RemoveNestedField(unreported.Object, "status", "conditions")
-	if !p.Update(event.UpdateEvent{ObjectOld: unreported, ObjectNew: base}) {
+	if !p.Update(event.UpdateEvent{ObjectOld: unreported, ObjectNew: reported}) {
 		t.Error("the helm-operator's first report must trigger a sync")
 	}
 	if p.Delete(event.DeleteEvent{Object: base}) {

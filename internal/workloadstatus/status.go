@@ -1,16 +1,20 @@
 package workloadstatus
 
 import (
-	"encoding/json"
+	"fmt"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
 // Workload is the part of a Deployment, StatefulSet or DaemonSet that feeds a
-// CR's status.
+// CR's status: its replica counts, and what says whether it has rolled out.
 type Workload struct {
 	Kind              string
 	Name              string
@@ -18,6 +22,13 @@ type Workload struct {
 	Replicas          int32
 	ReadyReplicas     int32
 	AvailableReplicas int32
+	// Generation and ObservedGeneration are the workload's own: its controller has seen its
+	// latest spec when they are equal.
+	Generation         int64
+	ObservedGeneration int64
+	// Desired is how many replicas the spec asks for; Updated how many run the latest spec.
+	Desired int32
+	Updated int32
 }
 
 // Kind order for choosing the primary workload, whose selector the CR's scale
@@ -33,24 +44,32 @@ var kindRank = map[string]int{kindDeployment: 0, kindStatefulSet: 1, kindDaemonS
 // FromDeployment extracts a Deployment's counts.
 func FromDeployment(d *appsv1.Deployment) Workload {
 	return Workload{
-		Kind:              kindDeployment,
-		Name:              d.Name,
-		Selector:          d.Spec.Selector,
-		Replicas:          d.Status.Replicas,
-		ReadyReplicas:     d.Status.ReadyReplicas,
-		AvailableReplicas: d.Status.AvailableReplicas,
+		Kind:               kindDeployment,
+		Name:               d.Name,
+		Selector:           d.Spec.Selector,
+		Replicas:           d.Status.Replicas,
+		ReadyReplicas:      d.Status.ReadyReplicas,
+		AvailableReplicas:  d.Status.AvailableReplicas,
+		Generation:         d.Generation,
+		ObservedGeneration: d.Status.ObservedGeneration,
+		Desired:            ptr.Deref(d.Spec.Replicas, 1),
+		Updated:            d.Status.UpdatedReplicas,
 	}
 }
 
 // FromStatefulSet extracts a StatefulSet's counts.
 func FromStatefulSet(s *appsv1.StatefulSet) Workload {
 	return Workload{
-		Kind:              kindStatefulSet,
-		Name:              s.Name,
-		Selector:          s.Spec.Selector,
-		Replicas:          s.Status.Replicas,
-		ReadyReplicas:     s.Status.ReadyReplicas,
-		AvailableReplicas: s.Status.AvailableReplicas,
+		Kind:               kindStatefulSet,
+		Name:               s.Name,
+		Selector:           s.Spec.Selector,
+		Replicas:           s.Status.Replicas,
+		ReadyReplicas:      s.Status.ReadyReplicas,
+		AvailableReplicas:  s.Status.AvailableReplicas,
+		Generation:         s.Generation,
+		ObservedGeneration: s.Status.ObservedGeneration,
+		Desired:            ptr.Deref(s.Spec.Replicas, 1),
+		Updated:            s.Status.UpdatedReplicas,
 	}
 }
 
@@ -58,46 +77,74 @@ func FromStatefulSet(s *appsv1.StatefulSet) Workload {
 // eligible node, so its "replicas" is the number of nodes it should run on.
 func FromDaemonSet(d *appsv1.DaemonSet) Workload {
 	return Workload{
-		Kind:              kindDaemonSet,
-		Name:              d.Name,
-		Selector:          d.Spec.Selector,
-		Replicas:          d.Status.DesiredNumberScheduled,
-		ReadyReplicas:     d.Status.NumberReady,
-		AvailableReplicas: d.Status.NumberAvailable,
+		Kind:               kindDaemonSet,
+		Name:               d.Name,
+		Selector:           d.Spec.Selector,
+		Replicas:           d.Status.DesiredNumberScheduled,
+		ReadyReplicas:      d.Status.NumberReady,
+		AvailableReplicas:  d.Status.NumberAvailable,
+		Generation:         d.Generation,
+		ObservedGeneration: d.Status.ObservedGeneration,
+		Desired:            d.Status.DesiredNumberScheduled,
+		Updated:            d.Status.UpdatedNumberScheduled,
 	}
 }
 
+// rollout says what w still waits for, "" once it has rolled out: its controller has seen
+// its latest spec, and every desired replica runs that spec and is available, with no old
+// one left.
+func (w Workload) rollout() string {
+	name := w.Kind + " " + w.Name
+	switch {
+	case w.ObservedGeneration < w.Generation:
+		return fmt.Sprintf("%s: its controller has not seen the new spec yet", name)
+	case w.Updated < w.Desired:
+		return fmt.Sprintf("%s: %d of %d replicas updated", name, w.Updated, w.Desired)
+	case w.Replicas > w.Desired:
+		return fmt.Sprintf("%s: %d old replicas still running", name, w.Replicas-w.Desired)
+	case w.AvailableReplicas < w.Desired:
+		return fmt.Sprintf("%s: %d of %d replicas available", name, w.AvailableReplicas, w.Desired)
+	}
+	return ""
+}
+
 // Status holds the CR status fields the sidecar owns. Every other status
-// field (conditions, deployedRelease) belongs to the helm-operator.
+// field belongs to the manager (docs/status.md).
 type Status struct {
-	Replicas           int32
-	ReadyReplicas      int32
-	AvailableReplicas  int32
-	ObservedGeneration int64
+	Replicas          int32
+	ReadyReplicas     int32
+	AvailableReplicas int32
 	// Selector is the primary workload's label selector in string form; the
 	// CRDs' scale subresource reads it through labelSelectorPath
 	// .status.selector so that `kubectl scale` and HPAs can find the pods.
 	Selector string
+	// RolledOut says whether the workloads of the release deployed at its
+	// observedGeneration have rolled out; the manager's Ready depends on it.
+	RolledOut metav1.Condition
 }
 
 // Names of the owned fields under .status.
 const (
-	fieldReplicas           = "replicas"
-	fieldReadyReplicas      = "readyReplicas"
-	fieldAvailableReplicas  = "availableReplicas"
-	fieldObservedGeneration = "observedGeneration"
-	fieldSelector           = "selector"
+	fieldReplicas          = "replicas"
+	fieldReadyReplicas     = "readyReplicas"
+	fieldAvailableReplicas = "availableReplicas"
+	fieldSelector          = "selector"
 )
 
-// ComputeStatus derives the desired owned status of a CR at generation from
-// the workloads of its release. With no workloads the counts are zero rather
-// than absent, so that "scaled to nothing" is distinguishable from "not
-// computed yet".
-func ComputeStatus(generation int64, workloads []Workload) Status {
-	st := Status{ObservedGeneration: generation}
-	if len(workloads) == 0 {
-		return st
-	}
+// Reasons of the RolledOut condition.
+const (
+	reasonNothingDeployed = "NothingDeployed"
+	reasonRolloutComplete = "RolloutComplete"
+	reasonRollingOut      = "RollingOut"
+)
+
+// ComputeStatus derives the desired owned status of a CR from the workloads of
+// its release, deployed at generation deployed (the manager's
+// status.observedGeneration; 0 if none yet). With no workloads the counts are
+// zero rather than absent, so that "scaled to nothing" is distinguishable from
+// "not computed yet".
+func ComputeStatus(deployed int64, workloads []Workload) Status {
+	st := Status{RolledOut: metav1.Condition{Type: readiness.RolledOut, ObservedGeneration: deployed}}
 	sorted := make([]Workload, len(workloads))
 	copy(sorted, workloads)
 	sort.Slice(sorted, func(i, j int) bool {
@@ -106,10 +153,31 @@ func ComputeStatus(generation int64, workloads []Workload) Status {
 		}
 		return sorted[i].Name < sorted[j].Name
 	})
+	var waiting []string
 	for _, w := range sorted {
 		st.Replicas += w.Replicas
 		st.ReadyReplicas += w.ReadyReplicas
 		st.AvailableReplicas += w.AvailableReplicas
+		if msg := w.rollout(); msg != "" {
+			waiting = append(waiting, msg)
+		}
+	}
+	switch {
+	case deployed == 0:
+		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message =
+			metav1.ConditionUnknown, reasonNothingDeployed, "no release is deployed yet"
+	case len(waiting) == 0:
+		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message =
+			metav1.ConditionTrue, reasonRolloutComplete, fmt.Sprintf("%d workload(s) rolled out", len(sorted))
+	default:
+		msg := waiting[0]
+		if len(waiting) > 1 {
+			msg += fmt.Sprintf(" (and %d more workload(s) rolling out)", len(waiting)-1)
+		}
+		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message = metav1.ConditionFalse, reasonRollingOut, msg
+	}
+	if len(sorted) == 0 {
+		return st
 	}
 	if sel := sorted[0].Selector; sel != nil {
 		// The API server rejects apps/v1 workloads with an invalid selector, so
@@ -122,37 +190,56 @@ func ComputeStatus(generation int64, workloads []Workload) Status {
 	return st
 }
 
-// StatusPatch returns the JSON merge patch that brings cr's owned status
-// fields to desired, or nil when they already hold those values. The patch
-// contains only the owned fields that differ, never anything else, so it
-// cannot clobber the helm-operator's conditions or deployedRelease. A missing
-// or mistyped field counts as different.
-func StatusPatch(cr *unstructured.Unstructured, desired Status) ([]byte, error) {
+// differs reports whether cr's status holds other values than desired in the
+// fields the sidecar owns. A missing or mistyped field counts as different.
+func differs(cr *unstructured.Unstructured, desired Status) bool {
 	current, _ := cr.Object["status"].(map[string]interface{})
-	diff := map[string]interface{}{}
-	setIfDiffers := func(field string, want interface{}) {
-		if !fieldEquals(current[field], want) {
-			diff[field] = want
-		}
+	if !fieldEquals(current[fieldReplicas], int64(desired.Replicas)) ||
+		!fieldEquals(current[fieldReadyReplicas], int64(desired.ReadyReplicas)) ||
+		!fieldEquals(current[fieldAvailableReplicas], int64(desired.AvailableReplicas)) ||
+		!fieldEquals(current[fieldSelector], desired.Selector) {
+		return true
 	}
-	setIfDiffers(fieldReplicas, int64(desired.Replicas))
-	setIfDiffers(fieldReadyReplicas, int64(desired.ReadyReplicas))
-	setIfDiffers(fieldAvailableReplicas, int64(desired.AvailableReplicas))
-	setIfDiffers(fieldObservedGeneration, desired.ObservedGeneration)
-	setIfDiffers(fieldSelector, desired.Selector)
-	if len(diff) == 0 {
-		return nil, nil
-	}
-	return json.Marshal(map[string]interface{}{"status": diff})
+	return !readiness.SameCondition(&desired.RolledOut, readiness.Find(readiness.Conditions(cr), readiness.RolledOut))
 }
 
-// ownedStatusFields returns the raw owned fields of cr's status, for cheap
-// change detection on CR events.
-func ownedStatusFields(cr *unstructured.Unstructured) [5]interface{} {
+// applyObject is the server-side apply configuration of the sidecar's status
+// fields of cr: only those fields, so that it cannot touch the manager's.
+func applyObject(cr *unstructured.Unstructured, desired Status) *unstructured.Unstructured {
+	cond := map[string]interface{}{
+		"type":               desired.RolledOut.Type,
+		"status":             string(desired.RolledOut.Status),
+		"reason":             desired.RolledOut.Reason,
+		"message":            desired.RolledOut.Message,
+		"observedGeneration": desired.RolledOut.ObservedGeneration,
+		"lastTransitionTime": desired.RolledOut.LastTransitionTime.UTC().Format(time.RFC3339),
+	}
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": cr.GetAPIVersion(),
+		"kind":       cr.GetKind(),
+		"metadata":   map[string]interface{}{"name": cr.GetName(), "namespace": cr.GetNamespace()},
+		"status": map[string]interface{}{
+			fieldReplicas:          int64(desired.Replicas),
+			fieldReadyReplicas:     int64(desired.ReadyReplicas),
+			fieldAvailableReplicas: int64(desired.AvailableReplicas),
+			fieldSelector:          desired.Selector,
+			"conditions":           []interface{}{cond},
+		},
+	}}
+}
+
+// ownedStatusFields returns what of cr's status the sync reads or writes, for
+// cheap change detection on CR events: the owned fields, RolledOut, and the
+// manager's observedGeneration, whose every change needs a new RolledOut.
+func ownedStatusFields(cr *unstructured.Unstructured) [6]interface{} {
 	st, _ := cr.Object["status"].(map[string]interface{})
-	return [5]interface{}{
+	var rolledOut interface{}
+	if c := readiness.Find(readiness.Conditions(cr), readiness.RolledOut); c != nil {
+		rolledOut = *c
+	}
+	return [6]interface{}{
 		st[fieldReplicas], st[fieldReadyReplicas], st[fieldAvailableReplicas],
-		st[fieldObservedGeneration], st[fieldSelector],
+		st["observedGeneration"], st[fieldSelector], rolledOut,
 	}
 }
 

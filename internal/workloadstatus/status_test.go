@@ -1,11 +1,14 @@
 package workloadstatus
 
 import (
+	"reflect"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 func selector(kv ...string) *metav1.LabelSelector {
@@ -18,97 +21,200 @@ func selector(kv ...string) *metav1.LabelSelector {
 
 func TestFromWorkloads(t *testing.T) {
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "d"},
-		Spec:       appsv1.DeploymentSpec{Selector: selector("app", "d")},
-		Status:     appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1},
+		ObjectMeta: metav1.ObjectMeta{Name: "d", Generation: 7},
+		Spec:       appsv1.DeploymentSpec{Selector: selector("app", "d"), Replicas: ptr.To[int32](4)},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 6, Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 1},
 	}
-	if got, want := FromDeployment(d), (Workload{Kind: "Deployment", Name: "d", Selector: d.Spec.Selector, Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1}); !workloadEqual(got, want) {
+	if got, want := FromDeployment(d), (Workload{Kind: "Deployment", Name: "d", Selector: d.Spec.Selector, Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1,
+		Generation: 7, ObservedGeneration: 6, Desired: 4, Updated: 2}); got != want {
 		t.Errorf("FromDeployment = %+v, want %+v", got, want)
 	}
 	s := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "s"},
-		Spec:       appsv1.StatefulSetSpec{Selector: selector("app", "s")},
-		Status:     appsv1.StatefulSetStatus{Replicas: 5, ReadyReplicas: 4, AvailableReplicas: 3},
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 2},
+		Spec:       appsv1.StatefulSetSpec{Selector: selector("app", "s"), Replicas: ptr.To[int32](6)},
+		Status:     appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 5, UpdatedReplicas: 1, ReadyReplicas: 4, AvailableReplicas: 3},
 	}
-	if got, want := FromStatefulSet(s), (Workload{Kind: "StatefulSet", Name: "s", Selector: s.Spec.Selector, Replicas: 5, ReadyReplicas: 4, AvailableReplicas: 3}); !workloadEqual(got, want) {
+	if got, want := FromStatefulSet(s), (Workload{Kind: "StatefulSet", Name: "s", Selector: s.Spec.Selector, Replicas: 5, ReadyReplicas: 4, AvailableReplicas: 3,
+		Generation: 2, ObservedGeneration: 2, Desired: 6, Updated: 1}); got != want {
 		t.Errorf("FromStatefulSet = %+v, want %+v", got, want)
 	}
 	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "ds"},
+		ObjectMeta: metav1.ObjectMeta{Name: "ds", Generation: 3},
 		Spec:       appsv1.DaemonSetSpec{Selector: selector("app", "ds")},
 		Status: appsv1.DaemonSetStatus{
-			DesiredNumberScheduled: 4, CurrentNumberScheduled: 9, UpdatedNumberScheduled: 9,
+			ObservedGeneration:     2,
+			DesiredNumberScheduled: 4, CurrentNumberScheduled: 9, UpdatedNumberScheduled: 8,
 			NumberReady: 3, NumberAvailable: 2, NumberUnavailable: 2,
 		},
 	}
-	if got, want := FromDaemonSet(ds), (Workload{Kind: "DaemonSet", Name: "ds", Selector: ds.Spec.Selector, Replicas: 4, ReadyReplicas: 3, AvailableReplicas: 2}); !workloadEqual(got, want) {
+	if got, want := FromDaemonSet(ds), (Workload{Kind: "DaemonSet", Name: "ds", Selector: ds.Spec.Selector, Replicas: 4, ReadyReplicas: 3, AvailableReplicas: 2,
+		Generation: 3, ObservedGeneration: 2, Desired: 4, Updated: 8}); got != want {
 		t.Errorf("FromDaemonSet = %+v, want %+v", got, want)
+	}
+
+	// spec.replicas defaults to 1 in the API; an object read without
+	// defaulting must not be taken to want none.
+	d.Spec.Replicas, s.Spec.Replicas = nil, nil
+	if got := FromDeployment(d).Desired; got != 1 {
+		t.Errorf("FromDeployment without spec.replicas: Desired = %d, want 1", got)
+	}
+	if got := FromStatefulSet(s).Desired; got != 1 {
+		t.Errorf("FromStatefulSet without spec.replicas: Desired = %d, want 1", got)
 	}
 }
 
-func workloadEqual(a, b Workload) bool {
-	return a.Kind == b.Kind && a.Name == b.Name && a.Selector == b.Selector &&
-		a.Replicas == b.Replicas && a.ReadyReplicas == b.ReadyReplicas && a.AvailableReplicas == b.AvailableReplicas
+// done returns a workload of n replicas, all of them updated and available,
+// whose controller has seen its latest spec.
+func done(kind, name string, sel *metav1.LabelSelector, n int32) Workload {
+	return Workload{Kind: kind, Name: name, Selector: sel, Replicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		Generation: 1, ObservedGeneration: 1, Desired: n, Updated: n}
+}
+
+func rolledOutCond(status metav1.ConditionStatus, reason, message string, deployed int64) metav1.Condition {
+	return metav1.Condition{Type: "RolledOut", Status: status, Reason: reason, Message: message, ObservedGeneration: deployed}
 }
 
 func TestComputeStatus(t *testing.T) {
+	web := func(f func(w *Workload)) Workload {
+		w := done("Deployment", "web", selector("app", "web"), 3)
+		f(&w)
+		return w
+	}
 	cases := []struct {
 		name      string
-		gen       int64
+		deployed  int64
 		workloads []Workload
 		want      Status
 	}{{
-		name: "no workloads: zeros, empty selector",
-		gen:  4,
-		want: Status{ObservedGeneration: 4},
+		name:     "nothing deployed yet: Unknown, whatever the workloads",
+		deployed: 0,
+		workloads: []Workload{
+			done("Deployment", "web", selector("app", "web"), 2),
+			web(func(w *Workload) { w.Name, w.Updated = "api", 0 }),
+		},
+		want: Status{Replicas: 5, ReadyReplicas: 5, AvailableReplicas: 5, Selector: "app=web",
+			RolledOut: rolledOutCond("Unknown", "NothingDeployed", "no release is deployed yet", 0)},
 	}, {
-		name:      "one deployment",
-		gen:       1,
-		workloads: []Workload{{Kind: "Deployment", Name: "web", Selector: selector("app", "web"), Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}},
-		want:      Status{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 2, ObservedGeneration: 1, Selector: "app=web"},
+		name:     "nothing deployed yet, no workloads",
+		deployed: 0,
+		want:     Status{RolledOut: rolledOutCond("Unknown", "NothingDeployed", "no release is deployed yet", 0)},
+	}, {
+		name:     "no workloads: zeros, empty selector, rolled out",
+		deployed: 4,
+		want:     Status{RolledOut: rolledOutCond("True", "RolloutComplete", "0 workload(s) rolled out", 4)},
+	}, {
+		name:      "one deployment rolled out",
+		deployed:  1,
+		workloads: []Workload{done("Deployment", "web", selector("app", "web"), 3)},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=web",
+			RolledOut: rolledOutCond("True", "RolloutComplete", "1 workload(s) rolled out", 1)},
+	}, {
+		name:      "deployment's controller has not seen its new spec",
+		deployed:  2,
+		workloads: []Workload{web(func(w *Workload) { w.Generation = 2 })},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment web: its controller has not seen the new spec yet", 2)},
+	}, {
+		name:      "unseen spec is reported before the counts",
+		deployed:  2,
+		workloads: []Workload{web(func(w *Workload) { w.Generation, w.Updated, w.AvailableReplicas = 2, 0, 0 })},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 0, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment web: its controller has not seen the new spec yet", 2)},
+	}, {
+		name:      "fewer updated than desired",
+		deployed:  2,
+		workloads: []Workload{web(func(w *Workload) { w.Updated = 1 })},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment web: 1 of 3 replicas updated", 2)},
+	}, {
+		name:      "all updated, old replicas still running",
+		deployed:  2,
+		workloads: []Workload{web(func(w *Workload) { w.Replicas, w.ReadyReplicas, w.AvailableReplicas = 5, 5, 5 })},
+		want: Status{Replicas: 5, ReadyReplicas: 5, AvailableReplicas: 5, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment web: 2 old replicas still running", 2)},
+	}, {
+		name:      "all updated, fewer available than desired",
+		deployed:  2,
+		workloads: []Workload{web(func(w *Workload) { w.ReadyReplicas, w.AvailableReplicas = 2, 1 })},
+		want: Status{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment web: 1 of 3 replicas available", 2)},
+	}, {
+		name:     "scaled to zero: rolled out",
+		deployed: 3,
+		workloads: []Workload{
+			done("Deployment", "web", selector("app", "web"), 0),
+			done("StatefulSet", "db", selector("app", "db"), 0),
+		},
+		want: Status{Selector: "app=web", RolledOut: rolledOutCond("True", "RolloutComplete", "2 workload(s) rolled out", 3)},
+	}, {
+		name:     "several waiting: the first in primary order, the others counted",
+		deployed: 5,
+		workloads: []Workload{
+			{Kind: "DaemonSet", Name: "a-agent", Selector: selector("app", "agent"), Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 1,
+				Generation: 1, ObservedGeneration: 1, Desired: 2, Updated: 2},
+			done("Deployment", "z-web", selector("app", "web"), 2),
+			{Kind: "StatefulSet", Name: "a-db", Selector: selector("app", "db"), Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3,
+				Generation: 1, ObservedGeneration: 1, Desired: 3, Updated: 1},
+			{Kind: "Deployment", Name: "b-api", Selector: selector("app", "api"), Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+				Generation: 4, ObservedGeneration: 3, Desired: 1, Updated: 1},
+		},
+		want: Status{Replicas: 8, ReadyReplicas: 8, AvailableReplicas: 7, Selector: "app=api",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment b-api: its controller has not seen the new spec yet (and 2 more workload(s) rolling out)", 5)},
+	}, {
+		name:     "two waiting",
+		deployed: 5,
+		workloads: []Workload{
+			web(func(w *Workload) { w.Name, w.AvailableReplicas = "web-b", 0 }),
+			web(func(w *Workload) { w.Name, w.AvailableReplicas = "web-a", 2 }),
+		},
+		want: Status{Replicas: 6, ReadyReplicas: 6, AvailableReplicas: 2, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "Deployment web-a: 2 of 3 replicas available (and 1 more workload(s) rolling out)", 5)},
 	}, {
 		name:      "daemonset only",
-		gen:       2,
-		workloads: []Workload{{Kind: "DaemonSet", Name: "agent", Selector: selector("app", "agent"), Replicas: 5, ReadyReplicas: 4, AvailableReplicas: 3}},
-		want:      Status{Replicas: 5, ReadyReplicas: 4, AvailableReplicas: 3, ObservedGeneration: 2, Selector: "app=agent"},
+		deployed:  2,
+		workloads: []Workload{done("DaemonSet", "agent", selector("app", "agent"), 5)},
+		want: Status{Replicas: 5, ReadyReplicas: 5, AvailableReplicas: 5, Selector: "app=agent",
+			RolledOut: rolledOutCond("True", "RolloutComplete", "1 workload(s) rolled out", 2)},
 	}, {
-		name: "mixed kinds sum up, deployment is primary whatever the order",
-		gen:  7,
+		name:     "mixed kinds sum up, deployment is primary whatever the order",
+		deployed: 7,
 		workloads: []Workload{
-			{Kind: "DaemonSet", Name: "a-agent", Selector: selector("app", "agent"), Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2},
-			{Kind: "StatefulSet", Name: "a-db", Selector: selector("app", "db"), Replicas: 3, ReadyReplicas: 1, AvailableReplicas: 1},
-			{Kind: "Deployment", Name: "z-web", Selector: selector("app", "web", "tier", "front"), Replicas: 4, ReadyReplicas: 4, AvailableReplicas: 3},
+			done("DaemonSet", "a-agent", selector("app", "agent"), 2),
+			done("StatefulSet", "a-db", selector("app", "db"), 3),
+			done("Deployment", "z-web", selector("app", "web", "tier", "front"), 4),
 		},
-		want: Status{Replicas: 9, ReadyReplicas: 7, AvailableReplicas: 6, ObservedGeneration: 7, Selector: "app=web,tier=front"},
+		want: Status{Replicas: 9, ReadyReplicas: 9, AvailableReplicas: 9, Selector: "app=web,tier=front",
+			RolledOut: rolledOutCond("True", "RolloutComplete", "3 workload(s) rolled out", 7)},
 	}, {
-		name: "statefulset before daemonset",
-		gen:  1,
+		name:     "statefulset before daemonset",
+		deployed: 1,
 		workloads: []Workload{
-			{Kind: "DaemonSet", Name: "a", Selector: selector("app", "ds")},
-			{Kind: "StatefulSet", Name: "z", Selector: selector("app", "sts")},
+			done("DaemonSet", "a", selector("app", "ds"), 0),
+			done("StatefulSet", "z", selector("app", "sts"), 0),
 		},
-		want: Status{ObservedGeneration: 1, Selector: "app=sts"},
+		want: Status{Selector: "app=sts", RolledOut: rolledOutCond("True", "RolloutComplete", "2 workload(s) rolled out", 1)},
 	}, {
-		name: "same kind: first by name",
-		gen:  1,
+		name:     "same kind: first by name",
+		deployed: 1,
 		workloads: []Workload{
-			{Kind: "Deployment", Name: "web-b", Selector: selector("app", "b"), Replicas: 1},
-			{Kind: "Deployment", Name: "web-a", Selector: &metav1.LabelSelector{
+			done("Deployment", "web-b", selector("app", "b"), 1),
+			done("Deployment", "web-a", &metav1.LabelSelector{
 				MatchLabels:      map[string]string{"app": "a"},
 				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "track", Operator: metav1.LabelSelectorOpIn, Values: []string{"stable", "canary"}}},
-			}, Replicas: 2},
+			}, 2),
 		},
-		want: Status{Replicas: 3, ObservedGeneration: 1, Selector: "app=a,track in (canary,stable)"},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=a,track in (canary,stable)",
+			RolledOut: rolledOutCond("True", "RolloutComplete", "2 workload(s) rolled out", 1)},
 	}, {
 		name:      "primary without selector",
-		gen:       1,
-		workloads: []Workload{{Kind: "Deployment", Name: "web", Replicas: 1}},
-		want:      Status{Replicas: 1, ObservedGeneration: 1},
+		deployed:  1,
+		workloads: []Workload{done("Deployment", "web", nil, 1)},
+		want:      Status{Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, RolledOut: rolledOutCond("True", "RolloutComplete", "1 workload(s) rolled out", 1)},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ComputeStatus(tc.gen, tc.workloads); got != tc.want {
-				t.Fatalf("ComputeStatus = %+v, want %+v", got, tc.want)
+			if got := ComputeStatus(tc.deployed, tc.workloads); got != tc.want {
+				t.Fatalf("ComputeStatus =\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})
 	}
@@ -126,93 +232,219 @@ func crWithStatus(status map[string]interface{}) *unstructured.Unstructured {
 	return u
 }
 
-func TestStatusPatch(t *testing.T) {
-	desired := Status{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1, ObservedGeneration: 5, Selector: "app=web"}
-	current := func() map[string]interface{} {
-		return map[string]interface{}{
-			"conditions":         []interface{}{map[string]interface{}{"type": "Deployed", "status": "True"}},
-			"deployedRelease":    map[string]interface{}{"name": "pool-a"},
-			"replicas":           int64(3),
-			"readyReplicas":      int64(2),
-			"availableReplicas":  int64(1),
-			"observedGeneration": int64(5),
-			"selector":           "app=web",
-		}
+// upToDateStatus is a CR status in which the sidecar's fields hold
+// upToDateDesired, next to the manager's fields.
+func upToDateStatus() map[string]interface{} {
+	return map[string]interface{}{
+		"observedGeneration": int64(5),
+		"deployedRelease":    map[string]interface{}{"name": "pool-a"},
+		"conditions": []interface{}{
+			map[string]interface{}{"type": "Deployed", "status": "True", "reason": "UpgradeSuccessful", "lastTransitionTime": "2025-01-01T00:00:00Z"},
+			map[string]interface{}{"type": "Ready", "status": "False", "reason": "RollingOut", "observedGeneration": int64(5), "lastTransitionTime": "2025-01-01T00:00:00Z"},
+			map[string]interface{}{
+				"type": "RolledOut", "status": "True", "reason": "RolloutComplete", "message": "1 workload(s) rolled out",
+				"observedGeneration": int64(5), "lastTransitionTime": "2025-01-01T00:00:00Z",
+			},
+		},
+		"replicas":          int64(3),
+		"readyReplicas":     int64(2),
+		"availableReplicas": int64(1),
+		"selector":          "app=web",
+	}
+}
+
+var upToDateDesired = Status{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1, Selector: "app=web",
+	RolledOut: rolledOutCond("True", "RolloutComplete", "1 workload(s) rolled out", 5)}
+
+func TestDiffers(t *testing.T) {
+	withStatus := func(f func(s map[string]interface{})) map[string]interface{} {
+		s := upToDateStatus()
+		f(s)
+		return s
+	}
+	// withRolledOut changes the RolledOut condition of the status.
+	withRolledOut := func(field string, value interface{}) map[string]interface{} {
+		return withStatus(func(s map[string]interface{}) {
+			s["conditions"].([]interface{})[2].(map[string]interface{})[field] = value
+		})
+	}
+	desiredWith := func(f func(d *Status)) Status {
+		d := upToDateDesired
+		f(&d)
+		return d
 	}
 	cases := []struct {
 		name    string
 		status  map[string]interface{}
 		desired Status
-		want    string // "" means no patch
+		want    bool
 	}{{
 		name:    "no status at all",
 		status:  nil,
-		desired: desired,
-		want:    `{"status":{"availableReplicas":1,"observedGeneration":5,"readyReplicas":2,"replicas":3,"selector":"app=web"}}`,
+		desired: upToDateDesired,
+		want:    true,
 	}, {
-		name:    "only the helm-operator's fields",
-		status:  map[string]interface{}{"conditions": []interface{}{}, "deployedRelease": map[string]interface{}{"name": "pool-a", "manifest": "..."}},
-		desired: desired,
-		want:    `{"status":{"availableReplicas":1,"observedGeneration":5,"readyReplicas":2,"replicas":3,"selector":"app=web"}}`,
+		name: "only the manager's fields",
+		status: map[string]interface{}{
+			"observedGeneration": int64(5),
+			"conditions":         []interface{}{map[string]interface{}{"type": "Deployed", "status": "True"}},
+			"deployedRelease":    map[string]interface{}{"name": "pool-a", "manifest": "..."},
+		},
+		desired: upToDateDesired,
+		want:    true,
 	}, {
 		name:    "up to date",
-		status:  current(),
-		desired: desired,
-		want:    "",
+		status:  upToDateStatus(),
+		desired: upToDateDesired,
+		want:    false,
 	}, {
 		name: "up to date, numbers decoded as float64",
-		status: func() map[string]interface{} {
-			s := current()
-			s["replicas"], s["observedGeneration"] = float64(3), float64(5)
-			return s
-		}(),
-		desired: desired,
-		want:    "",
+		status: withStatus(func(s map[string]interface{}) {
+			s["replicas"], s["readyReplicas"], s["availableReplicas"] = float64(3), float64(2), float64(1)
+			s["conditions"].([]interface{})[2].(map[string]interface{})["observedGeneration"] = float64(5)
+		}),
+		desired: upToDateDesired,
+		want:    false,
+	}, {
+		name:   "lastTransitionTime alone is no difference",
+		status: withRolledOut("lastTransitionTime", "2031-06-07T08:09:10Z"),
+		desired: desiredWith(func(d *Status) {
+			d.RolledOut.LastTransitionTime = metav1.NewTime(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+		}),
+		want: false,
+	}, {
+		name: "the manager's fields are not compared",
+		status: withStatus(func(s map[string]interface{}) {
+			s["observedGeneration"] = int64(6)
+			s["conditions"] = s["conditions"].([]interface{})[2:]
+		}),
+		desired: upToDateDesired,
+		want:    false,
 	}, {
 		name:    "one field changed",
-		status:  current(),
-		desired: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 1, ObservedGeneration: 5, Selector: "app=web"},
-		want:    `{"status":{"readyReplicas":3}}`,
+		status:  upToDateStatus(),
+		desired: desiredWith(func(d *Status) { d.ReadyReplicas = 3 }),
+		want:    true,
 	}, {
-		name:    "new generation",
-		status:  current(),
-		desired: Status{Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1, ObservedGeneration: 6, Selector: "app=web"},
-		want:    `{"status":{"observedGeneration":6}}`,
+		name:    "selector changed",
+		status:  upToDateStatus(),
+		desired: desiredWith(func(d *Status) { d.Selector = "app=api" }),
+		want:    true,
 	}, {
-		name:    "workloads gone: zeros and empty selector are written, not omitted",
-		status:  current(),
-		desired: Status{ObservedGeneration: 5},
-		want:    `{"status":{"availableReplicas":0,"readyReplicas":0,"replicas":0,"selector":""}}`,
+		name:    "RolledOut status differs",
+		status:  withRolledOut("status", "False"),
+		desired: upToDateDesired,
+		want:    true,
 	}, {
-		name:    "zeros already present",
-		status:  map[string]interface{}{"replicas": int64(0), "readyReplicas": int64(0), "availableReplicas": int64(0), "observedGeneration": int64(1), "selector": ""},
-		desired: Status{ObservedGeneration: 1},
-		want:    "",
+		name:    "RolledOut reason differs",
+		status:  withRolledOut("reason", "RollingOut"),
+		desired: upToDateDesired,
+		want:    true,
 	}, {
-		name: "mistyped values are overwritten",
-		status: func() map[string]interface{} {
-			s := current()
-			s["replicas"], s["selector"] = "3", map[string]interface{}{"app": "web"}
-			return s
-		}(),
-		desired: desired,
-		want:    `{"status":{"replicas":3,"selector":"app=web"}}`,
+		name:    "RolledOut message differs",
+		status:  withRolledOut("message", "2 workload(s) rolled out"),
+		desired: upToDateDesired,
+		want:    true,
+	}, {
+		name:    "RolledOut observedGeneration differs",
+		status:  withRolledOut("observedGeneration", int64(4)),
+		desired: upToDateDesired,
+		want:    true,
+	}, {
+		name:    "RolledOut missing",
+		status:  withStatus(func(s map[string]interface{}) { s["conditions"] = s["conditions"].([]interface{})[:2] }),
+		desired: upToDateDesired,
+		want:    true,
+	}, {
+		name:    "workloads gone: zeros and empty selector differ from the old values",
+		status:  upToDateStatus(),
+		desired: desiredWith(func(d *Status) { d.Replicas, d.ReadyReplicas, d.AvailableReplicas, d.Selector = 0, 0, 0, "" }),
+		want:    true,
+	}, {
+		name: "zeros already present",
+		status: withStatus(func(s map[string]interface{}) {
+			s["replicas"], s["readyReplicas"], s["availableReplicas"], s["selector"] = int64(0), int64(0), int64(0), ""
+		}),
+		desired: desiredWith(func(d *Status) { d.Replicas, d.ReadyReplicas, d.AvailableReplicas, d.Selector = 0, 0, 0, "" }),
+		want:    false,
+	}, {
+		name:    "zeros absent",
+		status:  withStatus(func(s map[string]interface{}) { delete(s, "replicas") }),
+		desired: desiredWith(func(d *Status) { d.Replicas = 0 }),
+		want:    true,
+	}, {
+		name:    "mistyped count",
+		status:  withStatus(func(s map[string]interface{}) { s["replicas"] = "3" }),
+		desired: upToDateDesired,
+		want:    true,
+	}, {
+		name:    "mistyped selector",
+		status:  withStatus(func(s map[string]interface{}) { s["selector"] = map[string]interface{}{"app": "web"} }),
+		desired: upToDateDesired,
+		want:    true,
+	}, {
+		name:    "mistyped RolledOut",
+		status:  withRolledOut("observedGeneration", "5"),
+		desired: upToDateDesired,
+		want:    true,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := StatusPatch(crWithStatus(tc.status), tc.desired)
-			if err != nil {
-				t.Fatalf("StatusPatch: %v", err)
-			}
-			if tc.want == "" {
-				if got != nil {
-					t.Fatalf("StatusPatch = %s, want no patch", got)
-				}
-				return
-			}
-			if string(got) != tc.want {
-				t.Fatalf("StatusPatch = %s\nwant          %s", got, tc.want)
+			if got := differs(crWithStatus(tc.status), tc.desired); got != tc.want {
+				t.Fatalf("differs = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestApplyObject(t *testing.T) {
+	cr := crWithStatus(upToDateStatus())
+	cr.SetResourceVersion("42")
+	cr.SetUID("uid-a")
+	cr.SetGeneration(6)
+	cr.SetLabels(map[string]string{"shard": "a"})
+	cr.SetFinalizers([]string{"uninstall-helm-release"})
+	cr.Object["spec"] = map[string]interface{}{"replicaCount": int64(3)}
+	before := cr.DeepCopy()
+
+	desired := Status{Replicas: 4, ReadyReplicas: 3, AvailableReplicas: 2, Selector: "app=web",
+		RolledOut: rolledOutCond("False", "RollingOut", "Deployment web: 2 of 4 replicas available", 5)}
+	desired.RolledOut.LastTransitionTime = metav1.NewTime(time.Date(2025, 3, 4, 6, 7, 8, 0, time.FixedZone("UTC+1", 3600)))
+
+	got := applyObject(cr, desired)
+	want := map[string]interface{}{
+		"apiVersion": "tos.transwarp.io/v1alpha1",
+		"kind":       "WarpdrivePool",
+		"metadata":   map[string]interface{}{"name": "pool-a", "namespace": "ns1"},
+		"status": map[string]interface{}{
+			"replicas":          int64(4),
+			"readyReplicas":     int64(3),
+			"availableReplicas": int64(2),
+			"selector":          "app=web",
+			"conditions": []interface{}{map[string]interface{}{
+				"type":               "RolledOut",
+				"status":             "False",
+				"reason":             "RollingOut",
+				"message":            "Deployment web: 2 of 4 replicas available",
+				"observedGeneration": int64(5),
+				"lastTransitionTime": "2025-03-04T05:07:08Z",
+			}},
+		},
+	}
+	if !reflect.DeepEqual(got.Object, want) {
+		t.Fatalf("applyObject =\n%#v\nwant\n%#v", got.Object, want)
+	}
+	if !reflect.DeepEqual(cr, before) {
+		t.Fatalf("applyObject changed the CR:\n%#v\nwas\n%#v", cr.Object, before.Object)
+	}
+
+	// Zeros and an empty selector are applied, not omitted: applying without
+	// a field would give up its ownership and leave the old value.
+	got = applyObject(cr, Status{RolledOut: rolledOutCond("True", "RolloutComplete", "0 workload(s) rolled out", 5)})
+	st, _ := got.Object["status"].(map[string]interface{})
+	for field, want := range map[string]interface{}{"replicas": int64(0), "readyReplicas": int64(0), "availableReplicas": int64(0), "selector": ""} {
+		if v, ok := st[field]; !ok || v != want {
+			t.Errorf("status.%s = %#v (present %v), want %#v", field, v, ok, want)
+		}
 	}
 }
