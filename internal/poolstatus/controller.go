@@ -200,7 +200,7 @@ func (r *PoolReconciler) poolEvents() handler.EventHandler {
 // poolInputsChanged lets through the pool updates that can change the outcome of sync: a
 // new generation (capacity, ratio or class edited: conditions are re-evaluated at once),
 // new labels (the watches.yaml selector), the helm-operator's first report, Deployed
-// changing (ownership), deletion, and a status.pool that differs from the previous version
+// changing (ownership), the manager's observedGeneration (a new spec deployed), deletion, and a status.pool that differs from the previous version
 // (ours, which sync then finds equal and skips, or someone else's, which sync then repairs).
 func poolInputsChanged() predicate.Predicate {
 	return predicate.Funcs{
@@ -216,10 +216,16 @@ func poolInputsChanged() predicate.Predicate {
 				!reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 				helmOperatorReported(o) != helmOperatorReported(n) ||
 				deployed(o) != deployed(n) ||
+				observedGeneration(o) != observedGeneration(n) ||
 				(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
 				!reflect.DeepEqual(oldPool, newPool)
 		},
 	}
+}
+
+func observedGeneration(pool *unstructured.Unstructured) int64 {
+	g, _, _ := unstructured.NestedInt64(pool.Object, "status", "observedGeneration")
+	return g
 }
 
 // claimSource connects the books to the controller: on start it attaches the queue, so
@@ -295,6 +301,13 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 	// reconcile would make its final update conflict and cost another reconcile. Its
 	// report re-triggers this sync (poolInputsChanged).
 	if !helmOperatorReported(pool) {
+		return nil
+	}
+	// status.pool.observedGeneration means what status.observedGeneration means: the
+	// generation whose spec is deployed (docs/status.md). Until the manager has deployed a
+	// new spec, the books stay those of the deployed one; the manager's write of
+	// observedGeneration re-triggers this sync (poolInputsChanged).
+	if deployed, _, _ := unstructured.NestedInt64(pool.Object, "status", "observedGeneration"); deployed != pool.GetGeneration() {
 		return nil
 	}
 	spec, err := ParseSpec(pool)

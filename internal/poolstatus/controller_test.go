@@ -36,13 +36,26 @@ func pvc(uid, ns, class, size string, phase corev1.PersistentVolumeClaimPhase) *
 	}
 }
 
-// deployedPool is pool-a as the helm-operator leaves it after installing it.
+// deployedPool is pool-a as the manager leaves it after installing it.
 func deployedPool(spec map[string]any) *unstructured.Unstructured {
 	p := pool(spec)
 	p.Object["status"] = map[string]any{
-		"conditions": []any{map[string]any{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"}},
+		"conditions":         []any{map[string]any{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"}},
+		"observedGeneration": p.GetGeneration(),
 	}
 	return p
+}
+
+// markDeployed sets status.observedGeneration as the manager does once the spec of the
+// pool's generation is deployed: the books follow only a deployed spec.
+func markDeployed(t *testing.T, c client.Client, p *unstructured.Unstructured) {
+	t.Helper()
+	if err := unstructured.SetNestedField(p.Object, p.GetGeneration(), "status", "observedGeneration"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // storageClass is a StorageClass with the ownership annotations Helm gives the objects of
@@ -227,6 +240,10 @@ func TestSyncCapacityEditReevaluatesConditions(t *testing.T) {
 	if err := h.client.Update(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
+	if got = h.reconcile(t, r); poolField(got, "allocatable") != "10Gi" || poolField(got, "observedGeneration") != "1" {
+		t.Fatalf("before the manager deployed generation 2, the books changed: %v", got.Object["status"])
+	}
+	markDeployed(t, h.client, got)
 	got = h.reconcile(t, r)
 	if poolField(got, "allocatable") != "20Gi" || poolField(got, "available") != "8Gi" || poolField(got, "observedGeneration") != "2" ||
 		poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue ||
@@ -240,6 +257,7 @@ func TestSyncCapacityEditReevaluatesConditions(t *testing.T) {
 	if err := h.client.Update(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
+	markDeployed(t, h.client, got)
 	got = h.reconcile(t, r)
 	if poolCondition(t, got, ConditionOvercommitted).Status != metav1.ConditionFalse || poolField(got, "available") != "28Gi" {
 		t.Fatalf("after the capacity edit: %v", got.Object["status"])

@@ -29,7 +29,7 @@ func withConditions(conds ...map[string]any) *unstructured.Unstructured {
 	for _, c := range conds {
 		list = append(list, c)
 	}
-	p.Object["status"] = map[string]any{"conditions": list}
+	p.Object["status"] = map[string]any{"conditions": list, "observedGeneration": p.GetGeneration()}
 	return p
 }
 
