@@ -86,6 +86,23 @@ func TestStatusContract(t *testing.T) {
 	deployLog := recordObject(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, deployName)
 
 	c := &contractRun{t: t, stock: stock, cr: cr, deployName: deployName, chart: chart}
+	mode := map[bool]string{true: "stock", false: "ours"}[stock]
+	table := filepath.Join(filepath.Dir(env.Kubeconfig), "kstatus-"+mode+".tsv")
+	// A test that stops half-way still leaves the table of what it recorded (this runs before
+	// the recorders stop).
+	analyzed := false
+	t.Cleanup(func() {
+		if analyzed {
+			return
+		}
+		a := analyze(t, c, crLog.snapshot(), deployLog.snapshot())
+		if err := os.WriteFile(table, []byte(a.tsv()), 0o644); err == nil {
+			t.Logf("stopped half-way; the versions recorded so far are in %s", table)
+		}
+		for _, v := range a.violations {
+			t.Log("so far: " + v)
+		}
+	})
 
 	// (1) Install, and `kubectl wait` for it right after the apply.
 	c.step("create")
@@ -180,8 +197,7 @@ func TestStatusContract(t *testing.T) {
 	deployVersions := deployLog.stopAt(t, mustParseRV(t, d.ResourceVersion))
 
 	a := analyze(t, c, crVersions, deployVersions)
-	mode := map[bool]string{true: "stock", false: "ours"}[stock]
-	table := filepath.Join(filepath.Dir(env.Kubeconfig), "kstatus-"+mode+".tsv")
+	analyzed = true
 	if err := os.WriteFile(table, []byte(a.tsv()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -635,6 +651,13 @@ func (l *objectLog) add(typ watch.EventType, u *unstructured.Unstructured) {
 func (l *objectLog) stop() {
 	l.cancel()
 	<-l.done
+}
+
+// snapshot returns what the log has so far.
+func (l *objectLog) snapshot() []objectVersion {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]objectVersion(nil), l.versions...)
 }
 
 // stopAt waits until the log has a version at or after rv, stops it and returns what it has.
