@@ -85,6 +85,12 @@ test-security-stock: build helm-operator tools ## Run the attack suite against t
 	WARPDRIVE_SECURITY_OPERATOR=stock WARPDRIVE_SECURITY_REPORT=$(CLUSTER_DIR)/security-stock.tsv \
 		WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 30m -v ./test/security/ 2>&1 | tee $(CLUSTER_DIR)/security-stock.log
 
+.PHONY: test-status-stock
+test-status-stock: build helm-operator tools ## Record how kstatus reads the stock helm-operator's CRs through TestStatusContract's steps, in .cluster/kstatus-stock.tsv.
+	$(MAKE) cluster-up
+	WARPDRIVE_E2E_OPERATOR=stock WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) \
+		go test -count=1 -timeout 20m -v -run 'TestStatusContract$$' ./test/e2e/ 2>&1 | tee $(CLUSTER_DIR)/kstatus-stock.log
+
 # The fault suite (test/faults): crashes mid-operation, control-plane restarts, failover,
 # churn, at the sizes it must survive (100 CRs through 18 kills, 1000 churn cycles).
 # WARPDRIVE_FAULTS_HEAVY=1 runs larger ones (200 CRs through 30 kills, 5000 cycles).
