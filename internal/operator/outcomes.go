@@ -49,9 +49,17 @@ type outcome struct {
 	handledSet bool
 }
 
+// maxRequestEcho bounds the reconcile request echoed in status.lastHandledReconcileAt, as the
+// CRD's schema does: an annotation value may be 256 KiB, and an echo the schema refuses would
+// make every status write of the CR fail.
+const maxRequestEcho = 1024
+
 // handle records the reconcile request cr carries, if any, as handled.
 func (e *outcome) handle(cr client.Object) {
 	if v, ok := cr.GetAnnotations()[readiness.RequestAnnotation]; ok {
+		if len(v) > maxRequestEcho {
+			v = truncate(v, maxRequestEcho-len(" … "))
+		}
 		e.handled, e.handledSet = v, true
 	}
 }

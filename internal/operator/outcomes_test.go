@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,5 +95,18 @@ func TestManagerStatus(t *testing.T) {
 	cr.Object["status"] = status
 	if managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, metav1.Unix(2000, 0)).differs(cr) {
 		t.Error("an unchanged decision differs from the status it wrote: it would be written forever")
+	}
+}
+
+// A reconcile request longer than the status schema admits is echoed cut, so that the status
+// write still succeeds.
+func TestOutcomesBoundTheEchoedRequest(t *testing.T) {
+	o := newOutcomes()
+	cr := crAt(1, nil)
+	cr.SetAnnotations(map[string]string{readiness.RequestAnnotation: strings.Repeat("x", 300000)})
+	o.succeeded(cr)
+	got, _ := o.get(types.NamespacedName{Namespace: "ns", Name: "m"}, "uid-1")
+	if len(got.handled) > maxRequestEcho || !got.handledSet {
+		t.Errorf("echo of %d bytes, want at most %d", len(got.handled), maxRequestEcho)
 	}
 }
