@@ -18,7 +18,7 @@ COPY . .
 RUN set -eu; \
     export CGO_ENABLED=0 GOOS="${TARGETOS:-linux}" GOARCH="${TARGETARCH:-$(go env GOARCH)}"; \
     go build -trimpath -ldflags "-s -w" -o /out/manager ./cmd/manager; \
-    go build -trimpath -ldflags "-s -w" -o /out/sidecar ./sidecar
+    go build -trimpath -ldflags "-s -w" -o /out/sidecar ./cmd/sidecar
 
 # ---- runtime stage
 FROM gcr.io/distroless/static:nonroot

@@ -133,7 +133,7 @@ helm-operator: ## Build bin/helm-operator, the stock helm-operator (version pinn
 
 .PHONY: sidecar
 sidecar: ## Build bin/sidecar.
-	go build -o $(LOCALBIN)/sidecar ./sidecar
+	go build -o $(LOCALBIN)/sidecar ./cmd/sidecar
 
 .PHONY: run
 run: build ## Run the manager and the sidecar in the foreground against $KUBECONFIG.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,21 +19,17 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 )
 
 func main() {
 	var (
-		opts                                      operator.Options
-		metricsAddr, probeAddr, pprofAddr         string
-		leaderElect, secureMetrics                bool
-		leaderElectionID, leaderElectionNamespace string
-		signingKey                                string
+		opts       operator.Options
+		common     mgropts.Options
+		pprofAddr  string
+		signingKey string
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file.")
 	// The stock helm-operator re-renders and dry-runs every CR every minute, which costs CPU in
@@ -46,75 +41,52 @@ func main() {
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
 	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 10,
 		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (0 disables it).")
-	flag.BoolVar(&secureMetrics, "metrics-secure", false,
-		"Serve metrics over HTTPS, to clients the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview).")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (0 disables them).")
+	common.BindFlags(flag.CommandLine, mgropts.Flags{
+		MetricsAddr:                  ":8080",
+		MetricsAddrUsage:             "Address of the metrics endpoint (0 disables it).",
+		ProbeAddr:                    ":8081",
+		ProbeAddrUsage:               "Address of /healthz and /readyz (0 disables them).",
+		LeaderElectUsage:             "Elect a leader, so that only one replica reconciles.",
+		LeaderElectionID:             "warpdrive-operator.transwarp.io",
+		LeaderElectionNamespaceUsage: "Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).",
+	})
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (0 disables them).")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles.")
-	flag.StringVar(&leaderElectionID, "leader-election-id", "warpdrive-operator.transwarp.io", "Name of the leader election Lease.")
-	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
-		"Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).")
 	flag.StringVar(&signingKey, "release-signing-key", defaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	common.SetLogger()
 	log := ctrl.Log.WithName("setup")
-	opts.LeaderElection = leaderElect
+	opts.LeaderElection = common.LeaderElect
 	var err error
-	if opts.SigningKey, err = signingKeySecret(signingKey, leaderElectionNamespace); err != nil {
+	if opts.SigningKey, err = signingKeySecret(signingKey, common.LeaderElectionNamespace); err != nil {
 		log.Error(err, "locating the release signing key")
 		os.Exit(1)
 	}
 
-	metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
-	if secureMetrics {
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-	mgrOpts := ctrl.Options{
-		Cache: cache.Options{
-			// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
-			// a large part of every object (see stripUnread).
-			DefaultTransform: stripUnread,
-			// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
-			// releases through its own client): without a selector the cache would hold every
-			// Secret of the cluster, and with their data every release, chart included.
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {
-					Label:     labels.SelectorFromSet(labels.Set{"owner": "helm"}),
-					Transform: dropSecretData,
-				},
+	mgrOpts := common.Manager()
+	mgrOpts.PprofBindAddress = pprofAddr
+	mgrOpts.Cache = cache.Options{
+		// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
+		// a large part of every object (see stripUnread).
+		DefaultTransform: stripUnread,
+		// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
+		// releases through its own client): without a selector the cache would hold every
+		// Secret of the cluster, and with their data every release, chart included.
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {
+				Label:     labels.SelectorFromSet(labels.Set{"owner": "helm"}),
+				Transform: dropSecretData,
 			},
 		},
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        probeAddr,
-		PprofBindAddress:              pprofAddr,
-		LeaderElection:                leaderElect,
-		LeaderElectionID:              leaderElectionID,
-		LeaderElectionNamespace:       leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
 	}
-	// WATCH_NAMESPACE, as the stock helm-operator reads it: empty for all namespaces.
-	helmmgr.ConfigureWatchNamespaces(&mgrOpts, log)
-
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	mgr, err := mgropts.NewManager(mgrOpts, log)
 	if err != nil {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
 	}
 	if err := operator.Setup(mgr, opts); err != nil {
 		log.Error(err, "setting up the reconcilers")
-		os.Exit(1)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "adding the health check")
-		os.Exit(1)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "adding the ready check")
 		os.Exit(1)
 	}
 	log.Info("starting the manager")

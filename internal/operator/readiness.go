@@ -87,7 +87,8 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	return reconcile.Result{}, client.IgnoreNotFound(err)
 }
 
-// managerFields is the manager's part of a CR's status.
+// managerFields is the manager's part of a CR's status: the fields and conditions of
+// readiness.ManagerStatus.
 type managerFields struct {
 	observedGeneration int64
 	failures           int64
@@ -99,7 +100,7 @@ type managerFields struct {
 // managerStatus decides the manager's status of cr from its visit outcome o.
 func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time) managerFields {
 	conds := readiness.Conditions(cr)
-	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
+	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldObservedGeneration)
 	s := readiness.State{
 		Generation: cr.GetGeneration(),
 		Deployed:   max(observed, o.deployed),
@@ -118,7 +119,7 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time) ma
 	}
 	f.handled, f.handledSet = o.handled, o.handledSet
 	if !o.handledSet {
-		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", "lastHandledReconcileAt")
+		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", readiness.FieldLastHandledReconcileAt)
 	}
 	for _, c := range []metav1.Condition{d.Ready, d.Reconciling, d.Stalled} {
 		c.Message = truncate(c.Message, maxConditionMessage)
@@ -130,9 +131,9 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time) ma
 
 // differs reports whether cr's status says something else than f.
 func (f managerFields) differs(cr *unstructured.Unstructured) bool {
-	observed, found, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
-	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", "failures")
-	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", "lastHandledReconcileAt")
+	observed, found, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldObservedGeneration)
+	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldFailures)
+	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", readiness.FieldLastHandledReconcileAt)
 	if !found || observed != f.observedGeneration || failures != f.failures ||
 		handledSet != f.handledSet || handled != f.handled {
 		return true
@@ -158,12 +159,12 @@ func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.
 		conds = append(conds, m)
 	}
 	status := map[string]any{
-		"observedGeneration": f.observedGeneration,
-		"failures":           f.failures,
-		"conditions":         conds,
+		readiness.FieldObservedGeneration: f.observedGeneration,
+		readiness.FieldFailures:           f.failures,
+		"conditions":                      conds,
 	}
 	if f.handledSet {
-		status["lastHandledReconcileAt"] = f.handled
+		status[readiness.FieldLastHandledReconcileAt] = f.handled
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": cr.GetAPIVersion(),

@@ -52,10 +52,8 @@ func (w statusKeepingWriter) Update(ctx context.Context, obj client.Object, opts
 }
 
 // notHelmConditions are the condition types written by others: the manager's readiness
-// controller and the sidecar.
-var notHelmConditions = map[string]bool{
-	readiness.Ready: true, readiness.Reconciling: true, readiness.Stalled: true, readiness.RolledOut: true,
-}
+// controller and the sidecar (readiness.StatusOwners).
+var notHelmConditions = readiness.ConditionsOwnedByOthers(readiness.HelmFieldManager)
 
 // helmStatusApply is the apply configuration that makes the helm-operator's part of the CR's
 // status equal to that of u: its conditions (every type but the others') and deployedRelease.
@@ -73,8 +71,10 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 	}
 	boundMessages(conds)
 	fields := map[string]any{"conditions": conds}
-	if rel, ok := status["deployedRelease"]; ok && rel != nil {
-		fields["deployedRelease"] = rel
+	for _, f := range readiness.HelmStatus.Fields { // deployedRelease
+		if v, ok := status[f]; ok && v != nil {
+			fields[f] = v
+		}
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": u.GetAPIVersion(),

@@ -59,6 +59,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"transwarp.io/tos/warpdrive-operator/internal/enqueue"
 )
 
 // DefaultCoalesceDelay is how long a pool waits in the queue after an event before it is
@@ -175,26 +177,18 @@ func (r *PoolReconciler) poolsOfClass(_ context.Context, obj client.Object) []re
 // coalescing delay. A deleted pool leaves the index and is synced once more, which
 // forgets it.
 func (r *PoolReconciler) poolEvents() handler.EventHandler {
-	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, deleted bool) {
+	return enqueue.After(r.CoalesceDelay, func(obj client.Object, op enqueue.Op) []reconcile.Request {
+		if op != enqueue.Create && op != enqueue.UpdateNew && op != enqueue.Delete {
+			return nil // the new version of an update says all; generic events do not come from watches
+		}
 		key := client.ObjectKeyFromObject(obj)
 		class := ""
-		if u, ok := obj.(*unstructured.Unstructured); ok && !deleted {
+		if u, ok := obj.(*unstructured.Unstructured); ok && op != enqueue.Delete {
 			class = ClassOf(u)
 		}
 		r.Books.setPool(key, class)
-		q.AddAfter(reconcile.Request{NamespacedName: key}, r.CoalesceDelay)
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object, false)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.ObjectNew, false)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object, true)
-		},
-	}
+		return []reconcile.Request{{NamespacedName: key}}
+	})
 }
 
 // poolInputsChanged lets through the pool updates that can change the outcome of sync: a

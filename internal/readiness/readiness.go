@@ -39,7 +39,8 @@ const (
 	RequestAnnotation = "warpdrive.transwarp.io/reconcile-requested-at"
 )
 
-// Field managers of the server-side applies to a CR's status. Each owns disjoint fields.
+// Field managers of the server-side applies to a CR's status. Each owns disjoint fields,
+// declared in StatusOwners.
 const (
 	// HelmFieldManager owns helm-operator-plugins' conditions and status.deployedRelease.
 	HelmFieldManager = "warpdrive-helm"

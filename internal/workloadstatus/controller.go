@@ -44,7 +44,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -55,6 +54,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/enqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
@@ -159,29 +159,9 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // that a workload moving between CRs updates both) to requests and adds them
 // to the queue after r.CoalesceDelay; see DefaultCoalesceDelay.
 func (r *StatusReconciler) enqueueAfterDelay(mapFn func(client.Object) []reconcile.Request) handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
-		if obj == nil {
-			return
-		}
-		for _, req := range mapFn(obj) {
-			q.AddAfter(req, r.CoalesceDelay)
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.ObjectOld)
-			add(q, e.ObjectNew)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
-		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
-		},
-	}
+	return enqueue.After(r.CoalesceDelay, func(obj client.Object, _ enqueue.Op) []reconcile.Request {
+		return mapFn(obj)
+	})
 }
 
 // crInputsChanged lets through CR creations and the updates that can change

@@ -108,8 +108,8 @@ func (w Workload) rollout() string {
 	return ""
 }
 
-// Status holds the CR status fields the sidecar owns. Every other status
-// field belongs to the manager (docs/status.md).
+// Status holds the CR status fields the sidecar owns (readiness.SidecarStatus). Every
+// other status field belongs to the manager (docs/status.md).
 type Status struct {
 	Replicas          int32
 	ReadyReplicas     int32
@@ -123,12 +123,12 @@ type Status struct {
 	RolledOut metav1.Condition
 }
 
-// Names of the owned fields under .status.
+// Names of the owned fields under .status: readiness.SidecarStatus.
 const (
-	fieldReplicas          = "replicas"
-	fieldReadyReplicas     = "readyReplicas"
-	fieldAvailableReplicas = "availableReplicas"
-	fieldSelector          = "selector"
+	fieldReplicas          = readiness.FieldReplicas
+	fieldReadyReplicas     = readiness.FieldReadyReplicas
+	fieldAvailableReplicas = readiness.FieldAvailableReplicas
+	fieldSelector          = readiness.FieldSelector
 )
 
 // Reasons of the RolledOut condition.
@@ -239,7 +239,7 @@ func ownedStatusFields(cr *unstructured.Unstructured) [6]interface{} {
 	}
 	return [6]interface{}{
 		st[fieldReplicas], st[fieldReadyReplicas], st[fieldAvailableReplicas],
-		st["observedGeneration"], st[fieldSelector], rolledOut,
+		st[readiness.FieldObservedGeneration], st[fieldSelector], rolledOut,
 	}
 }
 

@@ -1,0 +1,67 @@
+// Command sidecar runs as a second container beside the helm-operator and
+// writes the live state of each CR's workloads (replicas, readyReplicas,
+// availableReplicas, selector and the RolledOut condition) into the CR's status, for
+// every kind listed in watches.yaml (see internal/workloadstatus), and keeps
+// the books of each WarpdrivePool's claims in status.pool (see
+// internal/poolstatus). internal/sidecar composes them.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
+	"transwarp.io/tos/warpdrive-operator/internal/sidecar"
+	"transwarp.io/tos/warpdrive-operator/internal/watches"
+)
+
+func main() {
+	var (
+		watchesFile string
+		common      mgropts.Options
+	)
+	flag.StringVar(&watchesFile, "watches-file", "./watches.yaml", "Path to the helm-operator's watches file; a status controller runs for each kind in it.")
+	common.BindFlags(flag.CommandLine, mgropts.Flags{
+		MetricsAddr:                  ":8082",
+		MetricsAddrUsage:             "Address the metrics endpoint binds to; \"0\" disables it.",
+		ProbeAddr:                    ":8083",
+		ProbeAddrUsage:               "Address the /healthz and /readyz probes bind to.",
+		LeaderElectUsage:             "Elect a leader through a Lease so that only one replica writes status.",
+		LeaderElectionID:             "warpdrive-sidecar.transwarp.io",
+		LeaderElectionNamespaceUsage: "Namespace of the leader election Lease; defaults to the pod's namespace in-cluster.",
+	})
+	flag.Parse()
+	common.SetLogger()
+	log := ctrl.Log.WithName("setup")
+
+	ws, err := watches.Load(watchesFile)
+	if err != nil {
+		log.Error(err, "Unable to load watches")
+		os.Exit(1)
+	}
+	opts := sidecar.Options{Watches: ws}
+
+	mgrOpts := common.Manager()
+	if err := sidecar.ManagerOptions(&mgrOpts, opts); err != nil {
+		log.Error(err, "Unable to build the manager options")
+		os.Exit(1)
+	}
+	mgr, err := mgropts.NewManager(mgrOpts, log)
+	if err != nil {
+		log.Error(err, "Unable to create manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := sidecar.Setup(ctx, mgr, opts); err != nil {
+		log.Error(err, "Unable to set up controllers")
+		os.Exit(1)
+	}
+
+	log.Info("Starting manager", "kinds", len(ws), "leaderElection", common.LeaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "Manager exited with an error")
+		os.Exit(1)
+	}
+}

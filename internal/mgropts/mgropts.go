@@ -1,0 +1,114 @@
+// Package mgropts holds what the two processes, cmd/manager and cmd/sidecar, set up alike
+// around their controller-runtime manager: the flags of the metrics endpoint, the health
+// probes, leader election and logging; the manager options built from them; and the
+// manager itself, with its health checks and the namespaces it watches.
+//
+// Each process keeps its own defaults and help texts for these flags (both run in one pod,
+// so their ports and Leases differ), and adds its own cache options and controllers.
+package mgropts
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Leader election keeps a Lease (client-go's LeaseLock reads, creates and updates it;
+// releasing it on exit is an update) and records its transitions as Events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// --metrics-secure checks each scraper's token and its right to GET /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Options are the manager settings both processes take from their command line.
+type Options struct {
+	MetricsAddr             string
+	SecureMetrics           bool
+	ProbeAddr               string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	Zap                     zap.Options
+}
+
+// Flags is what differs between the two processes in the shared flags: the defaults, and
+// the help texts each process has always printed. The flag names, and the help texts not
+// listed here, are the same in both.
+type Flags struct {
+	MetricsAddr, MetricsAddrUsage string
+	ProbeAddr, ProbeAddrUsage     string
+	LeaderElectUsage              string
+	LeaderElectionID              string
+	LeaderElectionNamespaceUsage  string
+}
+
+// BindFlags registers the shared flags on fs, the logger's (zap's) included.
+func (o *Options) BindFlags(fs *flag.FlagSet, f Flags) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", f.MetricsAddr, f.MetricsAddrUsage)
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", false,
+		"Serve metrics over HTTPS, to clients the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview).")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", f.ProbeAddr, f.ProbeAddrUsage)
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, f.LeaderElectUsage)
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", f.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", f.LeaderElectionNamespaceUsage)
+	o.Zap.BindFlags(fs)
+}
+
+// SetLogger makes the logger the flags describe controller-runtime's (ctrl.Log).
+func (o *Options) SetLogger() {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
+}
+
+// Manager returns the manager options of the flags; the caller adds its cache options.
+//
+// Metrics: with --metrics-secure only clients the apiserver authenticates and authorizes
+// may read them; in the pod both processes' endpoints are reachable from the whole cluster
+// network, and metrics name every CR and namespace.
+//
+// Leader election: controllers start on the leader only, so a standby replica writes
+// nothing; its cache may still warm up. Releasing the Lease on exit lets a standby take
+// over without waiting for the Lease to expire; this is safe because both processes end
+// right after their manager stops.
+func (o *Options) Manager() ctrl.Options {
+	metrics := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.SecureMetrics}
+	if o.SecureMetrics {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return ctrl.Options{
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
+		LeaderElectionReleaseOnCancel: true,
+	}
+}
+
+// NewManager creates the manager of opts against the cluster of the kubeconfig (or the
+// pod's), watching the namespaces of WATCH_NAMESPACE as the stock helm-operator reads it
+// (empty: all), with /healthz and /readyz checks that answer while the process runs.
+func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
+	helmmgr.ConfigureWatchNamespaces(&opts, log)
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the ready check: %w", err)
+	}
+	return mgr, nil
+}

@@ -1,0 +1,38 @@
+package mgropts
+
+import (
+	"flag"
+	"testing"
+)
+
+// The flags give the manager options both processes rely on: metrics behind authentication
+// with --metrics-secure, a Lease released on exit.
+func TestManagerOptionsFromFlags(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.BindFlags(fs, Flags{MetricsAddr: ":1", ProbeAddr: ":2", LeaderElectionID: "lease"})
+	if err := fs.Parse([]string{"--metrics-secure", "--leader-elect", "--leader-election-namespace=ns"}); err != nil {
+		t.Fatal(err)
+	}
+	m := o.Manager()
+	if m.Metrics.BindAddress != ":1" || !m.Metrics.SecureServing || m.Metrics.FilterProvider == nil {
+		t.Errorf("metrics options %+v", m.Metrics)
+	}
+	if m.HealthProbeBindAddress != ":2" {
+		t.Errorf("probe address %q", m.HealthProbeBindAddress)
+	}
+	if !m.LeaderElection || m.LeaderElectionID != "lease" || m.LeaderElectionNamespace != "ns" ||
+		!m.LeaderElectionReleaseOnCancel || m.LeaderElectionResourceLock != "leases" {
+		t.Errorf("leader election options %+v", m)
+	}
+
+	o = Options{}
+	fs = flag.NewFlagSet("test", flag.ContinueOnError)
+	o.BindFlags(fs, Flags{})
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := o.Manager(); m.Metrics.FilterProvider != nil || m.LeaderElection {
+		t.Errorf("defaults: %+v", m)
+	}
+}

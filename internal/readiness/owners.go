@@ -1,0 +1,97 @@
+package readiness
+
+// Names of the fields under a CR's status, by owner (see StatusOwners).
+const (
+	FieldDeployedRelease = "deployedRelease"
+
+	FieldObservedGeneration     = "observedGeneration"
+	FieldFailures               = "failures"
+	FieldLastHandledReconcileAt = "lastHandledReconcileAt"
+
+	FieldReplicas          = "replicas"
+	FieldReadyReplicas     = "readyReplicas"
+	FieldAvailableReplicas = "availableReplicas"
+	// FieldSelector is the primary workload's selector, which the CRDs' scale subresource
+	// reads (labelSelectorPath .status.selector).
+	FieldSelector = "selector"
+
+	FieldPool = "pool"
+)
+
+// Processes that write a CR's status.
+const (
+	ProcessManager = "manager"
+	ProcessSidecar = "sidecar"
+)
+
+// StatusOwner is the part of a CR's status that one writer owns: top-level fields under
+// status, and condition types in status.conditions (a list keyed by type, so each entry
+// has its own owner).
+//
+// Why one declaration: three writers apply the status side by side, each with only its own
+// fields, so that none erases or overwrites another's. That holds only while no two of them
+// claim the same field or condition type; StatusOwners is where a new field gets its owner,
+// a test checks that the sets do not overlap and match docs/status.md, and the writers'
+// tests check that each applies its set and nothing else.
+type StatusOwner struct {
+	// FieldManager names the writer's server-side applies; "" for a writer that does not
+	// apply.
+	FieldManager string
+	// Process is the binary the writer runs in: ProcessManager or ProcessSidecar.
+	Process    string
+	Fields     []string
+	Conditions []string
+}
+
+// The writers of a CR's status.
+var (
+	// HelmStatus is helm-operator-plugins' reconciler in the manager, whose status update
+	// internal/operator turns into an apply. Its conditions are those helm-operator-plugins
+	// writes, and ReleaseRecordRefused (internal/operator's signed release records): it
+	// applies every condition type the other owners do not.
+	HelmStatus = StatusOwner{
+		FieldManager: HelmFieldManager,
+		Process:      ProcessManager,
+		Fields:       []string{FieldDeployedRelease},
+		Conditions:   []string{"Initialized", "Deployed", "ReleaseFailed", "Irreconcilable", Paused, "ReleaseRecordRefused"},
+	}
+	// ManagerStatus is the manager's readiness controller: the outcome of Decide.
+	ManagerStatus = StatusOwner{
+		FieldManager: ManagerFieldManager,
+		Process:      ProcessManager,
+		Fields:       []string{FieldObservedGeneration, FieldFailures, FieldLastHandledReconcileAt},
+		Conditions:   []string{Ready, Reconciling, Stalled},
+	}
+	// SidecarStatus is the sidecar's workload status controller (internal/workloadstatus).
+	SidecarStatus = StatusOwner{
+		FieldManager: SidecarFieldManager,
+		Process:      ProcessSidecar,
+		Fields:       []string{FieldReplicas, FieldReadyReplicas, FieldAvailableReplicas, FieldSelector},
+		Conditions:   []string{RolledOut},
+	}
+	// PoolBooks is the sidecar's pool bookkeeping (internal/poolstatus). It writes
+	// status.pool of a WarpdrivePool whole, with a JSON merge patch rather than an apply, and
+	// keeps its conditions inside it.
+	PoolBooks = StatusOwner{
+		Process: ProcessSidecar,
+		Fields:  []string{FieldPool},
+	}
+)
+
+// StatusOwners are all the writers of a CR's status.
+var StatusOwners = []StatusOwner{HelmStatus, ManagerStatus, SidecarStatus, PoolBooks}
+
+// ConditionsOwnedByOthers are the condition types that the owners other than the one of
+// fieldManager own.
+func ConditionsOwnedByOthers(fieldManager string) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range StatusOwners {
+		if o.FieldManager == fieldManager {
+			continue
+		}
+		for _, c := range o.Conditions {
+			out[c] = true
+		}
+	}
+	return out
+}

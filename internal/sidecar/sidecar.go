@@ -1,0 +1,89 @@
+// Package sidecar composes the sidecar process (cmd/sidecar): for every kind in
+// watches.yaml, a status controller that writes the live state of each CR's workloads into
+// the CR's status (internal/workloadstatus), and for the pool kind the books of each
+// WarpdrivePool's claims (internal/poolstatus). It is to the sidecar what internal/operator
+// is to the manager.
+package sidecar
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/poolstatus"
+	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/workloadstatus"
+)
+
+// Options configures the sidecar.
+type Options struct {
+	// Watches are the kinds of the helm-operator's watches file; a status controller runs
+	// for each.
+	Watches []watches.Watch
+}
+
+// ManagerOptions completes mgrOpts with the scheme, cache and client options the sidecar's
+// controllers need; it must be called before the manager is created.
+//
+// The cache keeps of each object only what the controllers read (see
+// workloadstatus.CacheOptions and poolstatus.CacheOptions), and no managed fields.
+// controller-runtime reads unstructured objects straight from the API server unless told
+// otherwise; the CRs are read on every sync, so they are served from the (trimmed) cache
+// too.
+func ManagerOptions(mgrOpts *ctrl.Options, opts Options) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("building the scheme: %w", err)
+	}
+	gvks := make([]schema.GroupVersionKind, 0, len(opts.Watches))
+	for _, w := range opts.Watches {
+		gvks = append(gvks, w.GroupVersionKind())
+	}
+	mgrOpts.Scheme = scheme
+	mgrOpts.Cache = cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         poolstatus.CacheOptions(workloadstatus.CacheOptions(gvks), poolstatus.PoolKind),
+	}
+	mgrOpts.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+	return nil
+}
+
+// Setup registers on mgr the workload index and one status controller per watched kind,
+// and the pool bookkeeping for the pool kind.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	log := ctrl.Log.WithName("setup")
+	gks := make([]schema.GroupKind, 0, len(opts.Watches))
+	for _, w := range opts.Watches {
+		gks = append(gks, w.GroupVersionKind().GroupKind())
+	}
+	kinds := workloadstatus.NewKindSet(gks...)
+	if err := workloadstatus.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	for _, w := range opts.Watches {
+		r := &workloadstatus.StatusReconciler{
+			Client:   mgr.GetClient(),
+			Live:     mgr.GetAPIReader(),
+			GVK:      w.GroupVersionKind(),
+			Kinds:    kinds,
+			Selector: w.Selector,
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("status controller for %s: %w", w.GroupVersionKind(), err)
+		}
+		log.Info("Configured status controller", "gvk", w.GroupVersionKind(), "chart", w.Chart)
+		if w.GroupVersionKind().GroupKind() == poolstatus.PoolKind {
+			if err := poolstatus.Setup(ctx, mgr, w.GroupVersionKind(), w.Selector); err != nil {
+				return fmt.Errorf("pool bookkeeping for %s: %w", w.GroupVersionKind(), err)
+			}
+			log.Info("Configured pool bookkeeping", "gvk", w.GroupVersionKind())
+		}
+	}
+	return nil
+}
