@@ -157,16 +157,33 @@ func (g *generator) splice(path, indent, region string) error {
 // region (whole lines, each already indented).
 func Splice(content, indent, region string) (string, error) {
 	begin, end := indent+Begin+"\n", indent+End+"\n"
-	i := strings.Index(content, begin)
+	i := lineIndex(content, begin, 0)
 	if i < 0 {
 		return "", fmt.Errorf("no line %q to mark the generated region", strings.TrimSpace(begin))
 	}
-	j := strings.Index(content[i+len(begin):], end)
+	from := i + len(begin)
+	j := lineIndex(content, end, from)
 	if j < 0 {
 		return "", fmt.Errorf("no line %q after the BEGIN line", strings.TrimSpace(end))
 	}
-	j += i + len(begin)
-	return content[:i+len(begin)] + region + content[j:], nil
+	return content[:from] + region + content[j:], nil
+}
+
+// lineIndex is the index of the first whole line equal to line (with its newline) in content
+// at or after from, or -1.
+func lineIndex(content, line string, from int) int {
+	for i := from; i <= len(content); {
+		j := strings.Index(content[i:], line)
+		if j < 0 {
+			return -1
+		}
+		j += i
+		if j == 0 || content[j-1] == '\n' {
+			return j
+		}
+		i = j + 1
+	}
+	return -1
 }
 
 func (g *generator) crdKustomization() error {
