@@ -39,8 +39,9 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRDs in config/crd/bases from each chart's values.schema.json.
+manifests: ## Generate from watches.yaml and the charts the CRDs and every file that lists the kinds (config/, PROJECT).
 	go run ./hack/crdgen -watches watches.yaml -charts helm-charts -out config/crd/bases
+	go run ./hack/kindgen
 
 .PHONY: fmt
 fmt: ## Run go fmt.

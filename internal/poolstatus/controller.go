@@ -72,8 +72,9 @@ import (
 const DefaultCoalesceDelay = 200 * time.Millisecond
 
 // Claims are read cluster-wide; Events are recorded on the pools; pools are read and
-// their status patched (the status rule is also in internal/workloadstatus); StorageClasses
-// are watched, as metadata, for the ownership annotations that say whose books they are.
+// their status patched (make manifests adds the verbs on pools to the manager role's
+// generated rules on them); StorageClasses are watched, as metadata, for the ownership
+// annotations that say whose books they are.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

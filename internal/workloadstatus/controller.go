@@ -75,19 +75,10 @@ const DefaultCoalesceDelay = 200 * time.Millisecond
 // so that their changes reach the CRs.
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 
-// CR reads and status writes. The kinds come from watches.yaml at run time,
-// so they cannot be derived from code: they are listed by hand and must be
-// kept in step with watches.yaml. Only the status subresource is patched.
-// +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=tos.transwarp.io,resources=warpdrivepools/status,verbs=patch
-// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=appservices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=appcontroller.k8s.io,resources=appservices/status,verbs=patch
-// +kubebuilder:rbac:groups=extension.k8s.io,resources=uniteddeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=extension.k8s.io,resources=uniteddeployments/status,verbs=patch
-// +kubebuilder:rbac:groups=webapp.tutorial.kubebuilder.io,resources=guestbooks,verbs=get;list;watch
-// +kubebuilder:rbac:groups=webapp.tutorial.kubebuilder.io,resources=guestbooks/status,verbs=patch
-// +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=patch
+// CR reads and status writes (get, list and watch; patch on the status subresource) need
+// no markers: the kinds come from watches.yaml at run time, and make manifests
+// (internal/kindgen) generates the manager role's rules on every kind of watches.yaml, which
+// include these verbs.
 
 // StatusReconciler keeps the owned status fields of one CR kind in step with
 // the workloads of each CR's Helm release.

@@ -28,7 +28,6 @@ package argocd
 import (
 	"bufio"
 	"bytes"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -39,14 +38,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
-
-var update = flag.Bool("update", false, "rewrite config/argocd/argocd-cm.yaml from health.lua and watches.yaml")
 
 // fixture is one file of testdata.
 type fixture struct {
@@ -96,15 +93,15 @@ func readFixture(path string) (*fixture, error) {
 }
 
 // loadKinds returns the kinds of watches.yaml keyed by Argo CD's "<group>_<Kind>".
-func loadKinds(t *testing.T) map[string]watches.Watch {
+func loadKinds(t *testing.T) map[string]schema.GroupVersionKind {
 	t.Helper()
-	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "watches.yaml"))
+	ks, err := framework.Kinds()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := make(map[string]watches.Watch, len(ws))
-	for _, w := range ws {
-		kinds[w.Group+"_"+w.Kind] = w
+	kinds := make(map[string]schema.GroupVersionKind, len(ks))
+	for _, k := range ks {
+		kinds[k.GVK.Group+"_"+k.GVK.Kind] = k.GVK
 	}
 	return kinds
 }
@@ -140,7 +137,7 @@ func TestHealth(t *testing.T) {
 				t.Fatal(err)
 			}
 			gvk := f.obj.GroupVersionKind()
-			if w, ok := kinds[gvk.Group+"_"+gvk.Kind]; !ok || w.GroupVersionKind() != gvk {
+			if w, ok := kinds[gvk.Group+"_"+gvk.Kind]; !ok || w != gvk {
 				t.Fatalf("the fixture is a %s, not a kind of watches.yaml", gvk)
 			}
 
@@ -152,7 +149,7 @@ func TestHealth(t *testing.T) {
 					t.Fatalf("argocd-cm.yaml has a health check for %s, not a kind of watches.yaml", key)
 				}
 				obj := f.obj.DeepCopy()
-				obj.SetGroupVersionKind(w.GroupVersionKind())
+				obj.SetGroupVersionKind(w)
 				h, m, err := framework.ArgoHealth(scripts[key], obj)
 				if err != nil {
 					t.Fatalf("%s: %v", key, err)
@@ -229,16 +226,10 @@ func readHealthLua(t *testing.T) string {
 // TestConfigMap checks config/argocd/argocd-cm.yaml, the patch users apply: it is a patch of
 // argocd-cm in namespace argocd with exactly one health check per kind of watches.yaml (a
 // kind without one would get no health at all, since Argo CD has none for custom resources),
-// and every check is health.lua byte for byte. With -update it first rewrites the file from
-// health.lua and watches.yaml.
+// and every check is health.lua byte for byte. make manifests (internal/kindgen) writes it.
 func TestConfigMap(t *testing.T) {
 	script := readHealthLua(t)
 	path := filepath.Join(framework.RepoRoot(), "config", "argocd", "argocd-cm.yaml")
-	if *update {
-		if err := os.WriteFile(path, configMap(t, script), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -267,38 +258,7 @@ func TestConfigMap(t *testing.T) {
 			t.Errorf("argocd-cm.yaml has %s%s, not a kind of watches.yaml", framework.ArgoHealthKeyPrefix, key)
 		}
 		if s != script {
-			t.Errorf("%s%s differs from health.lua: run go test ./test/argocd/ -run TestConfigMap -update", framework.ArgoHealthKeyPrefix, key)
+			t.Errorf("%s%s differs from health.lua: run make manifests", framework.ArgoHealthKeyPrefix, key)
 		}
 	}
-}
-
-// configMap renders argocd-cm.yaml: each kind's entry, in the order of watches.yaml, is script
-// as a YAML literal block, which keeps it byte for byte (TestConfigMap checks that it does).
-func configMap(t *testing.T, script string) []byte {
-	t.Helper()
-	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "watches.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	b.WriteString(`# Argo CD health checks for the warpdrive-operator's custom resources: a patch of Argo CD's
-# argocd-cm (see README.md). Every entry is health.lua: edit that file, not this one, then run
-# go test ./test/argocd/ -run TestConfigMap -update
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: argocd-cm
-  namespace: argocd
-data:
-`)
-	for _, w := range ws {
-		fmt.Fprintf(&b, "  %s%s_%s: |\n", framework.ArgoHealthKeyPrefix, w.Group, w.Kind)
-		for _, line := range strings.SplitAfter(script, "\n") {
-			if strings.TrimSpace(line) != "" {
-				b.WriteString("    ")
-			}
-			b.WriteString(line)
-		}
-	}
-	return b.Bytes()
 }

@@ -24,7 +24,7 @@ import (
 // kind is what the suite needs to know of one CR kind: how to write a spec of n replicas and
 // which workload its chart renders.
 type kind struct {
-	gvk           schema.GroupVersionKind
+	gvk           schema.GroupVersionKind // from watches.yaml (framework.GVK)
 	replicasField string
 	minReplicas   int64
 	spec          func(ns, name string) map[string]any
@@ -43,31 +43,31 @@ func specName(field string) func(cr *unstructured.Unstructured) (string, string)
 
 var (
 	appService = kind{
-		gvk:           schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"},
+		gvk:           framework.GVK("AppService"),
 		replicasField: "replicas",
 		spec:          func(_, name string) map[string]any { return map[string]any{"deploymentName": name + "-app"} },
 		workload:      specName("deploymentName"),
 	}
 	unitedDeployment = kind{
-		gvk:           schema.GroupVersionKind{Group: "extension.k8s.io", Version: "v1", Kind: "UnitedDeployment"},
+		gvk:           framework.GVK("UnitedDeployment"),
 		replicasField: "replicas",
 		spec:          func(_, name string) map[string]any { return map[string]any{"deploymentName": name + "-ud"} },
 		workload:      specName("deploymentName"),
 	}
 	guestbook = kind{
-		gvk:           schema.GroupVersionKind{Group: "webapp.tutorial.kubebuilder.io", Version: "v1", Kind: "Guestbook"},
+		gvk:           framework.GVK("Guestbook"),
 		replicasField: "replicas",
 		spec:          func(string, string) map[string]any { return map[string]any{} },
 		workload:      byName,
 	}
 	memcached = kind{
-		gvk:           schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"},
+		gvk:           framework.GVK("Memcached"),
 		replicasField: "size",
 		spec:          func(string, string) map[string]any { return map[string]any{} },
 		workload:      byName,
 	}
 	pool = kind{
-		gvk:           schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"},
+		gvk:           framework.GVK("WarpdrivePool"),
 		replicasField: "replicas",
 		minReplicas:   1,
 		spec: func(ns, name string) map[string]any {

@@ -13,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
 )
 
 // ArgoHealthKeyPrefix starts every argocd-cm key that holds a custom health check; the rest
-// of the key is "<group>_<Kind>".
-const ArgoHealthKeyPrefix = "resource.customizations.health."
+// of the key is "<group>_<Kind>". make manifests writes the keys (internal/kindgen).
+const ArgoHealthKeyPrefix = kindgen.ArgoHealthKeyPrefix
 
 // argoHealthStatuses are the health codes Argo CD accepts from a script; it reports any other
 // value as Unknown.
