@@ -91,7 +91,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	locks := newKeyedMutex() // one release name, across kinds: see releaseguard.go
 	for i, w := range ws {
-		actionClients, err := newActionClientGetter(configs, policies[i].hooks)
+		engine, err := newHelmEngine(configs, policies[i].hooks)
 		if err != nil {
 			return err
 		}
@@ -102,15 +102,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if w.MaxConcurrentReconciles != nil {
 			concurrency = *w.MaxConcurrentReconciles
 		}
-		// The reconciler's own recorder name, so that these Events share its source.
-		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
-		getter := newReleaseGuard(actionClients, w.Chart, locks)
-		getter = withPendingRepair(getter, recorder, ops)
-		getter = withOrphanSweep(getter, recorder)
-		getter = withReleaseEvents(getter, recorder)
-		getter = withRecordReport(getter, recorder, cl)
 		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
-		getter = withOutcomes(getter, outcomes)
+		getter := pipeline{chart: w.Chart, locks: locks, ops: ops, status: cl, outcomes: outcomes,
+			// The reconciler's own recorder name, so that these Events share its source.
+			recorder: mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller"),
+		}.build(engine)
 		selector, err := metav1.LabelSelectorAsSelector(w.Selector)
 		if err != nil {
 			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)

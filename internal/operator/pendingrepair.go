@@ -83,8 +83,6 @@ func newOperations() *operations {
 	return &operations{running: map[string]int{}, ours: map[string]bool{}}
 }
 
-func releaseKey(namespace, name string) string { return namespace + "/" + name }
-
 // elected records that this process leads from now on.
 func (o *operations) elected(at time.Time) {
 	o.mu.Lock()
