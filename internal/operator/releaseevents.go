@@ -13,13 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// helm-operator-plugins' reconciler (v0.9.1) reports a failed install, upgrade, uninstall or
-// drift repair only in the CR's status conditions (ReleaseFailed, Irreconcilable): it records
-// no Event (its recorder is used for overridden values only). `kubectl describe` and `kubectl
-// get events`, where users and alerting look first, showed nothing. releaseEvents records a
-// Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
-// aggregates repeats of the same failure into one Event with a count.
-
 // withReleaseEvents hands out action clients that record failed operations as Events.
 func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
@@ -27,6 +20,14 @@ func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.Eve
 	})
 }
 
+// eventingClient is the release events layer, over the orphan sweep (see pipeline.go).
+//
+// helm-operator-plugins' reconciler (v0.9.1) reports a failed install, upgrade, uninstall or
+// drift repair only in the CR's status conditions (ReleaseFailed, Irreconcilable): it records
+// no Event (its recorder is used for overridden values only). `kubectl describe` and `kubectl
+// get events`, where users and alerting look first, showed nothing. eventingClient records a
+// Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
+// aggregates repeats of the same failure into one Event with a count.
 type eventingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
