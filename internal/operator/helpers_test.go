@@ -19,7 +19,8 @@ import (
 // gives (get, install, upgrade, dry-run upgrade, uninstall, reconcile). The calls that would
 // change the release (all but Get) are recorded in calls, failed or not. Config returns cfg.
 type fakeActions struct {
-	helmclient.ActionInterface // History is not faked
+	helmclient.ActionInterface // nil: History is not faked
+
 	rel   *release.Release
 	errs  map[string]error
 	cfg   *action.Configuration

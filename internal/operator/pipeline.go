@@ -65,6 +65,9 @@ import (
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
+//
+// The tests in pipeline_test.go build this chain over a fake engine and check the order,
+// and that the guard refuses another chart's release before the layers over it act.
 type pipeline struct {
 	chart    *chart.Chart
 	locks    *keyedMutex          // one lock per release name, shared by every kind

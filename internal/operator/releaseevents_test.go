@@ -62,7 +62,7 @@ func TestReleaseEventsNotFoundIsQuiet(t *testing.T) {
 // An error quoting a huge value gives an Event of bounded size that still says what failed
 // and why, cut between characters.
 func TestReleaseEventsBoundedMessage(t *testing.T) {
-	c, rec := eventing(t, failing(errors.New("Invalid value: \"" + strings.Repeat("é", 4096) + "\": must be no more than 63 bytes"), nil))
+	c, rec := eventing(t, failing(errors.New("Invalid value: \""+strings.Repeat("é", 4096)+"\": must be no more than 63 bytes"), nil))
 	_, _ = c.Install("x", "team-a", nil, nil)
 	got := events(rec)
 	if len(got) != 1 {
