@@ -5,7 +5,7 @@
 //
 //   - the reconcilers' status writes keep status fields they do not own (statusclient.go), so
 //     that the sidecar's replica counts survive every install, upgrade and failure;
-//   - an update of a CR's status alone does not start a reconcile (events.go): only a change
+//   - an update of a CR's status alone does not start a reconcile (informerfilters.go): only a change
 //     of what the release should be does;
 //   - release records are signed, and Helm reads only the operator's own (trustedconfig.go,
 //     internal/releasesign): a namespace editor cannot forge or alter a record to steer
@@ -25,6 +25,41 @@
 //     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
 //     namespace) still has its cluster-scoped objects deleted (orphansweep.go); failed Helm
 //     operations are recorded as Events on the CR (releaseevents.go).
+//
+// # The pipeline
+//
+// Each reconciler runs Helm through a pipeline (pipeline.go): the Helm engine under a chain
+// of action-client layers, from the engine outwards release guard, pending repair, orphan
+// sweep, release events, record report and outcomes. The reconciler calls the outermost;
+// each call goes down the chain to the engine and its result comes back up. One reconcile of
+// a CR, as helm-operator-plugins' reconciler (v0.9.1) makes its calls, and the layers that
+// act on each (a layer not named passes the call on):
+//
+//	ActionClientFor   every layer wraps the client for the CR; outcomes counts a failure
+//	Get               guard: another chart's release is an error; repair: a pending
+//	                  revision no operation runs on is marked failed; events: a Warning if
+//	                  the release exists but cannot be read; record report; outcomes: failure
+//	if the CR is being deleted:
+//	  Uninstall       guard: another chart's release is "not found" and left alone;
+//	                  repair: tracks the operation; sweep: no release left, so its
+//	                  cluster-scoped objects are deleted; events: a Warning if it failed;
+//	                  record report. No error, or "not found": the finalizer is removed.
+//	otherwise, Get again (as above), then
+//	  no release:     Install: guard: refused, under the name's lock, if another chart's
+//	                  release appeared; repair: tracks it, and on failure marks its pending
+//	                  revisions failed; events: Warning InstallFailed; record report;
+//	                  outcomes: failure
+//	  a release:      dry-run Upgrade (does the spec change the release?): guard, under the
+//	                  lock; repair: tracks it; events: Warning UpgradeFailed; record
+//	                  report; outcomes: DryRunFailed
+//	    it changes, or the release failed: Get, then Upgrade: as the dry run, and repair
+//	                  marks the pending revisions failed when it fails
+//	    it does not:  Reconcile (repairs drifted objects): events: Warning ReconcileFailed;
+//	                  outcomes: failure
+//	success           the post-hook recordSuccess counts it in outcomes
+//
+// The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
+// (readiness.go).
 package operator
 
 import (
@@ -91,7 +126,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	locks := newKeyedMutex() // one release name, across kinds: see releaseguard.go
 	for i, w := range ws {
-		actionClients, err := newActionClientGetter(configs, policies[i].hooks)
+		engine, err := newHelmEngine(configs, policies[i].hooks)
 		if err != nil {
 			return err
 		}
@@ -102,15 +137,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if w.MaxConcurrentReconciles != nil {
 			concurrency = *w.MaxConcurrentReconciles
 		}
-		// The reconciler's own recorder name, so that these Events share its source.
-		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
-		getter := newReleaseGuard(actionClients, w.Chart, locks)
-		getter = withPendingRepair(getter, recorder, ops)
-		getter = withOrphanSweep(getter, recorder)
-		getter = withReleaseEvents(getter, recorder)
-		getter = withRecordReport(getter, recorder, cl)
 		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
-		getter = withOutcomes(getter, outcomes)
+		getter := pipeline{chart: w.Chart, locks: locks, ops: ops, status: cl, outcomes: outcomes,
+			// The reconciler's own recorder name, so that these Events share its source.
+			recorder: mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller"),
+		}.build(engine)
 		selector, err := metav1.LabelSelectorAsSelector(w.Selector)
 		if err != nil {
 			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)

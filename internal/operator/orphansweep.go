@@ -18,22 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Deleting a namespace deletes everything in it at once: the CRs get a deletion timestamp
-// (the uninstall finalizer holds them) and their release Secrets are deleted outright. When
-// the reconciler then uninstalls, Helm finds no release, and the reconciler just removes the
-// finalizer. The release's namespaced objects go with the namespace (and carry owner
-// references to the CR), but its cluster-scoped objects, such as a WarpdrivePool's
-// StorageClass, can have no owner reference to a namespaced CR: nothing deletes them. Seen
-// in the churn fault test; the stock helm-operator (v0.9.1) leaks them the same way.
-//
-// orphanSweep completes such an uninstall: when Helm reports no release for a CR being
-// deleted, the cluster-scoped objects of the CR's last deployed manifest (the reconciler
-// keeps it in status.deployedRelease) that still name this CR as their owner are deleted,
-// with an Event saying so. The owner is what the helm-operator's post-renderer wrote on each
-// cluster-scoped object it created for the CR (operator-lib's owner annotations): the CR's
-// namespace/name and its kind, so another kind's CR of the same name (whose release the
-// release guard reports as not found too) or anything not created for this CR is left alone.
-
 // The owner annotations of operator-lib's handler package (SetOwnerAnnotations), which the
 // helm-operator's post-renderer puts on cluster-scoped objects.
 const (
@@ -53,13 +37,30 @@ func ownedBy(annotations map[string]string, cr client.Object) bool {
 }
 
 // withOrphanSweep hands out action clients whose uninstall completes one that found no
-// release (see above).
+// release (see sweepingClient).
 func withOrphanSweep(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return sweepingClient{ActionInterface: c, obj: cr, recorder: recorder}
 	})
 }
 
+// sweepingClient is the orphan sweep, the layer over the pending repair (see pipeline.go).
+//
+// Deleting a namespace deletes everything in it at once: the CRs get a deletion timestamp
+// (the uninstall finalizer holds them) and their release Secrets are deleted outright. When
+// the reconciler then uninstalls, Helm finds no release, and the reconciler just removes the
+// finalizer. The release's namespaced objects go with the namespace (and carry owner
+// references to the CR), but its cluster-scoped objects, such as a WarpdrivePool's
+// StorageClass, can have no owner reference to a namespaced CR: nothing deletes them. Seen
+// in the churn fault test; the stock helm-operator (v0.9.1) leaks them the same way.
+//
+// sweepingClient completes such an uninstall: when Helm reports no release for a CR being
+// deleted, the cluster-scoped objects of the CR's last deployed manifest (the reconciler
+// keeps it in status.deployedRelease) that still name this CR as their owner are deleted,
+// with an Event saying so. The owner is what the helm-operator's post-renderer wrote on each
+// cluster-scoped object it created for the CR (operator-lib's owner annotations): the CR's
+// namespace/name and its kind, so another kind's CR of the same name (whose release the
+// release guard reports as not found too) or anything not created for this CR is left alone.
 type sweepingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object

@@ -13,7 +13,6 @@ import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -97,26 +96,12 @@ func body(obj any) io.ReadCloser {
 	return io.NopCloser(bytes.NewReader(b))
 }
 
-// notFoundActions has no release, and builds the given resources from any manifest.
-type notFoundActions struct {
-	helmclient.ActionInterface
-	cfg *action.Configuration
-}
-
-func (f notFoundActions) Uninstall(string, ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	return nil, driver.ErrReleaseNotFound
-}
-
-func (f notFoundActions) Config() *action.Configuration { return f.cfg }
-
 func sweeping(t *testing.T, cr client.Object, kube *kubefake.FailingKubeClient) (helmclient.ActionInterface, *record.FakeRecorder) {
 	t.Helper()
 	rec := record.NewFakeRecorder(10)
-	f := notFoundActions{cfg: &action.Configuration{KubeClient: kube}}
-	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return f, nil
-	})
-	c, err := withOrphanSweep(base, rec).ActionClientFor(context.Background(), cr)
+	// No release, and the given resources built from any manifest.
+	f := &fakeActions{cfg: &action.Configuration{KubeClient: kube}, errs: map[string]error{"uninstall": driver.ErrReleaseNotFound}}
+	c, err := withOrphanSweep(engineOf(f), rec).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}

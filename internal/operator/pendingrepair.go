@@ -16,34 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Helm records each install, upgrade and rollback as a new revision in state pending-install,
-// pending-upgrade or pending-rollback, applies the objects, and only then records the outcome.
-// A manager killed in between (a crash, an OOM kill, a node lost), or one that loses the
-// apiserver before it can record the outcome, leaves the last revision pending for ever: Helm
-// refuses every later upgrade of the release ("another operation (install/upgrade/rollback)
-// is in progress"), the helm-operator reports the CR Irreconcilable, and the CR stays at its
-// old state until someone repairs the release by hand. The stock helm-operator (v0.9.1) does
-// exactly that.
-//
-// pendingRepair does the repair itself: when the reconciler reads a release whose last
-// revision is pending and no operation of this process is running on it, that revision is
-// marked failed through Helm's own storage (status and description, as a failed upgrade
-// leaves it), and an Event on the CR says so. The reconciler then goes on as after any
-// failed release: it upgrades it to the CR's spec (Helm upgrades a failed revision, and a
-// release whose only revision failed, from the last deployed one or from that revision).
-//
-// Why it is safe: only the leader runs reconcilers, so only the leader runs Helm operations;
-// the Lease guarantees that no other manager holds it (a manager that cannot renew it stops
-// before it can expire, and a new leader is elected only once it has expired). A revision
-// found pending by the leader is thus either its own operation still running, or one left by
-// a manager that is gone or by an operation of its own that has ended without recording its
-// outcome. The first case is told apart in the process (operations): reconciles of one CR
-// never run at once, and each reconciler sees only its own chart's releases (newReleaseGuard,
-// which this wraps), but the check does not rely on either. Only revisions the operator
-// wrote are ever seen (signed records), and only those an operation could no longer be
-// running on are repaired (see operations.mayRepair). Without leader election nothing is
-// repaired: another manager's live operation could not be told from a dead one.
-
 // pendingReleaseRepaired is the reason of the Event on a CR whose release was repaired.
 const pendingReleaseRepaired = "PendingReleaseRepaired"
 
@@ -82,8 +54,6 @@ type operations struct {
 func newOperations() *operations {
 	return &operations{running: map[string]int{}, ours: map[string]bool{}}
 }
-
-func releaseKey(namespace, name string) string { return namespace + "/" + name }
 
 // elected records that this process leads from now on.
 func (o *operations) elected(at time.Time) {
@@ -138,13 +108,43 @@ func (o *operations) mayRepair(key string, rel *release.Release, now time.Time) 
 	return started.Before(o.electedAt) || now.Sub(started) > staleAfter
 }
 
-// withPendingRepair hands out action clients that repair pending releases (see above).
+// withPendingRepair hands out action clients that repair pending releases (see
+// repairingClient).
 func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.EventRecorder, ops *operations) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return repairingClient{ActionInterface: c, obj: cr, recorder: recorder, ops: ops}
 	})
 }
 
+// repairingClient is the pending repair, the layer over the release guard (see pipeline.go).
+//
+// Helm records each install, upgrade and rollback as a new revision in state pending-install,
+// pending-upgrade or pending-rollback, applies the objects, and only then records the outcome.
+// A manager killed in between (a crash, an OOM kill, a node lost), or one that loses the
+// apiserver before it can record the outcome, leaves the last revision pending for ever: Helm
+// refuses every later upgrade of the release ("another operation (install/upgrade/rollback)
+// is in progress"), the helm-operator reports the CR Irreconcilable, and the CR stays at its
+// old state until someone repairs the release by hand. The stock helm-operator (v0.9.1) does
+// exactly that.
+//
+// repairingClient does the repair itself: when the reconciler reads a release whose last
+// revision is pending and no operation of this process is running on it, that revision is
+// marked failed through Helm's own storage (status and description, as a failed upgrade
+// leaves it), and an Event on the CR says so. The reconciler then goes on as after any
+// failed release: it upgrades it to the CR's spec (Helm upgrades a failed revision, and a
+// release whose only revision failed, from the last deployed one or from that revision).
+//
+// Why it is safe: only the leader runs reconcilers, so only the leader runs Helm operations;
+// the Lease guarantees that no other manager holds it (a manager that cannot renew it stops
+// before it can expire, and a new leader is elected only once it has expired). A revision
+// found pending by the leader is thus either its own operation still running, or one left by
+// a manager that is gone or by an operation of its own that has ended without recording its
+// outcome. The first case is told apart in the process (operations): reconciles of one CR
+// never run at once, and each reconciler sees only its own chart's releases (newReleaseGuard,
+// which this wraps), but the check does not rely on either. Only revisions the operator
+// wrote are ever seen (signed records), and only those an operation could no longer be
+// running on are repaired (see operations.mayRepair). Without leader election nothing is
+// repaired: another manager's live operation could not be told from a dead one.
 type repairingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object // the CR: a release lives in its CR's namespace

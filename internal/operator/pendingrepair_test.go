@@ -13,7 +13,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -84,23 +83,6 @@ func (f *storeActions) Install(string, string, *chart.Chart, map[string]any, ...
 	return nil, nil
 }
 
-func revision(chartName string, version int, status release.Status) *release.Release {
-	return &release.Release{
-		Name: "x", Namespace: "team-a", Version: version,
-		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: chartName}},
-		Info:  &release.Info{Status: status, Description: "Upgrade complete"},
-	}
-}
-
-func appServiceCR() client.Object {
-	cr := &unstructured.Unstructured{}
-	cr.SetAPIVersion("appcontroller.k8s.io/v1alpha1")
-	cr.SetKind("AppService")
-	cr.SetNamespace("team-a")
-	cr.SetName("x")
-	return cr
-}
-
 // repairing is the action client the reconciler of AppServices gets: the repair over the
 // release guard over f.
 func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.ActionInterface, *record.FakeRecorder) {
@@ -115,18 +97,6 @@ func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.Actio
 		t.Fatal(err)
 	}
 	return c, rec
-}
-
-func events(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
 }
 
 func storedStatus(t *testing.T, f *storeActions, version int) (release.Status, string) {

@@ -3,10 +3,8 @@ package operator
 import (
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -15,25 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// helm-operator-plugins' reconciler (v0.9.1) reports a failed install, upgrade, uninstall or
-// drift repair only in the CR's status conditions (ReleaseFailed, Irreconcilable): it records
-// no Event (its recorder is used for overridden values only). `kubectl describe` and `kubectl
-// get events`, where users and alerting look first, showed nothing. releaseEvents records a
-// Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
-// aggregates repeats of the same failure into one Event with a count.
-
-// Reasons of the Events on a CR whose release operation failed.
-const (
-	reasonInstallFailed   = "InstallFailed"
-	reasonUpgradeFailed   = "UpgradeFailed"
-	reasonUninstallFailed = "UninstallFailed"
-	reasonReconcileFailed = "ReconcileFailed"
-	reasonReleaseInvalid  = "ReleaseLookupFailed"
-)
-
-// maxEventMessage bounds an Event's message: an error may quote a value of any size.
-const maxEventMessage = 1024
-
 // withReleaseEvents hands out action clients that record failed operations as Events.
 func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
@@ -41,6 +20,14 @@ func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.Eve
 	})
 }
 
+// eventingClient is the release events layer, over the orphan sweep (see pipeline.go).
+//
+// helm-operator-plugins' reconciler (v0.9.1) reports a failed install, upgrade, uninstall or
+// drift repair only in the CR's status conditions (ReleaseFailed, Irreconcilable): it records
+// no Event (its recorder is used for overridden values only). `kubectl describe` and `kubectl
+// get events`, where users and alerting look first, showed nothing. eventingClient records a
+// Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
+// aggregates repeats of the same failure into one Event with a count.
 type eventingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
@@ -98,31 +85,4 @@ func (c eventingClient) Reconcile(rel *release.Release) error {
 		c.warn(reasonReconcileFailed, "repairing the objects of release %s: %v", rel.Name, err)
 	}
 	return err
-}
-
-// isDryRun applies the upgrade options to a blank upgrade to see whether they ask for a dry run.
-func isDryRun(opts []helmclient.UpgradeOption) bool {
-	u := &action.Upgrade{}
-	for _, o := range opts {
-		if err := o(u); err != nil {
-			return false
-		}
-	}
-	return u.DryRun
-}
-
-// truncate cuts s to about n bytes by removing its middle: an error quoting a huge value
-// keeps its start (what failed) and its end (why), and no character is cut in two.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	head, tail := n/2, len(s)-n/2
-	for head > 0 && !utf8.RuneStart(s[head]) {
-		head--
-	}
-	for tail < len(s) && !utf8.RuneStart(s[tail]) {
-		tail++
-	}
-	return s[:head] + " … " + s[tail:]
 }

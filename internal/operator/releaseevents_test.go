@@ -9,44 +9,15 @@ import (
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// failingActions fails every operation with err (Get with getErr).
-type failingActions struct {
-	helmclient.ActionInterface
-	err, getErr error
-}
-
-func (f failingActions) Get(string, ...helmclient.GetOption) (*release.Release, error) {
-	return nil, f.getErr
-}
-
-func (f failingActions) Install(string, string, *chart.Chart, map[string]any, ...helmclient.InstallOption) (*release.Release, error) {
-	return nil, f.err
-}
-
-func (f failingActions) Upgrade(string, string, *chart.Chart, map[string]any, ...helmclient.UpgradeOption) (*release.Release, error) {
-	return nil, f.err
-}
-
-func (f failingActions) Uninstall(string, ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	return nil, f.err
-}
-
-func (f failingActions) Reconcile(*release.Release) error { return f.err }
 
 func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInterface, *record.FakeRecorder) {
 	t.Helper()
 	rec := record.NewFakeRecorder(10)
-	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return f, nil
-	})
-	c, err := withReleaseEvents(base, rec).ActionClientFor(context.Background(), appServiceCR())
+	c, err := withReleaseEvents(engineOf(f), rec).ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +26,7 @@ func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInte
 
 // Each failed operation leaves one Warning Event on the CR with Helm's error.
 func TestReleaseEventsOnFailure(t *testing.T) {
-	f := failingActions{err: errors.New(`execution error at (x/templates/a.yaml:1:1): boom`), getErr: errors.New("secrets is forbidden")}
+	f := failing(errors.New(`execution error at (x/templates/a.yaml:1:1): boom`), errors.New("secrets is forbidden"))
 	c, rec := eventing(t, f)
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; u.DryRunOption = "server"; return nil }
 
@@ -80,7 +51,7 @@ func TestReleaseEventsOnFailure(t *testing.T) {
 
 // No release (a new CR, or one already uninstalled) is not a failure.
 func TestReleaseEventsNotFoundIsQuiet(t *testing.T) {
-	c, rec := eventing(t, failingActions{err: driver.ErrReleaseNotFound, getErr: driver.ErrReleaseNotFound})
+	c, rec := eventing(t, failing(driver.ErrReleaseNotFound, driver.ErrReleaseNotFound))
 	_, _ = c.Get("x")
 	_, _ = c.Uninstall("x")
 	if got := events(rec); len(got) != 0 {
@@ -91,7 +62,7 @@ func TestReleaseEventsNotFoundIsQuiet(t *testing.T) {
 // An error quoting a huge value gives an Event of bounded size that still says what failed
 // and why, cut between characters.
 func TestReleaseEventsBoundedMessage(t *testing.T) {
-	c, rec := eventing(t, failingActions{err: errors.New("Invalid value: \"" + strings.Repeat("é", 4096) + "\": must be no more than 63 bytes")})
+	c, rec := eventing(t, failing(errors.New("Invalid value: \""+strings.Repeat("é", 4096)+"\": must be no more than 63 bytes"), nil))
 	_, _ = c.Install("x", "team-a", nil, nil)
 	got := events(rec)
 	if len(got) != 1 {

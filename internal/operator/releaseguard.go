@@ -1,75 +1,16 @@
 package operator
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// A CR's Helm release is named after the CR, and the kinds share that namespace of names: a
-// Memcached "x" and a Guestbook "x" in one namespace would both be release "x". The
-// helm-operator's reconciler looks a release up by name only, so each kind's reconciler
-// would upgrade the other's release to its own chart, back and forth, and deleting either CR
-// would uninstall whatever the release was at that moment.
-//
-// That is an escalation: a namespace editor, who may create AppServices, could name one
-// after a WarpdrivePool of the namespace and so make the operator delete (and recreate, and
-// delete again) the pool's cluster-scoped StorageClass, which the editor may not touch.
-//
-// newReleaseGuard makes each reconciler see only releases of its own chart (one chart per kind,
-// see watches.yaml): another chart's release is an error to it, which the CR reports
-// (Irreconcilable), and when the CR is deleted the release is left alone, as if there were
-// none, so that the CR's finalizer is removed without touching it.
-
-// newActionClientGetter makes the action client getter of one kind over the trusted
-// configurations; Setup wraps it (see wrapActionClients). Hooks run only if the kind's
-// chart has them: a record's hooks would otherwise be applied as the record says.
-func newActionClientGetter(acg helmclient.ActionConfigGetter, hooks bool) (helmclient.ActionClientGetter, error) {
-	noHooks := !hooks
-	return helmclient.NewActionClientGetter(acg,
-		helmclient.AppendInstallOptions(func(i *action.Install) error {
-			i.DisableOpenAPIValidation, i.DisableHooks = true, noHooks
-			return nil
-		}),
-		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error {
-			u.DisableOpenAPIValidation, u.DisableHooks = true, noHooks
-			return nil
-		}),
-		helmclient.AppendUninstallOptions(func(u *action.Uninstall) error { u.DisableHooks = noHooks; return nil }),
-		helmclient.AppendInstallFailureUninstallOptions(func(u *action.Uninstall) error { u.DisableHooks = noHooks; return nil }),
-		helmclient.AppendUpgradeFailureRollbackOptions(func(r *action.Rollback) error { r.DisableHooks = noHooks; return nil }),
-	)
-}
-
-// Helm's client-side OpenAPI validation, on by default, fetches and parses the apiserver's
-// OpenAPI v3 document of each group-version for every install, upgrade and dry-run, only to
-// learn that the server validates fields itself (every supported Kubernetes does), and then
-// validates nothing on the client. Profiled on the local cluster: 72% of the reconciler's CPU
-// during a wave of upgrades went to parsing that document. The apiserver still validates every
-// object, in the dry-run and in the real request.
-
-// wrapActionClients returns a getter that hands out the action clients of getter, each
-// wrapped by wrap for the CR it serves. Each of the manager's additions to
-// helm-operator-plugins' action client (release guard, pending repair, orphan sweep, Events)
-// is such a wrapper: an ActionInterface that embeds the one it wraps and overrides a few
-// calls.
-func wrapActionClients(getter helmclient.ActionClientGetter, wrap func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface) helmclient.ActionClientGetter {
-	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
-		c, err := getter.ActionClientFor(ctx, cr)
-		if err != nil {
-			return nil, err
-		}
-		return wrap(c, cr), nil
-	})
-}
 
 // newReleaseGuard hands out action clients that refuse releases of charts other than c.
 // Operations on a release name are serialised across kinds by locks (shared by every
@@ -91,6 +32,21 @@ func (e *foreignReleaseError) Error() string {
 		"of another kind with the same name; give this one another name", e.name, e.namespace, e.chart, e.want)
 }
 
+// guardedClient is the release guard, the layer next to the engine (see pipeline.go): it
+// makes each reconciler see only releases of its own chart (one chart per kind, see
+// watches.yaml). Another chart's release is an error to it, which the CR reports
+// (Irreconcilable), and when the CR is deleted the release is left alone, as if there were
+// none, so that the CR's finalizer is removed without touching it.
+//
+// Why: a CR's Helm release is named after the CR, and the kinds share that namespace of
+// names: a Memcached "x" and a Guestbook "x" in one namespace would both be release "x". The
+// helm-operator's reconciler looks a release up by name only, so each kind's reconciler
+// would upgrade the other's release to its own chart, back and forth, and deleting either CR
+// would uninstall whatever the release was at that moment.
+//
+// That is an escalation: a namespace editor, who may create AppServices, could name one
+// after a WarpdrivePool of the namespace and so make the operator delete (and recreate, and
+// delete again) the pool's cluster-scoped StorageClass, which the editor may not touch.
 type guardedClient struct {
 	helmclient.ActionInterface
 	chart     string
@@ -158,13 +114,6 @@ func (c guardedClient) Uninstall(name string, opts ...helmclient.UninstallOption
 		return nil, fmt.Errorf("%w: %v", driver.ErrReleaseNotFound, err)
 	}
 	return c.ActionInterface.Uninstall(name, opts...)
-}
-
-func releaseChart(rel *release.Release) string {
-	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
-		return ""
-	}
-	return rel.Chart.Metadata.Name
 }
 
 // keyedMutex is a set of mutexes by key, each kept only while it is held or awaited.

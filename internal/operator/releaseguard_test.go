@@ -15,40 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// fakeActions holds at most one release and records the calls that would change it.
-type fakeActions struct {
-	helmclient.ActionInterface
-	rel   *release.Release
-	calls []string
-}
-
-func (f *fakeActions) Get(string, ...helmclient.GetOption) (*release.Release, error) {
-	if f.rel == nil {
-		return nil, driver.ErrReleaseNotFound
-	}
-	return f.rel, nil
-}
-
-func (f *fakeActions) Upgrade(string, string, *chart.Chart, map[string]any, ...helmclient.UpgradeOption) (*release.Release, error) {
-	f.calls = append(f.calls, "upgrade")
-	return f.rel, nil
-}
-
-func (f *fakeActions) Uninstall(string, ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	f.calls = append(f.calls, "uninstall")
-	return &release.UninstallReleaseResponse{Release: f.rel}, nil
-}
-
-func releaseOf(chartName string) *release.Release {
-	return &release.Release{Name: "x", Namespace: "team-a", Chart: &chart.Chart{Metadata: &chart.Metadata{Name: chartName}}}
-}
-
 func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
 	t.Helper()
-	getter := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return f, nil
-	})
-	g := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex())
+	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex())
 	c, err := g.ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)

@@ -84,12 +84,6 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 	}}, nil
 }
 
-// maxConditionMessage bounds the message of each condition, as Kubernetes bounds those of
-// metav1.Condition. Helm's errors quote the values they refuse: a spec with a 1 MiB label
-// value failed with a 1 MiB message, the status patch was then too large to store, and the
-// CR showed no status at all.
-const maxConditionMessage = 32768
-
 func boundMessages(conditions []any) {
 	for _, c := range conditions {
 		if m, ok := c.(map[string]any); ok {

@@ -14,6 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// statusFilteringManager is mgr with a cache that filters the informer of one kind.
+type statusFilteringManager struct {
+	ctrl.Manager
+	cache cache.Cache
+}
+
+// withoutStatusUpdates is mgr with a cache whose informer of the CR kind gvk drops
+// status-only updates, and whose informers of release objects and release Secrets filter
+// their events too (see filteringCache.GetInformer).
+//
 // The helm reconciler watches its CRs with no predicate: every update of a CR, status
 // included, runs a full reconcile (a server-side dry-run upgrade, 0.3-0.5 CPU-seconds). Its
 // own status write after each install or upgrade thus costs a second reconcile, and each
@@ -23,20 +33,14 @@ import (
 // helm-operator-plugins offers no option for the primary watch's predicates, and sets the
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
-// other kind, and every other event, passes unchanged.
-
-// statusFilteringManager is mgr with a cache that filters the informer of one kind.
-type statusFilteringManager struct {
-	ctrl.Manager
-	cache cache.Cache
-}
-
+// other event of the CR kind passes unchanged.
 func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), gvk: gvk}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
 
+// filteringCache is the cache of a statusFilteringManager; gvk is the CR kind.
 type filteringCache struct {
 	cache.Cache
 	gvk schema.GroupVersionKind

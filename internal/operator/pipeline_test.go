@@ -1,0 +1,270 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// statusWrites is a status client that counts its updates.
+type statusWrites struct {
+	client.SubResourceWriter
+	updates int
+}
+
+func (s *statusWrites) Status() client.SubResourceWriter { return s }
+
+func (s *statusWrites) Update(context.Context, client.Object, ...client.SubResourceUpdateOption) error {
+	s.updates++
+	return nil
+}
+
+// testPipeline is the pipeline of AppServices (chart appservice), as Setup makes it, with a
+// recorder and a status client to look at. ops leads, so that the pending repair may act.
+func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
+	rec := record.NewFakeRecorder(20)
+	status := &statusWrites{}
+	return pipeline{chart: &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, locks: newKeyedMutex(),
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes()}, rec, status
+}
+
+// clientFor is the action client a reconciler of p gets for cr over engine, built as Setup
+// builds it.
+func clientFor(t *testing.T, p pipeline, engine helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	t.Helper()
+	c, err := p.build(engineOf(engine)).ActionClientFor(context.Background(), cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// lastFailure is the failure outcomes last counted for the AppService x, "" if none.
+func lastFailure(p pipeline) string {
+	o, ok := p.outcomes.get(types.NamespacedName{Namespace: "team-a", Name: "x"}, "")
+	if !ok || o.failures == 0 {
+		return ""
+	}
+	return o.failure.Reason
+}
+
+// tracer notes, for each call it passes on, the name of the layer it is about to reach.
+type tracer struct {
+	helmclient.ActionInterface
+	layer string
+	trace *[]string
+}
+
+func (t tracer) note(call string) { *t.trace = append(*t.trace, call+" "+t.layer) }
+
+func (t tracer) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	t.note("get")
+	return t.ActionInterface.Get(name, opts...)
+}
+
+func (t tracer) Install(name, ns string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	t.note("install")
+	return t.ActionInterface.Install(name, ns, chrt, vals, opts...)
+}
+
+func (t tracer) Upgrade(name, ns string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	t.note("upgrade")
+	return t.ActionInterface.Upgrade(name, ns, chrt, vals, opts...)
+}
+
+func (t tracer) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	t.note("uninstall")
+	return t.ActionInterface.Uninstall(name, opts...)
+}
+
+func (t tracer) Reconcile(rel *release.Release) error {
+	t.note("reconcile")
+	return t.ActionInterface.Reconcile(rel)
+}
+
+// traced puts a tracer over each of layers.
+func traced(layers []layer, trace *[]string) []layer {
+	var out []layer
+	for _, l := range layers {
+		out = append(out, l, layer{"tracer", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return wrapActionClients(g, func(c helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
+				return tracer{ActionInterface: c, layer: l.name, trace: trace}
+			})
+		}})
+	}
+	return out
+}
+
+// The layers are stacked in the documented order, and every call the reconciler makes goes
+// through all of them, from the outermost (outcomes) to the one next to the engine (the
+// release guard).
+func TestPipelineOrder(t *testing.T) {
+	p, _, _ := testPipeline()
+	var names []string
+	for _, l := range p.layers() {
+		names = append(names, l.name)
+	}
+	want := "release guard, pending repair, orphan sweep, release events, record report, outcomes"
+	if got := strings.Join(names, ", "); got != want {
+		t.Fatalf("layers from the engine outwards: %s\nwant (see pipeline): %s", got, want)
+	}
+
+	var trace []string
+	f := &fakeActions{rel: revision("appservice", 1, release.StatusDeployed)}
+	c, err := stack(engineOf(f), traced(p.layers(), &trace)).ActionClientFor(context.Background(), appServiceCR())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"get", func() error { _, err := c.Get("x"); return err }},
+		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.chart, nil, dryRun); return err }},
+		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.chart, nil); return err }},
+		{"install", func() error { _, err := c.Install("x", "team-a", p.chart, nil); return err }},
+		{"reconcile", func() error { return c.Reconcile(f.rel) }},
+		{"uninstall", func() error { _, err := c.Uninstall("x"); return err }},
+	} {
+		trace = nil
+		_ = call.do() // the install is refused (the release exists): it still passes every layer
+		var want []string
+		for i := len(names) - 1; i >= 0; i-- {
+			want = append(want, call.name+" "+names[i])
+		}
+		if strings.Join(trace, ", ") != strings.Join(want, ", ") {
+			t.Errorf("%s went through\n  %s\nwant\n  %s", call.name, strings.Join(trace, ", "), strings.Join(want, ", "))
+		}
+	}
+	if got := strings.Join(f.calls, ","); got != "dry-run upgrade,upgrade,install,reconcile,uninstall" {
+		t.Errorf("the engine got %q", got)
+	}
+}
+
+// Another chart's release: the guard refuses it before the layers over it act on it. The
+// pending repair does not repair it, the engine is asked for no change, and the layers over
+// the repair see only the guard's refusal: a Warning Event and a failure in outcomes.
+func TestPipelineGuardActsFirst(t *testing.T) {
+	p, rec, _ := testPipeline()
+	// A pending revision, which the repair would mark failed if the guard did not stop it.
+	f := &fakeActions{rel: revision("warpdrivepool", 1, release.StatusPendingUpgrade),
+		cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+	c := clientFor(t, p, f, appServiceCR())
+
+	var foreign *foreignReleaseError
+	if _, err := c.Get("x"); !errors.As(err, &foreign) {
+		t.Fatalf("Get: %v, want a foreign release error", err)
+	}
+	if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseLookupFailed reading release x: Helm release \"x\"") {
+		t.Errorf("events %q, want one Warning ReleaseLookupFailed with the guard's error (and no repair)", got)
+	}
+	if got := lastFailure(p); got != reasonReleaseInvalid {
+		t.Errorf("outcomes: failure %q, want %s", got, reasonReleaseInvalid)
+	}
+	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
+	if _, err := c.Upgrade("x", "team-a", p.chart, nil, dryRun); !errors.As(err, &foreign) {
+		t.Errorf("dry-run Upgrade: %v, want a foreign release error", err)
+	}
+	if got := lastFailure(p); got != "DryRunFailed" {
+		t.Errorf("outcomes: failure %q, want DryRunFailed", got)
+	}
+	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Errorf("Uninstall: %v, want release not found", err)
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("the engine was asked to change another chart's release: %v", f.calls)
+	}
+}
+
+// Each layer's contract, seen through the whole chain over an engine that fails.
+func TestPipelineLayersAct(t *testing.T) {
+	t.Run("pending repair", func(t *testing.T) {
+		p, rec, _ := testPipeline()
+		pending := revision("appservice", 1, release.StatusPendingUpgrade)
+		store := storage.Init(driver.NewMemory())
+		if err := store.Create(pending); err != nil {
+			t.Fatal(err)
+		}
+		c := clientFor(t, p, &fakeActions{rel: pending, cfg: &action.Configuration{Releases: store}}, appServiceCR())
+		rel, err := c.Get("x")
+		if err != nil || rel.Info.Status != release.StatusFailed {
+			t.Fatalf("Get: %v, %v; want the pending revision, repaired to failed", rel, err)
+		}
+		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning PendingReleaseRepaired ") {
+			t.Errorf("events %q, want one Warning PendingReleaseRepaired", got)
+		}
+		if got := lastFailure(p); got != "" {
+			t.Errorf("outcomes: failure %q, want none", got)
+		}
+	})
+
+	t.Run("release events and outcomes", func(t *testing.T) {
+		p, rec, _ := testPipeline()
+		f := failing(errors.New("boom"), nil)
+		f.cfg = &action.Configuration{Releases: storage.Init(driver.NewMemory())} // the repair reads the history
+		c := clientFor(t, p, f, appServiceCR())
+		if _, err := c.Install("x", "team-a", p.chart, nil); err == nil {
+			t.Fatal("Install: no error")
+		}
+		if got := events(rec); len(got) != 1 || got[0] != "Warning InstallFailed installing release x: boom" {
+			t.Errorf("events %q, want one Warning InstallFailed", got)
+		}
+		if got := lastFailure(p); got != reasonInstallFailed {
+			t.Errorf("outcomes: failure %q, want %s", got, reasonInstallFailed)
+		}
+		if err := c.Reconcile(revision("appservice", 1, release.StatusDeployed)); err == nil {
+			t.Fatal("Reconcile: no error")
+		}
+		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReconcileFailed ") {
+			t.Errorf("events %q, want one Warning ReconcileFailed", got)
+		}
+		if got := lastFailure(p); got != reasonReconcileFailed {
+			t.Errorf("outcomes: failure %q, want %s", got, reasonReconcileFailed)
+		}
+	})
+
+	t.Run("record report", func(t *testing.T) {
+		p, rec, status := testPipeline()
+		refused := &refusals{}
+		refused.add("sh.helm.release.v1.x.v2", errors.New("not signed"))
+		signed := storage.Init(&signedDriver{Secrets: driver.NewSecrets(nil), refused: refused})
+		cr := appServiceCR()
+		c := clientFor(t, p, &fakeActions{rel: revision("appservice", 1, release.StatusDeployed), cfg: &action.Configuration{Releases: signed}}, cr)
+		if _, err := c.Get("x"); err != nil {
+			t.Fatal(err)
+		}
+		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseRecordRefused ") {
+			t.Errorf("events %q, want one Warning ReleaseRecordRefused", got)
+		}
+		conds, _, _ := unstructured.NestedSlice(cr.(*unstructured.Unstructured).Object, "status", "conditions")
+		if conditionIndex(conds, conditionRecordRefused) < 0 || status.updates != 1 {
+			t.Errorf("conditions %v, %d status updates; want ReleaseRecordRefused, written once", conds, status.updates)
+		}
+	})
+
+	t.Run("outcomes of getting a client", func(t *testing.T) {
+		p, _, _ := testPipeline()
+		broken := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+			return nil, errors.New("no signing key")
+		})
+		if _, err := p.build(broken).ActionClientFor(context.Background(), appServiceCR()); err == nil {
+			t.Fatal("ActionClientFor: no error")
+		}
+		if got := lastFailure(p); got != "ErrorGettingClient" {
+			t.Errorf("outcomes: failure %q, want ErrorGettingClient", got)
+		}
+	})
+}
