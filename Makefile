@@ -22,6 +22,7 @@ KUBE_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/v
 
 KUBECTL ?= $(LOCALBIN)/kubectl
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 GO_TEST_FLAGS ?= -count=1
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -51,20 +52,35 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+# The tiers, cheapest first; each can be run alone.
+UNIT_PACKAGES = $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults -e /test/security -e /test/integration)
+
 .PHONY: test
-test: build helm-operator tools ## Run every test: unit, chart, e2e, attack suite, deploy e2e and faults on the local cluster (started if needed).
+test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite, deploy e2e and faults on the local cluster (started if needed).
 	go vet ./...
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults -e /test/security)
+	$(MAKE) test-unit
+	$(MAKE) lint
 	$(MAKE) bundle
-	$(MAKE) cluster-up
-	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee $(CLUSTER_DIR)/e2e.log
+	$(MAKE) test-e2e
 	$(MAKE) test-security
 	$(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
 	$(MAKE) test-faults
 
 .PHONY: test-unit
-test-unit: ## Run the unit and chart tests only (no cluster).
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults -e /test/security)
+test-unit: ## Unit and chart tests (no cluster).
+	go test $(GO_TEST_FLAGS) $(UNIT_PACKAGES)
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/tools/lint, configured in .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+# The integration test runs operator.Setup in the test process against the apiserver; the e2e
+# suite runs bin/manager and bin/sidecar as the pod would.
+.PHONY: test-e2e
+test-e2e: build helm-operator tools ## Integration test and e2e suite on the local cluster (started if needed).
+	$(MAKE) cluster-up
+	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 10m -v ./test/integration/ 2>&1 | tee $(CLUSTER_DIR)/integration.log
+	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee $(CLUSTER_DIR)/e2e.log
 
 .PHONY: test-security
 test-security: build helm-operator tools ## Attack suite on the local cluster (started if needed): a namespace editor tries to steer the operator elsewhere.
@@ -221,3 +237,6 @@ $(LOCALBIN)/kwok: hack/tools/kwok/go.mod
 
 $(KUSTOMIZE): hack/tools/kustomize/go.mod
 	cd hack/tools/kustomize && go build -o $@ sigs.k8s.io/kustomize/kustomize/v5
+
+$(GOLANGCI_LINT): hack/tools/lint/go.mod
+	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,17 +109,20 @@ var variants = []variant{
 	{name: "kubectl apply"},
 	{name: "stock helm-operator", start: func(t *testing.T) (processes, processes, string, func()) {
 		addr := freeAddr(t)
-		p := mustRun(t, "bench-stock", "helm-operator", "run", "--watches-file=watches.yaml",
-			"--metrics-bind-address="+addr, "--health-probe-bind-address=0")
+		p, err := env.StartManager(framework.ProcessOptions{Name: "bench-stock", Stock: true, MetricsAddr: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
 		return processes{p.Pid()}, nil, addr, p.Stop
 	}},
 	{name: "warpdrive-operator", start: func(t *testing.T) (processes, processes, string, func()) {
 		addr := freeAddr(t)
-		m := mustRun(t, "bench-manager", "manager", "--watches-file=watches.yaml",
-			"--metrics-bind-address="+addr, "--health-probe-bind-address=0")
-		sc := mustRun(t, "bench-sidecar", "sidecar", "--watches-file=watches.yaml",
-			"--metrics-bind-address=0", "--health-probe-bind-address=0")
-		return processes{m.Pid(), sc.Pid()}, processes{sc.Pid()}, addr, func() { sc.Stop(); m.Stop() }
+		op, err := env.StartOperator(framework.ProcessOptions{Name: "bench-manager", MetricsAddr: addr},
+			framework.ProcessOptions{Name: "bench-sidecar"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return processes{op.Manager.Pid(), op.Sidecar.Pid()}, processes{op.Sidecar.Pid()}, addr, op.Stop
 	}},
 }
 
@@ -140,14 +142,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
-}
-
-func mustRun(t *testing.T, name, binary string, args ...string) *framework.Process {
-	p, err := env.Run(name, binary, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func freeAddr(t *testing.T) string {
@@ -207,7 +201,7 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	r.reconcilesPerEdit = (rec1 - rec0) / float64(n)
 	if len(sidecar) > 0 {
 		lat := tr.statusLatencies(3)
-		r.statusP50, r.statusP99 = percentile(lat, 50), percentile(lat, 99)
+		r.statusP50, r.statusP99 = framework.Percentile(lat, 50), framework.Percentile(lat, 99)
 	}
 
 	// Idle.
@@ -359,17 +353,7 @@ func drift(t *testing.T, ns string, k int) (p50, max float64) {
 			repaired[i] = 5 * time.Minute
 		}
 	}
-	return percentile(repaired, 50), percentile(repaired, 100)
-}
-
-func percentile(ds []time.Duration, p float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(float64(len(s)-1) * p / 100)
-	return s[i].Seconds()
+	return framework.Percentile(repaired, 50), framework.Percentile(repaired, 100)
 }
 
 // deleteNamespace removes a run's namespace and waits, so that the next run starts on a quiet

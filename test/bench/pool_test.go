@@ -68,14 +68,14 @@ func TestPoolStatusLatency(t *testing.T) {
 		}
 	}
 
-	manager := mustRun(t, "bench-pool-manager", "manager", "--watches-file=watches.yaml",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
-	sidecar := mustRun(t, "bench-pool-sidecar", "sidecar", "--watches-file=watches.yaml",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	op, err := env.StartOperator(framework.ProcessOptions{Name: "bench-pool-manager"}, framework.ProcessOptions{Name: "bench-pool-sidecar"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manager, sidecar := op.Manager, op.Sidecar
 	defer func() {
 		poolBenchCleanup(t, ns, claimNS)
-		sidecar.Stop()
-		manager.Stop()
+		op.Stop()
 	}()
 
 	gvr := env.GVR("WarpdrivePool")
@@ -181,7 +181,7 @@ func TestPoolStatusLatency(t *testing.T) {
 	row := fmt.Sprintf("| %s | %s, %d CPUs | %d | %d | %.0f/s | %.3f s | %.3f s | %.3f s | %.3f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f | %.1f |",
 		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), pools*(perPool+steadyPerPool), pools,
 		float64(pools*perPool)/fillSeconds,
-		poolPercentile(fill, 50), poolPercentile(fill, 99), poolPercentile(steady, 50), poolPercentile(steady, 99),
+		framework.Percentile(fill, 50), framework.Percentile(fill, 99), framework.Percentile(steady, 50), framework.Percentile(steady, 99),
 		rss0, rss, peak, sidecarCPU, managerCPU)
 	fmt.Println(poolBenchHeader + row)
 	if err := appendPoolBench(row); err != nil {
@@ -328,15 +328,6 @@ func (o *poolObserver) latencies(created [][]time.Time, skip int) []time.Duratio
 		}
 	}
 	return out
-}
-
-func poolPercentile(ds []time.Duration, p float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(float64(len(s)-1)*p/100)].Seconds()
 }
 
 // poolBenchCleanup deletes the pools (their releases uninstall while the manager runs) and

@@ -283,9 +283,11 @@ func startOperator(t *testing.T) (stop func()) {
 		// A log per test and binary, started empty: the tests read the manager's.
 		name := t.Name() + "-" + binary
 		_ = os.Remove(filepath.Join(env.LogDir, name+".log"))
-		p, err := env.Run(name, binary, "--watches-file=watches.yaml",
-			"--leader-elect", "--leader-election-namespace="+env.LeaseNamespace,
-			"--metrics-bind-address=0", "--health-probe-bind-address=0")
+		start := env.StartSidecar
+		if binary == "manager" {
+			start = env.StartManager
+		}
+		p, err := start(framework.ProcessOptions{Name: name, LeaderElect: true})
 		if err != nil {
 			t.Fatal(err)
 		}

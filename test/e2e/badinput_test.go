@@ -88,7 +88,7 @@ func TestRenderFailure(t *testing.T) {
 		t.Fatal("kinds[0] must be WarpdrivePool")
 	}
 	bad := pool.newCR(t, ns, "empty-pool", map[string]any{"capacity": "0Gi"})
-	create(t, bad)
+	env.Create(t, bad)
 	failed := waitCondition(t, bad, "ReleaseFailed", "True")
 	if _, _, msg := framework.Condition(failed, "ReleaseFailed"); !strings.Contains(msg, "capacity must be greater than zero") {
 		t.Errorf("ReleaseFailed message %q does not give the chart's reason", msg)
@@ -96,7 +96,7 @@ func TestRenderFailure(t *testing.T) {
 	waitEvent(t, bad, "InstallFailed", "capacity must be greater than zero")
 
 	other := kinds[1].newCR(t, ns, "bystander", nil)
-	create(t, other)
+	env.Create(t, other)
 	waitCondition(t, other, "Deployed", "True")
 
 	patchSpec(t, bad, map[string]any{"capacity": "10Gi"})
@@ -123,12 +123,12 @@ func TestConflictingDeploymentName(t *testing.T) {
 	ns := env.Namespace(t)
 	app := kinds[1]
 	first := app.newCR(t, ns, "first", map[string]any{"deploymentName": "shared", "replicas": int64(2)})
-	create(t, first)
+	env.Create(t, first)
 	waitCondition(t, first, "Deployed", "True")
 	waitWorkload(t, app, first, 2)
 
 	second := app.newCR(t, ns, "second", map[string]any{"deploymentName": "shared", "replicas": int64(4)})
-	create(t, second)
+	env.Create(t, second)
 	failed := waitCondition(t, second, "ReleaseFailed", "True")
 	if _, _, msg := framework.Condition(failed, "ReleaseFailed"); !strings.Contains(msg, "shared") || !strings.Contains(msg, "first") {
 		t.Errorf("ReleaseFailed message %q does not name the Deployment and its owner release", msg)
@@ -193,7 +193,7 @@ func TestRenderedObjectRejected(t *testing.T) {
 		{kinds[3].newCR(t, ns, "1-guestbook", nil), "a DNS-1035 label must"},
 	}
 	for _, tc := range cases {
-		create(t, tc.cr)
+		env.Create(t, tc.cr)
 	}
 	for _, tc := range cases {
 		failed := waitCondition(t, tc.cr, "ReleaseFailed", "True")
@@ -205,7 +205,7 @@ func TestRenderedObjectRejected(t *testing.T) {
 	}
 
 	bystander := kinds[4].newCR(t, ns, "bystander", nil)
-	create(t, bystander)
+	env.Create(t, bystander)
 	waitCondition(t, bystander, "Deployed", "True")
 	for _, p := range processes {
 		if p.Exited() {
@@ -226,7 +226,7 @@ func TestNamesAtTheLimits(t *testing.T) {
 		if _, ok := cr.Object["spec"].(map[string]any)["deploymentName"]; ok {
 			cr.Object["spec"].(map[string]any)["deploymentName"] = strings.ToLower(kc.kind[:1]) + strings.Repeat("d", 62)
 		}
-		create(t, cr)
+		env.Create(t, cr)
 		waitCondition(t, cr, "Deployed", "True")
 		w := kc.workload(cr)
 		if _, ok := w.(*appsv1.StatefulSet); ok {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -24,29 +23,11 @@ import (
 // make it act outside the CR's namespace, or on objects that are not the CR's, through what
 // such a user controls: spec values and CR names.
 
-// releaseObjects lists, in every namespace and cluster-wide, the objects that carry the
-// release label of release (the charts put it on everything they render), as "Kind ns/name".
-func releaseObjects(ctx context.Context, release string) ([]string, error) {
-	sel := client.MatchingLabels{"app.kubernetes.io/instance": release}
-	var out []string
-	for _, l := range framework.ChartKinds() {
-		items, err := env.List(ctx, l, sel)
-		if err != nil {
-			return nil, err
-		}
-		kind := strings.TrimSuffix(fmt.Sprintf("%T", l), "List")
-		for _, o := range items {
-			out = append(out, fmt.Sprintf("%s %s/%s", kind[strings.LastIndex(kind, ".")+1:], o.GetNamespace(), o.GetName()))
-		}
-	}
-	return out, nil
-}
-
 // expectOnlyIn checks that every object of release is in namespace ns: none in another
 // namespace, none cluster-scoped.
 func expectOnlyIn(t testing.TB, release, ns string) {
 	t.Helper()
-	objs, err := releaseObjects(context.Background(), release)
+	objs, err := env.ReleaseObjects(context.Background(), release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +56,7 @@ func TestSpecCannotChooseNamespace(t *testing.T) {
 	}
 
 	cr := newCR(t, "AppService", ns, "redirect", overrides)
-	create(t, cr)
+	env.Create(t, cr)
 	if _, found, _ := unstructured.NestedString(mustGetCR(t, cr).Object, "spec", "namespace"); found {
 		t.Fatal("spec.namespace was stored: the CRD does not prune unknown fields")
 	}
@@ -97,7 +78,7 @@ func TestHostileStringsStayValues(t *testing.T) {
 	}
 	for name, s := range hostile {
 		cr := newCR(t, "Memcached", ns, "hostile-"+name, map[string]any{"image": s})
-		create(t, cr)
+		env.Create(t, cr)
 		waitCondition(t, cr, "Deployed", "True")
 		d := deployment(cr, cr.GetName())
 		if err := get(context.Background(), d); err != nil {
@@ -133,7 +114,7 @@ func TestHostileStringsStayValues(t *testing.T) {
 func TestNameCollidesWithAnotherKindsRelease(t *testing.T) {
 	ns := env.Namespace(t)
 	pool := kinds[0].newCR(t, ns, "shared", nil)
-	create(t, pool)
+	env.Create(t, pool)
 	waitCondition(t, pool, "Deployed", "True")
 	waitRevision(t, ns, "shared", 1)
 	scName, _, _ := unstructured.NestedString(pool.Object, "spec", "storageClassName")
@@ -143,7 +124,7 @@ func TestNameCollidesWithAnotherKindsRelease(t *testing.T) {
 	}
 
 	app := newCR(t, "AppService", ns, "shared", map[string]any{"deploymentName": "hijacker"})
-	create(t, app)
+	env.Create(t, app)
 	got := waitCondition(t, app, "Irreconcilable", "True")
 	if _, _, msg := framework.Condition(got, "Irreconcilable"); !strings.Contains(msg, "warpdrivepool") || !strings.Contains(msg, "another name") {
 		t.Errorf("Irreconcilable message %q does not say that the release is another kind's", msg)
@@ -214,9 +195,9 @@ func TestNamesCollideWithForeignObjects(t *testing.T) {
 			},
 		},
 	}
-	create(t, byHand)
+	env.Create(t, byHand)
 	app := newCR(t, "AppService", ns, "adopter", map[string]any{"deploymentName": "by-hand", "replicas": int64(1)})
-	create(t, app)
+	env.Create(t, app)
 	failed := waitCondition(t, app, "ReleaseFailed", "True")
 	if _, _, msg := framework.Condition(failed, "ReleaseFailed"); !strings.Contains(msg, "by-hand") {
 		t.Errorf("ReleaseFailed message %q does not name the Deployment", msg)
@@ -235,10 +216,10 @@ func TestNamesCollideWithForeignObjects(t *testing.T) {
 		ObjectMeta:  metav1.ObjectMeta{Name: ns + "-cluster-default"},
 		Provisioner: "example.com/other",
 	}
-	create(t, clusterSC)
+	env.Create(t, clusterSC)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), clusterSC) })
 	taker := kinds[0].newCR(t, ns, "taker", map[string]any{"storageClassName": clusterSC.Name})
-	create(t, taker)
+	env.Create(t, taker)
 	waitCondition(t, taker, "ReleaseFailed", "True")
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: clusterSC.Name}}
 	if err := get(ctx, sc); err != nil {
@@ -250,7 +231,7 @@ func TestNamesCollideWithForeignObjects(t *testing.T) {
 
 	t.Log("another namespace's pool's StorageClass")
 	owner := kinds[0].newCR(t, other, "owner", nil)
-	create(t, owner)
+	env.Create(t, owner)
 	waitCondition(t, owner, "Deployed", "True")
 	ownerSCName, _, _ := unstructured.NestedString(owner.Object, "spec", "storageClassName")
 	ownerSC := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ownerSCName}}
@@ -258,7 +239,7 @@ func TestNamesCollideWithForeignObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	thief := kinds[0].newCR(t, ns, "thief", map[string]any{"storageClassName": ownerSCName})
-	create(t, thief)
+	env.Create(t, thief)
 	waitCondition(t, thief, "ReleaseFailed", "True")
 	expectPoolUntouched(t, owner, ownerSC)
 	if err := get(ctx, ownerSC); err != nil {

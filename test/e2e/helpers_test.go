@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -57,13 +56,6 @@ func newCR(t testing.TB, kind, ns, name string, overrides map[string]any) *unstr
 		}
 	}
 	return cr
-}
-
-func create(t testing.TB, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
-	}
 }
 
 // getCR reads a CR afresh.
@@ -157,8 +149,4 @@ func waitGone(t testing.TB, obj client.Object) {
 // get reads obj, which must exist.
 func get(ctx context.Context, obj client.Object) error {
 	return env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-}
-
-func gvk(group, version, kind string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
 }

@@ -20,7 +20,7 @@ func TestLifecycle(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
 			cr := kc.newCR(t, ns, "lifecycle", nil)
-			create(t, cr)
+			env.Create(t, cr)
 
 			t.Log("install: Deployed=True, revision 1, objects rendered from spec")
 			waitCondition(t, cr, "Deployed", "True")

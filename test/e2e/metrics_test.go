@@ -89,7 +89,7 @@ func scraperToken(t testing.TB, ns, name string, reader bool) string {
 	t.Helper()
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	create(t, sa)
+	env.Create(t, sa)
 	if reader {
 		data, err := os.ReadFile(filepath.Join(env.Root, "config", "rbac", "metrics_reader_role.yaml"))
 		if err != nil {
@@ -100,13 +100,13 @@ func scraperToken(t testing.TB, ns, name string, reader bool) string {
 			t.Fatal(err)
 		}
 		role.ObjectMeta = metav1.ObjectMeta{Name: ns + "-metrics-reader"}
-		create(t, role)
+		env.Create(t, role)
 		binding := &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
 		}
-		create(t, binding)
+		env.Create(t, binding)
 		t.Cleanup(func() {
 			_ = env.Client.Delete(context.Background(), binding)
 			_ = env.Client.Delete(context.Background(), role)

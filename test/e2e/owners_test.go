@@ -57,7 +57,7 @@ func TestStatusWriters(t *testing.T) {
 	}
 	ns := env.Namespace(t)
 	cr := newCR(t, "Memcached", ns, "owners", map[string]any{"size": int64(1)})
-	create(t, cr)
+	env.Create(t, cr)
 	check := func(generation int64) {
 		t.Helper()
 		got := waitCondition(t, cr, "Ready", string(metav1.ConditionTrue))

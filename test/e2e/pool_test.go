@@ -91,7 +91,7 @@ func createPool(t testing.TB, ns, name, capacity string, ratio any) *unstructure
 	cr := newCR(t, "WarpdrivePool", ns, name, map[string]any{
 		"capacity": capacity, "overcommitRatio": ratio, "replicas": int64(1), "storageClassName": ns + "-" + name,
 	})
-	create(t, cr)
+	env.Create(t, cr)
 	waitCondition(t, cr, "Deployed", "True")
 	return cr
 }
@@ -147,7 +147,7 @@ func volumeFor(claim *corev1.PersistentVolumeClaim, testNS string) *corev1.Persi
 // bind binds claim to a new volume of its size and waits until it is Bound.
 func bind(t testing.TB, claim *corev1.PersistentVolumeClaim, testNS string) {
 	t.Helper()
-	create(t, volumeFor(claim, testNS))
+	env.Create(t, volumeFor(claim, testNS))
 	framework.Eventually(t, converge, func(ctx context.Context) error {
 		if err := get(ctx, claim); err != nil {
 			return err
@@ -243,7 +243,7 @@ func TestPoolBookkeeping(t *testing.T) {
 	b2 := newClaim(ns3, "b2", classB, "500Mi")
 	other := newClaim(ns3, "other", ns1+"-no-such-pool", "100Gi")
 	for _, c := range []*corev1.PersistentVolumeClaim{a1, a2, a3, b1, b2, other} {
-		create(t, c)
+		env.Create(t, c)
 	}
 	waitBooks(t, a, wantBooks{allocated: "3584Mi", available: "6656Mi", pending: 3,
 		namespaces: ns2 + "=2560Mi/2 " + ns1 + "=1Gi/1"}.check)
@@ -302,7 +302,7 @@ func TestPoolBookkeeping(t *testing.T) {
 	if after.ResourceVersion != before.ResourceVersion || after.DeletionTimestamp != nil {
 		t.Errorf("pool-b's claim was modified when the pool was deleted: %v", after)
 	}
-	create(t, newClaim(ns3, "a4", classA, "1Gi"))
+	env.Create(t, newClaim(ns3, "a4", classA, "1Gi"))
 	waitBooks(t, a, wantBooks{allocated: "7Gi", available: "3Gi", bound: 1, pending: 2}.check)
 }
 
@@ -345,7 +345,7 @@ func TestPoolThresholdEvents(t *testing.T) {
 	ns := env.Namespace(t)
 	pool := createPool(t, ns, "events", "10Gi", int64(1))
 	class := poolClass(pool)
-	claim := func(name, size string) { create(t, newClaim(ns, name, class, size)) }
+	claim := func(name, size string) { env.Create(t, newClaim(ns, name, class, size)) }
 
 	claim("c1", "4Gi")
 	waitBooks(t, pool, wantBooks{allocated: "4Gi", available: "6Gi", pending: 1, capacityAvailable: "True", overcommitted: "False"}.check)
@@ -702,7 +702,7 @@ func churnSetup(t *testing.T) (*churn, []*unstructured.Unstructured) {
 		Provisioner:          "example.com/not-a-pool",
 		AllowVolumeExpansion: ptr.To(true),
 	}
-	create(t, other)
+	env.Create(t, other)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), other) })
 	c := &churn{t: t, testNS: ns, namespaces: namespaces,
 		classes: []string{poolClass(pools[0]), poolClass(pools[1]), other.Name}}
@@ -864,8 +864,8 @@ func TestPoolForeignStorageClassKeepsNoBooks(t *testing.T) {
 	n1, n2, n3 := env.Namespace(t), env.Namespace(t), env.Namespace(t)
 	owner := createPool(t, n1, "owner", "10Gi", int64(1))
 	class := poolClass(owner)
-	create(t, newClaim(n1, "db", class, "2Gi"))
-	create(t, newClaim(n3, "cache", class, "1Gi"))
+	env.Create(t, newClaim(n1, "db", class, "2Gi"))
+	env.Create(t, newClaim(n3, "cache", class, "1Gi"))
 	waitBooks(t, owner, wantBooks{allocated: "3Gi", available: "7Gi", pending: 2, namespaces: n1 + "=2Gi/1 " + n3 + "=1Gi/1"}.check)
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}}
 	if err := get(ctx, sc); err != nil {
@@ -876,7 +876,7 @@ func TestPoolForeignStorageClassKeepsNoBooks(t *testing.T) {
 	// 1Gi: the owner's claims would fill it three times over, and raise both Events.
 	thief := newCR(t, "WarpdrivePool", n2, "thief", map[string]any{
 		"capacity": "1Gi", "overcommitRatio": int64(1), "replicas": int64(1), "storageClassName": class})
-	create(t, thief)
+	env.Create(t, thief)
 	waitCondition(t, thief, "ReleaseFailed", "True")
 	pool := waitNoBooks(t, thief, "StorageClassNotOwned", fmt.Sprintf("StorageClass %q", class), "a Helm release of another namespace")
 	if pool["storageClassName"] != class || pool["capacity"] != "1Gi" {
@@ -890,7 +890,7 @@ func TestPoolForeignStorageClassKeepsNoBooks(t *testing.T) {
 	}
 
 	t.Log("a new claim counts for the owner only")
-	create(t, newClaim(n1, "logs", class, "4Gi"))
+	env.Create(t, newClaim(n1, "logs", class, "4Gi"))
 	waitBooks(t, owner, wantBooks{allocated: "7Gi", available: "3Gi", pending: 3,
 		namespaces: n1 + "=6Gi/2 " + n3 + "=1Gi/1", capacityAvailable: "True", overcommitted: "False"}.check)
 	waitNoBooks(t, thief, "StorageClassNotOwned")
@@ -932,13 +932,13 @@ func TestPoolClusterStorageClassKeepsNoBooks(t *testing.T) {
 		ObjectMeta:  metav1.ObjectMeta{Name: ns + "-cluster"},
 		Provisioner: "example.com/not-a-pool",
 	}
-	create(t, clusterSC)
+	env.Create(t, clusterSC)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), clusterSC) })
-	create(t, newClaim(users, "data", clusterSC.Name, "5Gi"))
+	env.Create(t, newClaim(users, "data", clusterSC.Name, "5Gi"))
 
 	pool := newCR(t, "WarpdrivePool", ns, "taker", map[string]any{
 		"capacity": "1Gi", "overcommitRatio": int64(1), "replicas": int64(1), "storageClassName": clusterSC.Name})
-	create(t, pool)
+	env.Create(t, pool)
 	waitCondition(t, pool, "ReleaseFailed", "True")
 	waitNoBooks(t, pool, "StorageClassNotOwned", fmt.Sprintf("StorageClass %q", clusterSC.Name), "not created by a Helm release")
 	raw, _ := json.Marshal(mustGetCR(t, pool).Object["status"])
@@ -953,11 +953,11 @@ func TestPoolClusterStorageClassKeepsNoBooks(t *testing.T) {
 func TestPoolStorageClassNameImmutable(t *testing.T) {
 	ns := env.Namespace(t)
 	named := newCR(t, "WarpdrivePool", ns, "named", map[string]any{"capacity": "1Gi", "storageClassName": ns + "-named"})
-	create(t, named)
+	env.Create(t, named)
 	// Without storageClassName the class is named after the pool: a name unique to the test.
 	unnamed := newCR(t, "WarpdrivePool", ns, "unnamed-"+ns[len(ns)-5:], map[string]any{"capacity": "1Gi"})
 	unstructured.RemoveNestedField(unnamed.Object, "spec", "storageClassName")
-	create(t, unnamed)
+	env.Create(t, unnamed)
 
 	cases := []struct {
 		name  string

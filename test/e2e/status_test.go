@@ -66,7 +66,7 @@ func TestStatusFollowsWorkloads(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
 			cr := kc.newCR(t, ns, "status", map[string]any{kc.replicasField: int64(2)})
-			create(t, cr)
+			env.Create(t, cr)
 			got := waitStatus(t, cr, 2)
 
 			w := kc.workload(cr)
@@ -103,7 +103,7 @@ func TestScaleSubresource(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
 			cr := kc.newCR(t, ns, "scale", map[string]any{kc.replicasField: int64(1)})
-			create(t, cr)
+			env.Create(t, cr)
 			waitStatus(t, cr, 1)
 
 			resource := env.GVR(kc.kind).Resource
@@ -159,7 +159,7 @@ func TestStatusDoesNotFlap(t *testing.T) {
 	cr := memcached.newCR(t, ns, "noflap", map[string]any{"size": int64(2)})
 
 	rec := watchVersions(t, cr)
-	create(t, cr)
+	env.Create(t, cr)
 	waitStatus(t, cr, 2)
 
 	t.Log("scale up, scale down, upgrade another value")
@@ -281,7 +281,7 @@ func TestSidecarFailover(t *testing.T) {
 	})
 
 	cr := memcached.newCR(t, ns, "failover", map[string]any{"size": int64(2)})
-	create(t, cr)
+	env.Create(t, cr)
 	waitStatus(t, cr, 2) // written by the leader
 	if n, err := framework.Metric(addr, "controller_runtime_reconcile_total"); err != nil || n != 0 {
 		t.Fatalf("the standby ran %v reconciles while the leader lived (%v)", n, err)

@@ -102,18 +102,16 @@ func startOperator() (stop func(), err error) {
 // managerMetricsAddr. A test that stops the manager starts it again with this, and sets
 // manager to the result.
 func startManager() (*framework.Process, error) {
-	binary, args := "manager", []string{}
+	// As in the pod and `make run`: leader election (which the repair of pending releases
+	// needs), with the Lease, and the release signing key, where config/rbac grants them.
+	o := framework.ProcessOptions{LeaderElect: true, MetricsAddr: managerMetricsAddr, Flags: []string{"--metrics-secure"}}
 	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
 		// The stock helm-operator, to see which of the suite's expectations it fails.
 		// It has no default Lease name: it gets our manager's.
-		binary, args = "helm-operator", []string{"run", "--leader-election-id=warpdrive-operator.transwarp.io"}
+		o.Stock = true
+		o.Flags = append(o.Flags, "--leader-election-id=warpdrive-operator.transwarp.io")
 	}
-	args = append(args, "--metrics-bind-address="+managerMetricsAddr, "--metrics-secure")
-	// As in the pod and `make run`: leader election (which the repair of pending releases
-	// needs), with the Lease, and the release signing key, where config/rbac grants them.
-	args = append(args, "--leader-elect", "--leader-election-namespace="+env.LeaseNamespace)
-	op, err := env.Run(binary, binary, append(args, "--watches-file=watches.yaml",
-		"--health-probe-bind-address=0")...)
+	op, err := env.StartManager(o)
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +122,7 @@ func startManager() (*framework.Process, error) {
 // startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none), with
 // extra flags.
 func startSidecar(name, metricsAddr string, flags ...string) (*framework.Process, error) {
-	p, err := env.Run(name, "sidecar", append([]string{"--watches-file=watches.yaml",
-		"--leader-elect", "--leader-election-namespace=" + env.LeaseNamespace,
-		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0"}, flags...)...)
+	p, err := env.StartSidecar(framework.ProcessOptions{Name: name, LeaderElect: true, MetricsAddr: metricsAddr, Flags: flags})
 	if err == nil {
 		processes = append(processes, p)
 	}

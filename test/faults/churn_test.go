@@ -91,7 +91,7 @@ func TestChurn(t *testing.T) {
 
 	// One AppService upgraded one revision at a time, more times than the history keeps.
 	hot := appService.newCR(c.namespaces[0], "hot", 0)
-	create(t, hot)
+	env.Create(t, hot)
 	type upgraded struct {
 		last int // the release's last revision, deployed, after the last edit
 		err  error
@@ -131,7 +131,7 @@ func TestChurn(t *testing.T) {
 	// while it is down, so that the release Secrets are surely gone before the uninstall.
 	doomed := c.namespaces[1 : 1+max(2, nsCount/3)]
 	for _, ns := range doomed {
-		create(t, pool.newCR(ns, "doomed", 1))
+		env.Create(t, pool.newCR(ns, "doomed", 1))
 	}
 	for _, ns := range doomed {
 		waitConverged(t, ns, pool)
@@ -292,7 +292,7 @@ func leaks(ctx context.Context, remaining, all []string) []string {
 			}
 		}
 	}
-	objects, err := releaseObjects(ctx, remaining)
+	objects, err := env.HelmObjects(ctx, remaining)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -306,23 +306,4 @@ func leaks(ctx context.Context, remaining, all []string) []string {
 		}
 	}
 	return out
-}
-
-// releaseObjects lists the objects that Helm marks as a release's, of every kind the charts
-// render: in the namespaces, and cluster-scoped.
-func releaseObjects(ctx context.Context, namespaces []string) ([]client.Object, error) {
-	var out []client.Object
-	for _, l := range framework.ChartKinds() {
-		items, err := env.List(ctx, l)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range items {
-			_, helm := o.GetAnnotations()["meta.helm.sh/release-name"]
-			if helm && (o.GetNamespace() == "" || slices.Contains(namespaces, o.GetNamespace())) {
-				out = append(out, o)
-			}
-		}
-	}
-	return out, nil
 }

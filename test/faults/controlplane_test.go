@@ -97,7 +97,7 @@ func TestControlPlaneRestart(t *testing.T) {
 	name := func(i int) string { return fmt.Sprintf("app-%03d", i) }
 	want := map[string]int64{}
 	for i := range n {
-		create(t, appService.newCR(ns, name(i), 1))
+		env.Create(t, appService.newCR(ns, name(i), 1))
 		want[name(i)] = 1
 	}
 	waitAllConverged(t, ns, appService)

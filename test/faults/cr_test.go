@@ -136,7 +136,7 @@ func releases(ctx context.Context, ns string) (map[string][]revision, error) {
 	out := map[string][]revision{}
 	for _, s := range list.Items {
 		var v int
-		fmt.Sscan(s.Labels["version"], &v)
+		_, _ = fmt.Sscan(s.Labels["version"], &v) // a record without a version sorts first
 		name := s.Labels["name"]
 		out[name] = append(out[name], revision{version: v, status: s.Labels["status"], secret: s})
 	}

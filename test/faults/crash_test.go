@@ -206,7 +206,7 @@ func TestCrashMidOperation(t *testing.T) {
 	t.Logf("wave 1: %d installs, %d kills", n, kills)
 	want := map[string]int64{}
 	for i := range n {
-		create(t, appService.newCR(c.ns, name(i), 1))
+		env.Create(t, appService.newCR(c.ns, name(i), 1))
 		want[name(i)] = 1
 	}
 	c.wave(kills, want, nil)
@@ -229,7 +229,7 @@ func TestCrashMidOperation(t *testing.T) {
 		gone = append(gone, name(i))
 	}
 	for i := n; i < n+n/2; i++ {
-		create(t, appService.newCR(c.ns, name(i), 1))
+		env.Create(t, appService.newCR(c.ns, name(i), 1))
 		want[name(i)] = 1
 	}
 	for i := n / 2; i < n; i++ {
@@ -264,13 +264,6 @@ func (c *crasher) edit(name string, n int64) {
 	c.t.Helper()
 	if err := appService.setReplicas(context.Background(), appService.newCR(c.ns, name, n), n); err != nil {
 		c.t.Fatal(err)
-	}
-}
-
-func create(t testing.TB, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
 }
 

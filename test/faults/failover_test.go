@@ -33,7 +33,7 @@ func TestFailover(t *testing.T) {
 	name := func(i int) string { return fmt.Sprintf("app-%03d", i) }
 	want, edited := map[string]int64{}, map[string]int{} // replicas asked for; edits made
 	for i := range n {
-		create(t, appService.newCR(ns, name(i), 1))
+		env.Create(t, appService.newCR(ns, name(i), 1))
 		want[name(i)] = 1
 	}
 
@@ -228,6 +228,6 @@ func TestGracefulHandover(t *testing.T) {
 		waitLeader(t, standby)
 	}
 
-	create(t, appService.newCR(ns, "after-handover", 2))
+	env.Create(t, appService.newCR(ns, "after-handover", 2))
 	waitAllConverged(t, ns, appService)
 }

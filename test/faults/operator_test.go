@@ -53,29 +53,31 @@ func newOperator(t testing.TB) *operator {
 // manager starts a manager (or the stock helm-operator, see stock) with leader election.
 func (o *operator) manager() *proc {
 	o.t.Helper()
-	binary, args := "manager", []string{}
-	if stock {
-		binary, args = "helm-operator", []string{"run"}
-	}
-	return o.start(binary, append(args, "--leader-election-id="+o.lease+"-manager")...)
+	return o.start("manager", framework.ProcessOptions{Stock: stock})
 }
 
 // sidecar starts a sidecar with leader election.
 func (o *operator) sidecar() *proc {
 	o.t.Helper()
-	return o.start("sidecar", "--leader-election-id="+o.lease+"-sidecar")
+	return o.start("sidecar", framework.ProcessOptions{})
 }
 
-func (o *operator) start(binary string, args ...string) *proc {
+// start starts a process of container ("manager" or "sidecar"), leader-elected through the
+// test's Lease for that container, its metrics on a free loopback port.
+func (o *operator) start(container string, opts framework.ProcessOptions) *proc {
 	o.t.Helper()
 	addr, err := framework.FreeAddr()
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	name := fmt.Sprintf("%s-%s-%d", o.lease, binary, len(o.procs)+1)
-	p, err := env.Run(name, binary, append(args, "--watches-file=watches.yaml",
-		"--leader-elect", "--leader-election-namespace="+env.LeaseNamespace,
-		"--metrics-bind-address="+addr, "--health-probe-bind-address=0")...)
+	binary, start := "sidecar", env.StartSidecar
+	if container == "manager" {
+		binary, start = framework.ManagerBinary(opts.Stock), env.StartManager
+	}
+	opts.Name = fmt.Sprintf("%s-%s-%d", o.lease, binary, len(o.procs)+1)
+	opts.LeaderElect, opts.MetricsAddr = true, addr
+	opts.Flags = []string{"--leader-election-id=" + o.lease + "-" + container}
+	p, err := start(opts)
 	if err != nil {
 		o.t.Fatal(err)
 	}

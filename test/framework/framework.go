@@ -310,3 +310,11 @@ func Condition(cr *unstructured.Unstructured, typ string) (status, reason, messa
 	}
 	return status, reason, message
 }
+
+// Create creates obj, and fails the test when the apiserver refuses it.
+func (e *Env) Create(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := e.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+}

@@ -346,9 +346,3 @@ func refusedEvent(cr *unstructured.Unstructured, secret string) error {
 		return fmt.Errorf("no ReleaseRecordRefused Event on %s %s naming %s", cr.GetKind(), cr.GetName(), secret)
 	})
 }
-
-// exists reports whether obj exists.
-func exists(obj client.Object) bool {
-	err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-	return err == nil
-}

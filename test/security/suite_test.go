@@ -87,10 +87,10 @@ func applyUserRoles(ctx context.Context) error {
 	return nil
 }
 
-// common are the flags of every process the suite runs: leader election, as in the pod.
-func common() []string {
-	return []string{"--watches-file=watches.yaml", "--leader-elect", "--leader-election-namespace=" + env.LeaseNamespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
+// processOptions are those of every process the suite runs: leader election, as in the pod,
+// through the Lease named lease.
+func processOptions(name, lease string, flags ...string) framework.ProcessOptions {
+	return framework.ProcessOptions{Name: name, LeaderElect: true, Flags: append([]string{"--leader-election-id=" + lease}, flags...)}
 }
 
 // manager is the suite's manager (or stock helm-operator); a test may stop it for a while.
@@ -98,12 +98,10 @@ var manager *framework.Process
 
 // startManager runs the manager, or the stock helm-operator, as the pod runs it.
 func startManager() error {
-	binary, args := "manager", []string{}
-	if stock {
-		binary, args = "helm-operator", []string{"run"}
-	}
+	o := processOptions("security-"+framework.ManagerBinary(stock), "security-manager")
+	o.Stock = stock
 	var err error
-	manager, err = env.Run("security-"+binary, binary, append(append(args, common()...), "--leader-election-id=security-manager")...)
+	manager, err = env.StartManager(o)
 	return err
 }
 
@@ -112,7 +110,7 @@ func startOperator() (stop func(), err error) {
 	if err := startManager(); err != nil {
 		return nil, err
 	}
-	sidecar, err := env.Run("security-sidecar", "sidecar", append(common(), "--leader-election-id=security-sidecar")...)
+	sidecar, err := env.StartSidecar(processOptions("security-sidecar", "security-sidecar"))
 	if err != nil {
 		manager.Stop()
 		return nil, err

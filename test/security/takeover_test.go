@@ -36,7 +36,9 @@ func TestTakeOverOfUnsignedRecords(t *testing.T) {
 		}
 	})
 	lease := "security-takeover-" + rand.String(5)
-	earlier, err := env.Run("security-takeover-stock", "helm-operator", append([]string{"run"}, append(common(), "--leader-election-id="+lease)...)...)
+	stockOptions := processOptions("security-takeover-stock", lease)
+	stockOptions.Stock = true
+	earlier, err := env.StartManager(stockOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +60,8 @@ func TestTakeOverOfUnsignedRecords(t *testing.T) {
 
 	// The new version, with a key of its own: the first run of this version in a cluster.
 	keyName := "takeover-key-" + rand.String(5)
-	upgraded, err := env.Run("security-takeover-manager", "manager", append(common(),
-		"--leader-election-id="+lease, "--release-signing-key="+env.LeaseNamespace+"/"+keyName)...)
+	upgraded, err := env.StartManager(processOptions("security-takeover-manager", lease,
+		"--release-signing-key="+env.LeaseNamespace+"/"+keyName))
 	if err != nil {
 		t.Fatal(err)
 	}
