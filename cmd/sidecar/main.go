@@ -14,7 +14,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/sidecar"
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 func main() {
@@ -36,7 +36,7 @@ func main() {
 	common.SetLogger()
 	log := ctrl.Log.WithName("setup")
 
-	ws, err := watches.Load(watchesFile)
+	ws, err := watchfile.Load(watchesFile)
 	if err != nil {
 		log.Error(err, "Unable to load watches")
 		os.Exit(1)

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 // Chart.yaml annotations that describe the kind of a chart.
@@ -431,7 +431,7 @@ type File struct {
 // in chartsDir by the last element of their path (the operator resolves chart paths from
 // its own working directory, which need not be the repository). Files are sorted by name.
 func GenerateAll(watchesPath, chartsDir string) ([]File, error) {
-	entries, err := watches.Load(watchesPath)
+	entries, err := watchfile.Load(watchesPath)
 	if err != nil {
 		return nil, err
 	}

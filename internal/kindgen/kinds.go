@@ -21,7 +21,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 // Kind is one kind of watches.yaml with what its chart says about it.
@@ -42,7 +42,7 @@ type Kind struct {
 // Load reads the kinds of a watches file, in its order, with their charts, which are looked
 // up in chartsDir by the last element of their path (as internal/crdgen does).
 func Load(watchesPath, chartsDir string) ([]Kind, error) {
-	ws, err := watches.Load(watchesPath)
+	ws, err := watchfile.Load(watchesPath)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/poolstatus"
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 	"transwarp.io/tos/warpdrive-operator/internal/workloadstatus"
 )
 
@@ -25,7 +25,7 @@ import (
 type Options struct {
 	// Watches are the kinds of the helm-operator's watches file; a status controller runs
 	// for each.
-	Watches []watches.Watch
+	Watches []watchfile.Watch
 }
 
 // ManagerOptions completes mgrOpts with the scheme, cache and client options the sidecar's

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 // The CRDs in config/crd/bases are exactly what hack/crdgen makes of the charts now, and
@@ -90,7 +90,7 @@ type crd struct {
 	cel        *cel.Validator
 }
 
-func loadCRD(t *testing.T, w watches.Watch) *crd {
+func loadCRD(t *testing.T, w watchfile.Watch) *crd {
 	t.Helper()
 	v1, err := crdgen.Generate(crdgen.ChartDir(filepath.Join(root, "helm-charts"), w.Chart), w.GroupVersionKind())
 	if err != nil {
@@ -325,7 +325,7 @@ func TestCRDAgreesWithChartSchema(t *testing.T) {
 
 // The apiserver names the field it refuses, as the chart schema does.
 func TestCRDErrorsNameTheField(t *testing.T) {
-	byKind := map[string]watches.Watch{}
+	byKind := map[string]watchfile.Watch{}
 	for _, w := range watchList(t) {
 		byKind[w.Kind] = w
 	}

@@ -28,7 +28,7 @@ import (
 	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/watches"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 // root is the repository root, from this package's directory. $WARPDRIVE_CHARTS_ROOT points
@@ -52,9 +52,9 @@ func loadChart(t *testing.T, name string) *chart.Chart {
 }
 
 // watchList returns the entries of watches.yaml.
-func watchList(t *testing.T) []watches.Watch {
+func watchList(t *testing.T) []watchfile.Watch {
 	t.Helper()
-	w, err := watches.Load(filepath.Join(root, "watches.yaml"))
+	w, err := watchfile.Load(filepath.Join(root, "watches.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func watchList(t *testing.T) []watches.Watch {
 }
 
 // sampleFile is operator-sdk's name for a kind's sample in config/samples.
-func sampleFile(w watches.Watch) string {
+func sampleFile(w watchfile.Watch) string {
 	return filepath.Join(root, "config", "samples",
 		fmt.Sprintf("%s_%s_%s.yaml", w.Group, w.Version, strings.ToLower(w.Kind)))
 }
@@ -75,7 +75,7 @@ type sample struct {
 	Spec   map[string]any
 }
 
-func loadSample(t *testing.T, w watches.Watch) sample {
+func loadSample(t *testing.T, w watchfile.Watch) sample {
 	t.Helper()
 	data, err := os.ReadFile(sampleFile(w))
 	if err != nil {

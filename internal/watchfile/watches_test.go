@@ -1,4 +1,4 @@
-package watches
+package watchfile
 
 import (
 	"os"

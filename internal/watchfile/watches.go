@@ -1,10 +1,10 @@
-// Package watches reads the helm-operator's watches.yaml, the file that binds
+// Package watchfile reads the helm-operator's watches.yaml, the file that binds
 // each custom resource kind to the Helm chart the operator installs for it.
 //
 // The sidecar only needs the kinds (and the optional label selector that
 // shards CRs between operator instances); it never renders charts, so unlike
 // the helm-operator it does not load the chart directories.
-package watches
+package watchfile
 
 import (
 	"bytes"
