@@ -6,19 +6,11 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
@@ -51,7 +43,7 @@ func main() {
 		LeaderElectionNamespaceUsage: "Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).",
 	})
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (0 disables them).")
-	flag.StringVar(&signingKey, "release-signing-key", defaultSigningKeyName,
+	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
 	flag.Parse()
@@ -59,27 +51,14 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 	opts.LeaderElection = common.LeaderElect
 	var err error
-	if opts.SigningKey, err = signingKeySecret(signingKey, common.LeaderElectionNamespace); err != nil {
+	if opts.SigningKey, err = operator.SigningKeySecret(signingKey, common.LeaderElectionNamespace); err != nil {
 		log.Error(err, "locating the release signing key")
 		os.Exit(1)
 	}
 
 	mgrOpts := common.Manager()
 	mgrOpts.PprofBindAddress = pprofAddr
-	mgrOpts.Cache = cache.Options{
-		// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
-		// a large part of every object (see stripUnread).
-		DefaultTransform: stripUnread,
-		// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
-		// releases through its own client): without a selector the cache would hold every
-		// Secret of the cluster, and with their data every release, chart included.
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {
-				Label:     labels.SelectorFromSet(labels.Set{"owner": "helm"}),
-				Transform: dropSecretData,
-			},
-		},
-	}
+	mgrOpts.Cache = operator.CacheOptions()
 	mgr, err := mgropts.NewManager(mgrOpts, log)
 	if err != nil {
 		log.Error(err, "creating the manager")
@@ -94,57 +73,4 @@ func main() {
 		log.Error(err, "running the manager")
 		os.Exit(1)
 	}
-}
-
-// defaultSigningKeyName is the Secret, in the operator's namespace, of the key that signs
-// release records (internal/releasesign).
-const defaultSigningKeyName = "warpdrive-operator-release-signing-key"
-
-// signingKeySecret locates the signing key's Secret: flag is <name> or <namespace>/<name>; a
-// bare name is in the operator's own namespace, which namespace editors cannot read.
-func signingKeySecret(flag, leaderElectionNamespace string) (types.NamespacedName, error) {
-	if ns, name, ok := strings.Cut(flag, "/"); ok {
-		return types.NamespacedName{Namespace: ns, Name: name}, nil
-	}
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-			ns = strings.TrimSpace(string(b))
-		}
-	}
-	if ns == "" {
-		ns = leaderElectionNamespace
-	}
-	if ns == "" {
-		return types.NamespacedName{}, fmt.Errorf("out of a cluster, give --release-signing-key=<namespace>/<name> " +
-			"or --leader-election-namespace: the key must live in a namespace only the operator's admins can read")
-	}
-	return types.NamespacedName{Namespace: ns, Name: flag}, nil
-}
-
-// lastApplied is the annotation in which `kubectl apply` keeps a copy of what it applied.
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
-
-// stripUnread drops from every cached object what the manager never reads: managed fields
-// and kubectl's last-applied copy of the object. A CR applied with kubectl carries its spec
-// twice; the cache of a CR kind is as large as a tenant makes its CRs, and is shared by every
-// tenant, so only what is read is kept.
-func stripUnread(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-		if a := m.GetAnnotations(); a[lastApplied] != "" {
-			delete(a, lastApplied)
-			m.SetAnnotations(a)
-		}
-	}
-	return obj, nil
-}
-
-// dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no
-// managed fields: a per-object transform replaces the default one).
-func dropSecretData(obj any) (any, error) {
-	if s, ok := obj.(*corev1.Secret); ok {
-		s.Data, s.StringData = nil, nil
-	}
-	return stripUnread(obj)
 }
