@@ -3,6 +3,8 @@
 
 # Image of the manager pod (helm-operator + sidecar, built from one Dockerfile).
 IMG ?= warpdrive-operator:latest
+# The pod sandbox image of the local cluster's real node (make node-up).
+PAUSE_IMAGE ?= localhost/warpdrive-pause:1
 
 # Where tools and binaries go. Everything is built from the Go module proxy at the
 # versions pinned in go.mod and hack/tools/*/go.mod; nothing is downloaded from release pages.
@@ -135,6 +137,10 @@ bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle wi
 demo: ## Start the local cluster, run the operator, apply the five samples and show them converge.
 	hack/demo.sh
 
+.PHONY: demo-deploy
+demo-deploy: build ## The same with the operator in its pod: real node, image from the Dockerfile, make deploy (needs root).
+	hack/demo-deploy.sh
+
 ##@ Build
 
 .PHONY: build
@@ -160,6 +166,24 @@ run: build ## Run the manager and the sidecar in the foreground against $KUBECON
 docker-build: ## Build the manager image (needs a Docker engine).
 	docker build -t $(IMG) .
 
+# The same image without a container engine: the binaries are built the way the Dockerfile's
+# builder stage builds them, then hack/image applies the Dockerfile's runtime stage (COPY,
+# WORKDIR, USER, ENTRYPOINT) on a distroless-like base; its test checks the two agree.
+IMAGE_TAR ?= $(LOCALBIN)/operator-image.tar
+IMAGE_FLAGS := -trimpath -ldflags "-s -w"
+
+.PHONY: image
+image: ## Build the manager image $(IMG) from the Dockerfile without Docker, into bin/operator-image.tar.
+	mkdir -p $(LOCALBIN)/image
+	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/manager ./cmd/manager
+	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/sidecar ./cmd/sidecar
+	go run ./hack/image operator -dockerfile Dockerfile -context . -from builder:/out=$(LOCALBIN)/image \
+		-tag $(IMG) -o $(IMAGE_TAR)
+
+.PHONY: image-load
+image-load: image ## Load the manager image into the real node's containerd (make node-up).
+	ctr --address $(CLUSTER_DIR)/node/containerd.sock -n k8s.io images import $(IMAGE_TAR)
+
 .PHONY: docker-push
 docker-push: ## Push the manager image.
 	docker push $(IMG)
@@ -177,6 +201,14 @@ cluster-up: tools ## Start etcd, kube-apiserver, controller-manager, scheduler a
 cluster-down: ## Stop the local cluster and delete its state.
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster-down.sh
 
+.PHONY: node-up
+node-up: kubelet pause-image ## Join a real node (kubelet, Debian's containerd) to the local cluster, tainted for the operator's pod only (needs root).
+	CLUSTER_DIR=$(CLUSTER_DIR) PAUSE_IMAGE=$(PAUSE_IMAGE) hack/node-up.sh
+
+.PHONY: node-down
+node-down: ## Remove the real node: Node object, kubelet, containers, containerd, mounts, bridge and iptables rule.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/node-down.sh
+
 .PHONY: kubeconfig
 kubeconfig: ## Print the path of the local cluster's kubeconfig (use with make -s).
 	@echo $(LOCAL_KUBECONFIG)
@@ -191,12 +223,16 @@ install: manifests $(KUSTOMIZE) ## Install the CRDs into the cluster in $KUBECON
 uninstall: $(KUSTOMIZE) ## Uninstall the CRDs (deletes every CR: their releases are uninstalled only while the operator runs).
 	$(KUSTOMIZE) build config/crd | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) delete --ignore-not-found -f -
 
+# The kustomization make deploy applies; config/local is config/default on the local
+# cluster's real node (make demo-deploy).
+DEPLOY_CONFIG ?= config/default
+
 # Server-side apply; --force-conflicts because these manifests are the truth about what the
 # operator's objects should be, whoever (such as the e2e suite's CRD install) set a field last.
 .PHONY: deploy
-deploy: manifests $(KUSTOMIZE) ## Deploy the operator (config/default) to the cluster in $KUBECONFIG.
+deploy: manifests $(KUSTOMIZE) ## Deploy the operator ($DEPLOY_CONFIG, by default config/default) to the cluster in $KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side --force-conflicts -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side --force-conflicts -f -
 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove the operator from $KUBECONFIG: CRs first (releases uninstalled), then all of config/default.
@@ -228,6 +264,19 @@ $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	touch $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler $(LOCALBIN)/kubectl
+
+# The real node's kubelet, from the same module and version as the control plane.
+.PHONY: kubelet
+kubelet: $(LOCALBIN)/kubelet ## Build bin/kubelet (hack/tools/kube, the control plane's k8s.io/kubernetes).
+$(LOCALBIN)/kubelet: hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
+# The real node's pod sandbox image: no registry is reachable, so it is built from hack/pause.
+.PHONY: pause-image
+pause-image: ## Build the pod sandbox image of the real node into bin/pause-image.tar.
+	mkdir -p $(LOCALBIN)/image
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/image/pause ./hack/pause
+	go run ./hack/image pause -binary $(LOCALBIN)/image/pause -tag $(PAUSE_IMAGE) -o $(LOCALBIN)/pause-image.tar
 
 $(LOCALBIN)/etcd: hack/tools/etcd/go.mod
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
