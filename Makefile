@@ -58,14 +58,15 @@ vet: ## Run go vet.
 UNIT_PACKAGES = $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults -e /test/security -e /test/integration)
 
 .PHONY: test
-test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite, deploy e2e and faults on the local cluster (started if needed).
+test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite, deploy e2e (with the operator's pod on a real node) and faults on the local cluster (started if needed).
 	go vet ./...
 	$(MAKE) test-unit
 	$(MAKE) lint
 	$(MAKE) bundle
 	$(MAKE) test-e2e
 	$(MAKE) test-security
-	$(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
+	$(MAKE) node-up image-load 2>&1 | tee $(CLUSTER_DIR)/node-up.log
+	WARPDRIVE_DEPLOY_POD=1 $(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
 	$(MAKE) test-faults
 
 .PHONY: test-unit
