@@ -63,6 +63,11 @@ ip link del "$NODE_BRIDGE" 2>/dev/null
 iptables -t nat -D PREROUTING -i "$NODE_BRIDGE" -j WARPDRIVE-NODE 2>/dev/null
 iptables -t nat -F WARPDRIVE-NODE 2>/dev/null
 iptables -t nat -X WARPDRIVE-NODE 2>/dev/null
+# The line node-up added to /etc/hosts (rewritten in place: /etc/hosts may be a mount).
+if grep -q ' # warpdrive-node-up$' /etc/hosts; then
+  hosts=$(grep -v ' # warpdrive-node-up$' /etc/hosts)
+  printf '%s\n' "$hosts" >/etc/hosts
+fi
 if [[ -f $NODE_DIR/ip_forward ]]; then
   sysctl -qw "net.ipv4.ip_forward=$(cat "$NODE_DIR/ip_forward")"
 fi

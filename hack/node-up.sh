@@ -142,11 +142,16 @@ cat >"$NODE_DIR/cni/10-warpdrive.conflist" <<CNI
     "ipam": {
       "type": "host-local",
       "dataDir": "$NODE_DIR/cni-ipam",
-      "ranges": [[{"subnet": "$NODE_POD_CIDR", "gateway": "$NODE_IP"}]]
+      "ranges": [[{"subnet": "$NODE_POD_CIDR", "gateway": "$NODE_IP"}]],
+      "routes": [{"dst": "0.0.0.0/0"}]
     }
   }]
 }
 CNI
+
+# The apiserver reaches a kubelet (logs, exec) at the node's Hostname address first: make the
+# node's name resolve to its address on this machine.
+printf '%s %s # warpdrive-node-up\n' "$NODE_IP" "$NODE_NAME" >>/etc/hosts
 
 # --- containerd, with its own root, state and socket, and the CRI plugin set up for the
 # kubelet: cgroupfs (no systemd), the local pause image, the CNI configuration above.
@@ -162,6 +167,10 @@ state = "$NODE_DIR/containerd/state"
   sandbox_image = "$PAUSE_IMAGE"
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  # The kubelet asks for oom_score_adj -998 for pod sandboxes; lowering a score needs
+  # CAP_SYS_RESOURCE, which the machines here do not give root ("nsexec: failed to update
+  # /proc/self/oom_score_adj: Permission denied"). Scores are kept at containerd's or above.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

@@ -43,6 +43,9 @@ func TestOperatorPod(t *testing.T) {
 	if out, err := runMake(5*time.Minute, []string{"DEPLOY_CONFIG=config/local"}, "deploy"); err != nil {
 		t.Fatalf("make deploy: %v\n%s", err, out)
 	}
+	if err := env.InstallCRDs(context.Background()); err != nil { // waits for them, and lists them
+		t.Fatal(err)
+	}
 	undeployed := false
 	defer func() {
 		if undeployed {
