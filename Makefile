@@ -66,8 +66,10 @@ test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite
 	$(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
 	$(MAKE) test-faults
 
+# kustomize renders config/default, whose Deployment gives the binaries their flags
+# (internal/podargs; test/framework checks the suites use them).
 .PHONY: test-unit
-test-unit: ## Unit and chart tests (no cluster).
+test-unit: $(KUSTOMIZE) ## Unit and chart tests (no cluster).
 	go test $(GO_TEST_FLAGS) $(UNIT_PACKAGES)
 
 .PHONY: lint
@@ -153,7 +155,7 @@ sidecar: ## Build bin/sidecar.
 	go build -o $(LOCALBIN)/sidecar ./cmd/sidecar
 
 .PHONY: run
-run: build ## Run the manager and the sidecar in the foreground against $KUBECONFIG.
+run: build $(KUSTOMIZE) ## Run the manager and the sidecar in the foreground against $KUBECONFIG, with the arguments of config/default's Deployment.
 	hack/run.sh
 
 .PHONY: docker-build

@@ -748,7 +748,7 @@ func TestPoolFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standby, err := startSidecar("sidecar-pool-standby", addr)
+	standby, err := startSidecar("sidecar-pool-standby", addr, false)
 	if err != nil {
 		t.Fatal(err)
 	}

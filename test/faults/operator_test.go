@@ -75,7 +75,7 @@ func (o *operator) start(container string, opts framework.ProcessOptions) *proc 
 		binary, start = framework.ManagerBinary(opts.Stock), env.StartManager
 	}
 	opts.Name = fmt.Sprintf("%s-%s-%d", o.lease, binary, len(o.procs)+1)
-	opts.LeaderElect, opts.MetricsAddr = true, addr
+	opts.MetricsAddr = addr
 	opts.Flags = []string{"--leader-election-id=" + o.lease + "-" + container}
 	p, err := start(opts)
 	if err != nil {
