@@ -71,7 +71,7 @@ func writeReport(dir string, s settings, results []result) error {
 		}
 		row("create -> all available", "s", floor.createS, stock.createS, ours.createS, true)
 		row("  operator CPU for it", "CPU-s", 0, stock.createCPU, ours.createCPU, false)
-		row("edit replicas 2 -> 3 on every CR -> all available", "s", floor.editS, stock.editS, ours.editS, true)
+		row("edit every CR -> all rolled out", "s", floor.editS, stock.editS, ours.editS, true)
 		row("  operator CPU for it", "CPU-s", 0, stock.editCPU, ours.editCPU, false)
 		row("  helm reconciles per edit", "", 0, stock.reconcilesPerEdit, ours.reconcilesPerEdit, false)
 		row("  deepest work queue, create", "CRs", 0, stock.createQueuePeak, ours.createQueuePeak, false)
@@ -198,7 +198,7 @@ func marginalRSS(sizes []int, results []result) string {
 		for _, v := range []string{stockName, ourName} {
 			a, z := rss[v][lo], rss[v][hi]
 			if a > 0 && z > 0 && hi > lo {
-				fmt.Fprintf(&b, "\n%s: RSS grows by %.3g KiB per CR from %d to %d CRs.", v, (z-a)*1024/float64(hi-lo), lo, hi)
+				fmt.Fprintf(&b, "\n- %s: RSS grows by %.3g KiB per CR from %d to %d CRs.", v, (z-a)*1024/float64(hi-lo), lo, hi)
 			}
 		}
 	}
