@@ -63,6 +63,20 @@ func RenderPodArgs(root string) (map[string][]string, error) {
 	return podargs.Render(filepath.Join(root, "bin", "kustomize"), filepath.Join(root, "config", "default"))
 }
 
+// PodFlag is the value the pod gives flag name in container (the last one given wins, as
+// with the binaries' flag parsing), and whether it gives one: for a suite that runs the
+// manager's code in its own process.
+func (e *Env) PodFlag(container, name string) (string, bool) {
+	value, found := "", false
+	for _, a := range e.PodArgs[container] {
+		if podargs.FlagName(a) == name {
+			_, value, _ = strings.Cut(a, "=")
+			found = true
+		}
+	}
+	return value, found
+}
+
 // ManagerBinary is the binary StartManager runs: bin/manager, or with stock the stock
 // helm-operator.
 func ManagerBinary(stock bool) string {

@@ -141,3 +141,17 @@ func TestStockKeepsItsConfiguration(t *testing.T) {
 		t.Errorf("stock args %v", args)
 	}
 }
+
+// PodFlag reads the pod's value of a flag as the binary would: the last one given wins.
+func TestPodFlag(t *testing.T) {
+	e := &Env{PodArgs: map[string][]string{podargs.Manager: {"--metrics-bind-address=0", "--leader-elect", "--metrics-bind-address=:8443"}}}
+	if v, ok := e.PodFlag(podargs.Manager, "metrics-bind-address"); !ok || v != ":8443" {
+		t.Errorf("metrics-bind-address: %q %v", v, ok)
+	}
+	if v, ok := e.PodFlag(podargs.Manager, "leader-elect"); !ok || v != "" {
+		t.Errorf("leader-elect: %q %v", v, ok)
+	}
+	if _, ok := e.PodFlag(podargs.Manager, "reconcile-period"); ok {
+		t.Error("reconcile-period found")
+	}
+}
