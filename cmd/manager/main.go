@@ -20,7 +20,6 @@ func main() {
 	var (
 		opts       operator.Options
 		common     mgropts.Options
-		pprofAddr  string
 		signingKey string
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file.")
@@ -42,7 +41,6 @@ func main() {
 		LeaderElectionID:             "warpdrive-operator.transwarp.io",
 		LeaderElectionNamespaceUsage: "Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).",
 	})
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (0 disables them).")
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
@@ -57,7 +55,6 @@ func main() {
 	}
 
 	mgrOpts := common.Manager()
-	mgrOpts.PprofBindAddress = pprofAddr
 	mgrOpts.Cache = operator.CacheOptions()
 	mgr, err := mgropts.NewManager(mgrOpts, log)
 	if err != nil {

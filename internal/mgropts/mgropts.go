@@ -38,7 +38,10 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
-	Zap                     zap.Options
+	// PprofAddr is where the process serves net/http/pprof ("0": nowhere), to take heap and
+	// CPU profiles of a running process (docs/bench/memory.md).
+	PprofAddr string
+	Zap       zap.Options
 }
 
 // Flags is what differs between the two processes in the shared flags: the defaults, and
@@ -61,6 +64,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet, f Flags) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, f.LeaderElectUsage)
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", f.LeaderElectionID, "Name of the leader election Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", f.LeaderElectionNamespaceUsage)
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0",
+		"Address of the pprof endpoints, /debug/pprof/ (0 disables them). They show the process's memory, which holds "+
+			"the cached objects: bind them to a loopback address.")
 	o.Zap.BindFlags(fs)
 }
 
@@ -92,6 +98,7 @@ func (o *Options) Manager() ctrl.Options {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
 		LeaderElectionReleaseOnCancel: true,
+		PprofBindAddress:              o.PprofAddr,
 	}
 }
 

@@ -11,12 +11,15 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs, Flags{MetricsAddr: ":1", ProbeAddr: ":2", LeaderElectionID: "lease"})
-	if err := fs.Parse([]string{"--metrics-secure", "--leader-elect", "--leader-election-namespace=ns"}); err != nil {
+	if err := fs.Parse([]string{"--metrics-secure", "--leader-elect", "--leader-election-namespace=ns", "--pprof-bind-address=127.0.0.1:6060"}); err != nil {
 		t.Fatal(err)
 	}
 	m := o.Manager()
 	if m.Metrics.BindAddress != ":1" || !m.Metrics.SecureServing || m.Metrics.FilterProvider == nil {
 		t.Errorf("metrics options %+v", m.Metrics)
+	}
+	if m.PprofBindAddress != "127.0.0.1:6060" {
+		t.Errorf("pprof address %q", m.PprofBindAddress)
 	}
 	if m.HealthProbeBindAddress != ":2" {
 		t.Errorf("probe address %q", m.HealthProbeBindAddress)
@@ -32,7 +35,7 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if m := o.Manager(); m.Metrics.FilterProvider != nil || m.LeaderElection {
+	if m := o.Manager(); m.Metrics.FilterProvider != nil || m.LeaderElection || m.PprofBindAddress != "0" {
 		t.Errorf("defaults: %+v", m)
 	}
 }
