@@ -32,6 +32,9 @@ func main() {
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
 	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 10,
 		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
+	flag.BoolVar(&opts.StatusReleaseManifest, "status-release-manifest", false,
+		"Also write the release's rendered manifest in each CR's status.deployedRelease.manifest, as the stock "+
+			"helm-operator does (it copies every rendered object, Secrets included, into the CR).")
 	common.BindFlags(flag.CommandLine, mgropts.Flags{
 		MetricsAddr:                  ":8080",
 		MetricsAddrUsage:             "Address of the metrics endpoint (0 disables it).",
