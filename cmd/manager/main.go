@@ -10,10 +10,12 @@ import (
 	"runtime"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 func main() {
@@ -58,7 +60,16 @@ func main() {
 	}
 
 	mgrOpts := common.Manager()
-	mgrOpts.Cache = operator.CacheOptions()
+	ws, err := watchfile.Load(opts.WatchesFile)
+	if err != nil {
+		log.Error(err, "loading the watches file")
+		os.Exit(1)
+	}
+	crs := make([]schema.GroupVersionKind, 0, len(ws))
+	for _, w := range ws {
+		crs = append(crs, w.GroupVersionKind())
+	}
+	mgrOpts.Cache = operator.CacheOptions(crs)
 	mgr, err := mgropts.NewManager(mgrOpts, log)
 	if err != nil {
 		log.Error(err, "creating the manager")
