@@ -52,6 +52,9 @@ func main() {
 	flag.Parse()
 	common.SetLogger()
 	log := ctrl.Log.WithName("setup")
+	if limit := mgropts.SetMemoryLimit(); limit > 0 {
+		log.Info("soft memory limit", "bytes", limit)
+	}
 	opts.LeaderElection = common.LeaderElect
 	var err error
 	if opts.SigningKey, err = operator.SigningKeySecret(signingKey, common.LeaderElectionNamespace); err != nil {

@@ -2,6 +2,7 @@ package mgropts
 
 import (
 	"flag"
+	"runtime/debug"
 	"testing"
 )
 
@@ -37,5 +38,27 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	}
 	if m := o.Manager(); m.Metrics.FilterProvider != nil || m.LeaderElection || m.PprofBindAddress != "0" {
 		t.Errorf("defaults: %+v", m)
+	}
+}
+
+// The soft memory limit is a share of the container's, unless GOMEMLIMIT sets one or there
+// is no limit.
+func TestSetMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(MemoryLimitEnv, "536870912") // 512Mi, of which 0.8
+	if got, want := SetMemoryLimit(), int64(429496729); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Errorf("limit %d, want %d", got, want)
+	}
+	for _, v := range []string{"", "0", "junk"} {
+		t.Setenv(MemoryLimitEnv, v)
+		if got := SetMemoryLimit(); got != 0 {
+			t.Errorf("%s=%q: limit %d, want none", MemoryLimitEnv, v, got)
+		}
+	}
+	t.Setenv(MemoryLimitEnv, "536870912")
+	t.Setenv("GOMEMLIMIT", "100MiB")
+	if got := SetMemoryLimit(); got != 0 {
+		t.Errorf("with GOMEMLIMIT: limit %d, want the runtime's", got)
 	}
 }
