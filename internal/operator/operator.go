@@ -24,7 +24,10 @@
 //   - a release left pending by an interrupted operation is marked failed and retried
 //     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
 //     namespace) still has its cluster-scoped objects deleted (orphansweep.go); failed Helm
-//     operations are recorded as Events on the CR (releaseevents.go).
+//     operations are recorded as Events on the CR (releaseevents.go);
+//   - status.deployedRelease names the release's revision and chart version instead of
+//     copying its rendered manifest (statusclient.go, releaseversions.go), unless
+//     Options.StatusReleaseManifest asks for the stock shape.
 //
 // # The pipeline
 //
