@@ -64,7 +64,11 @@ stop() {
 cleanup() {
   echo "deleting the CRs" >&2
   "$K" delete appservices --all -n "$NS" --wait=false >/dev/null 2>&1 || true
-  "$K" wait --for=delete appservices --all -n "$NS" --timeout=15m >/dev/null 2>&1 || true
+  # Polled: `kubectl wait --for=delete --all` hung here once all were gone.
+  for _ in $(seq 180); do
+    [ "$("$K" get appservices -n "$NS" --no-headers 2>/dev/null | wc -l)" = 0 ] && break
+    sleep 5
+  done
   stop
   "$K" delete namespace "$NS" --wait=true --timeout=10m >/dev/null 2>&1 || true
 }
