@@ -258,8 +258,13 @@ func statusSchema() apiextv1.JSONSchemaProps {
 				Type:        "object",
 				Description: "The Helm release last deployed.",
 				Properties: map[string]apiextv1.JSONSchemaProps{
-					"name":     str("Name of the release."),
-					"manifest": str("Rendered manifest of the release."),
+					"name": str("Name of the release."),
+					"revision": {Type: "integer", Format: "int64", Minimum: ptr(1.0),
+						Description: "Revision of the release (Helm's release version)."},
+					"chartVersion": str("Version of the chart the release was rendered from."),
+					// The stock helm-operator's shape, written only with the manager's
+					// --status-release-manifest (docs/status.md).
+					"manifest": str("Rendered manifest of the release; written only with the manager's --status-release-manifest."),
 				},
 			},
 			// Written by the sidecar, summed over the release's Deployments, StatefulSets

@@ -24,7 +24,10 @@
 //   - a release left pending by an interrupted operation is marked failed and retried
 //     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
 //     namespace) still has its cluster-scoped objects deleted (orphansweep.go); failed Helm
-//     operations are recorded as Events on the CR (releaseevents.go).
+//     operations are recorded as Events on the CR (releaseevents.go);
+//   - status.deployedRelease names the release's revision and chart version instead of
+//     copying its rendered manifest (statusclient.go, releaseversions.go), unless
+//     Options.StatusReleaseManifest asks for the stock shape.
 //
 // # The pipeline
 //
@@ -92,6 +95,9 @@ type Options struct {
 	// SigningKey is the Secret that holds the key release records are signed with (see
 	// internal/releasesign), in the operator's own namespace.
 	SigningKey types.NamespacedName
+	// StatusReleaseManifest keeps the release's rendered manifest in status.deployedRelease,
+	// as the stock helm-operator writes it (statusclient.go).
+	StatusReleaseManifest bool
 }
 
 // Setup adds a helm reconciler to mgr for every kind in the watches file.
@@ -103,7 +109,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.SigningKey.Name == "" || opts.SigningKey.Namespace == "" {
 		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
 	}
-	cl := statusKeepingClient{Client: mgr.GetClient()}
+	versions := newReleaseVersions() // the releases handed to the reconcilers: see releaseversions.go
+	cl := statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
+		releaseManifest: opts.StatusReleaseManifest}
 	policies := make([]kindPolicy, 0, len(ws))
 	for _, w := range ws {
 		clusterKinds, err := chartpolicy.ClusterScopedKinds(w.Chart)
@@ -124,7 +132,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
-	locks := newKeyedMutex() // one release name, across kinds: see releaseguard.go
+	locks := newKeyedMutex()                                // one release name, across kinds: see releaseguard.go
+	manifests := newReleaseManifests(configs.storedRelease) // for the drift filter: see drift.go
 	for i, w := range ws {
 		engine, err := newHelmEngine(configs, policies[i].hooks)
 		if err != nil {
@@ -138,7 +147,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			concurrency = *w.MaxConcurrentReconciles
 		}
 		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
-		getter := pipeline{chart: w.Chart, locks: locks, ops: ops, status: cl, outcomes: outcomes,
+		cluster := clusterObjects{kinds: policies[i].clusterKinds, mapper: mgr.GetRESTMapper(),
+			reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
+		getter := pipeline{chart: w.Chart, locks: locks, ops: ops, status: cl, outcomes: outcomes, versions: versions, cluster: cluster,
 			// The reconciler's own recorder name, so that these Events share its source.
 			recorder: mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller"),
 		}.build(engine)
@@ -168,7 +179,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 		}
-		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind)); err != nil {
+		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, manifests)); err != nil {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		rr := &readinessReconciler{client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,8 +151,14 @@ func (o *outcomes) forget(key types.NamespacedName) {
 
 // tell wakes the readiness controller for cr. It blocks when the controller is 1024
 // requests behind, which slows the helm reconcilers down rather than losing a request.
+//
+// The event carries a copy of cr's name and namespace, not cr: the reconciler goes on
+// changing its CR object (the status it writes) while the readiness controller's handler
+// reads the event's. Passing cr itself crashed the manager ("concurrent map read and map
+// write" in the handler's GetName) when it restarted over 1000 CRs.
 func (o *outcomes) tell(cr client.Object) {
-	o.notify <- event.GenericEvent{Object: cr}
+	o.notify <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cr.GetNamespace(), Name: cr.GetName()}}}
 }
 
 // withOutcomes hands out action clients that record each failed attempt in o. Successes are

@@ -110,3 +110,18 @@ func TestOutcomesBoundTheEchoedRequest(t *testing.T) {
 		t.Errorf("echo of %d bytes, want at most %d", len(got.handled), maxRequestEcho)
 	}
 }
+
+// The readiness controller is woken with the CR's name, not with the reconciler's CR object,
+// which the reconciler goes on changing while the controller's handler reads the event.
+func TestTellSendsNoSharedObject(t *testing.T) {
+	o := newOutcomes()
+	cr := memcached(nil)
+	o.tell(cr)
+	e := <-o.notify
+	if u, ok := e.Object.(*unstructured.Unstructured); ok && u == cr {
+		t.Fatal("the event carries the reconciler's CR object")
+	}
+	if e.Object.GetNamespace() != "ns" || e.Object.GetName() != "m" {
+		t.Errorf("event for %s/%s, want ns/m", e.Object.GetNamespace(), e.Object.GetName())
+	}
+}

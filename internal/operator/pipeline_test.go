@@ -37,7 +37,7 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	rec := record.NewFakeRecorder(20)
 	status := &statusWrites{}
 	return pipeline{chart: &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, locks: newKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes()}, rec, status
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), versions: newReleaseVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup
@@ -108,7 +108,7 @@ func traced(layers []layer, trace *[]string) []layer {
 }
 
 // The layers are stacked in the documented order, and every call the reconciler makes goes
-// through all of them, from the outermost (outcomes) to the one next to the engine (the
+// through all of them, from the outermost (release versions) to the one next to the engine (the
 // release guard).
 func TestPipelineOrder(t *testing.T) {
 	p, _, _ := testPipeline()
@@ -116,7 +116,7 @@ func TestPipelineOrder(t *testing.T) {
 	for _, l := range p.layers() {
 		names = append(names, l.name)
 	}
-	want := "release guard, pending repair, orphan sweep, release events, record report, outcomes"
+	want := "release guard, pending repair, orphan sweep, release events, record report, outcomes, release versions"
 	if got := strings.Join(names, ", "); got != want {
 		t.Fatalf("layers from the engine outwards: %s\nwant (see pipeline): %s", got, want)
 	}
