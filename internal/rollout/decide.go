@@ -56,6 +56,8 @@ type Plan struct {
 	Waves [][]string
 	// Wave is the index of the wave under way, len(Waves) when every wave is done.
 	Wave int
+	// WaveOf is the index of each member's wave.
+	WaveOf map[string]int
 	// Admitted are the CRs that may move to the target chart now (or stay on it).
 	Admitted map[string]bool
 	// Halted: a CR failed on the target chart; no further CR moves to it.
@@ -117,6 +119,12 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	for _, m := range order {
 		if m.FailedDigest == target && m.Forced != target {
 			plan.Failed[m.Key] = true
+		}
+	}
+	plan.WaveOf = make(map[string]int, len(members))
+	for w, ks := range plan.Waves {
+		for _, k := range ks {
+			plan.WaveOf[k] = w
 		}
 	}
 	plan.Wave = len(plan.Waves)
@@ -247,13 +255,9 @@ func cut(order []string, canaries int, percents []int) [][]string {
 // Describe says in a sentence where a CR stands, for its ChartRollout condition: whether it
 // is on the target chart, and if not, why not.
 func (p Plan) Describe(key string, m Member) (onTarget bool, reason, message string) {
-	wave := -1
-	for w, ks := range p.Waves {
-		for _, k := range ks {
-			if k == key {
-				wave = w
-			}
-		}
+	wave, ok := p.WaveOf[key]
+	if !ok {
+		wave = -1
 	}
 	switch {
 	case p.Failed[key]:
