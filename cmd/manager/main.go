@@ -15,6 +15,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -46,6 +47,11 @@ func main() {
 		LeaderElectionID:             "warpdrive-operator.transwarp.io",
 		LeaderElectionNamespaceUsage: "Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).",
 	})
+	opts.Rollouts = rollout.Policies{}
+	flag.Var(opts.Rollouts, "rollout",
+		"How a new chart rolls out over the CRs of a kind, as Kind=POLICY (repeatable; * names every kind not named): "+
+			"all (every CR at once, the default), waved (a canary, then 10%, 25%, 50%, 100%, each wave Ready within 10m), "+
+			"or settings over waved: canaries:N,waves:P/P/100,timeout:D,minready:D,onfailure:rollback|hold. See docs/rollouts.md.")
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")

@@ -81,6 +81,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
 // Options are the defaults for every watch; watches.yaml may override them per kind.
@@ -98,6 +99,8 @@ type Options struct {
 	// StatusReleaseManifest keeps the release's rendered manifest in status.deployedRelease,
 	// as the stock helm-operator writes it (statusclient.go).
 	StatusReleaseManifest bool
+	// Rollouts are the chart rollout policies by kind (rollout.go, docs/rollouts.md).
+	Rollouts rollout.Policies
 }
 
 // Setup adds a helm reconciler to mgr for every kind in the watches file.
@@ -134,6 +137,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	locks := newKeyedMutex()                                // one release name, across kinds: see releaseguard.go
 	manifests := newReleaseManifests(configs.storedRelease) // for the drift filter: see drift.go
+	metrics := newReleaseMetrics()
 	for i, w := range ws {
 		engine, err := newHelmEngine(configs, policies[i].hooks)
 		if err != nil {
@@ -149,14 +153,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
 		cluster := clusterObjects{kinds: policies[i].clusterKinds, mapper: mgr.GetRESTMapper(),
 			reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
-		getter := pipeline{chart: w.Chart, locks: locks, ops: ops, status: cl, outcomes: outcomes, versions: versions, cluster: cluster,
-			// The reconciler's own recorder name, so that these Events share its source.
-			recorder: mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller"),
-		}.build(engine)
+		// The reconciler's own recorder name, so that these Events share its source.
+		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
 		selector, err := metav1.LabelSelectorAsSelector(w.Selector)
 		if err != nil {
 			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)
 		}
+		policy := opts.Rollouts.For(w.GroupVersionKind.Kind)
+		roll := newKindRollout(w.GroupVersionKind, selector, policy, w.Chart, mgr.GetClient(), recorder, outcomes.notify)
+		getter := pipeline{chart: w.Chart, gate: roll, locks: locks, ops: ops, status: cl, outcomes: outcomes,
+			versions: versions, cluster: cluster, recorder: recorder}.build(engine)
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -175,6 +181,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			reconciler.WithActionClientGetter(getter),
 			reconciler.WithPostHook(recordSuccess(outcomes)),
 			reconciler.WithPauseReconcileHandler(pauseHandler(outcomes)),
+			reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
+				return c.Watch(roll.wakeSource()) // the CRs the rollout admits
+			}),
 		)
 		if err != nil {
 			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
@@ -183,13 +192,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		rr := &readinessReconciler{client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
-			outcomes: outcomes, now: metav1.Now}
+			outcomes: outcomes, rollout: roll, metrics: metrics, now: metav1.Now}
 		if err := rr.setup(mgr); err != nil {
 			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
 		}
+		if err := roll.setup(mgr); err != nil {
+			return fmt.Errorf("rollout controller for %s: %w", w.GroupVersionKind, err)
+		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
-			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks)
+			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks,
+			"chart", w.Chart.Metadata.Version, "chartDigest", roll.carried.digest, "rollout", policy.String())
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,10 @@ type ProcessOptions struct {
 	// SecureMetrics serves them as the pod does, over HTTPS to authorized scrapers only;
 	// without it, over plain HTTP, for the suites to read without a token.
 	SecureMetrics bool
+	// WatchesFile is the watches file the process reads, relative to the repository root
+	// or absolute; empty: the repository's watches.yaml. The rollout tests point it at a copy
+	// whose chart they change.
+	WatchesFile string
 	// Flags replace (or add) flags of the pod's command line; only those of SuiteFlags.
 	Flags []string
 }
@@ -43,6 +48,8 @@ var SuiteFlags = map[string]string{
 	// test/bench's TestTune measures the candidates for config/manager/manager.yaml.
 	"reconcile-period":          "test/bench TestTune measures the candidate values",
 	"max-concurrent-reconciles": "test/bench TestTune measures the candidate values",
+	// The rollout tests (test/e2e, test/faults) roll a chart out in waves over their own kind.
+	"rollout": "the rollout tests set a waved policy for the kind whose chart they change",
 }
 
 // StockArgs is the stock helm-operator's configuration: the arguments operator-sdk's Helm
@@ -126,7 +133,7 @@ func (e *Env) hostArgs(pod []string, o ProcessOptions) ([]string, error) {
 		return nil, fmt.Errorf("no arguments for the container: Env.PodArgs is %v", e.PodArgs)
 	}
 	host := podargs.Host{
-		WatchesFile:    "watches.yaml", // the processes run in e.Root
+		WatchesFile:    cmp.Or(o.WatchesFile, "watches.yaml"), // the processes run in e.Root
 		MetricsAddr:    o.MetricsAddr,
 		SecureMetrics:  o.SecureMetrics,
 		LeaseNamespace: e.LeaseNamespace,
