@@ -54,11 +54,11 @@ func TestStatusHoldsNoRenderedData(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Without leader election (the suite's manager holds the Lease), with the suite's
-	// signing key, in the namespace of the Lease.
+	// With a Lease of its own (the suite's manager holds the pod's), and the suite's signing
+	// key.
 	start := func(name string, flags ...string) *framework.Process {
-		p, err := env.StartManager(framework.ProcessOptions{Name: name,
-			Flags: append([]string{"--watches-file=" + watches, "--leader-election-namespace=" + env.LeaseNamespace}, flags...)})
+		p, err := env.StartManager(framework.ProcessOptions{Name: name, WatchesFile: watches,
+			Flags: append([]string{"--leader-election-id=" + name}, flags...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestStatusHoldsNoRenderedData(t *testing.T) {
 
 	// With the flag, a manager restarted writes the manifest back at its first reconcile.
 	mgr.Stop()
-	mgr = start("manager-secretholder-manifest", "--status-release-manifest")
+	mgr = start("manager-secretholder-manifest", "--status-release-manifest=true")
 	framework.Eventually(t, converge, func(ctx context.Context) error {
 		_, rel, err := status(ctx)
 		if err != nil {

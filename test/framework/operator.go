@@ -48,6 +48,8 @@ var SuiteFlags = map[string]string{
 	// test/bench's TestTune measures the candidates for config/manager/manager.yaml.
 	"reconcile-period":          "test/bench TestTune measures the candidate values",
 	"max-concurrent-reconciles": "test/bench TestTune measures the candidate values",
+	// test/e2e's TestStatusHoldsNoRenderedData checks that the flag brings the manifest back.
+	"status-release-manifest": "test/e2e checks that the stock status comes back with it",
 	// The rollout tests (test/e2e, test/faults) roll a chart out in waves over their own kind.
 	"rollout": "the rollout tests set a waved policy for the kind whose chart they change",
 }
