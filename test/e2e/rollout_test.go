@@ -180,9 +180,15 @@ func TestChartRollout(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	if v, err := framework.Metric(f.metrics, "warpdrive_rollout_crs", `kind="RolloutTest"`, `state="upgraded"`); err != nil || v != rolloutCRs {
-		t.Errorf("warpdrive_rollout_crs upgraded: %v, %v; want %d", v, err, rolloutCRs)
-	}
+	// The rollout controller counts a CR as upgraded once its wave is done, minready after
+	// its release was deployed: the gauge follows the CRs' status, a moment later.
+	framework.Eventually(t, time.Minute, func(context.Context) error {
+		v, err := framework.Metric(f.metrics, "warpdrive_rollout_crs", `kind="RolloutTest"`, `state="upgraded"`)
+		if err != nil || v != rolloutCRs {
+			return fmt.Errorf("warpdrive_rollout_crs upgraded: %v, %v; want %d", v, err, rolloutCRs)
+		}
+		return nil
+	})
 }
 
 // TestChartRolloutHalts: a new chart version that breaks one CR of the first wave after the
