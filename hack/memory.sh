@@ -17,7 +17,7 @@
 #   <process>-heap.pb.gz    its heap profile (after a GC), for go tool pprof
 #   <process>-memstats.txt  the Go runtime's memory statistics
 # Every variant after the first thus starts with N CRs in place: its manager reconciles each
-# at start (with --reconcile-period=1m, again every minute), as after a restart of the pod.
+# at start, as after a restart of the pod.
 # At the end the CRs are deleted with the last variant running (their releases are
 # uninstalled), and the namespace too.
 set -euo pipefail
@@ -41,18 +41,20 @@ cd "$ROOT"
 "$K" create namespace "$NS" >/dev/null
 
 manager= sidecar=
-# start <bin dir> <env>...: the two containers' processes, with the args of
-# config/manager/manager.yaml that matter here (leader election, reconcile period,
-# concurrency) and loopback addresses.
+# The containers' arguments come from the Deployment of config/default, as make run's and
+# the test suites' do (internal/podargs), plus a pprof endpoint on loopback.
+podargs() {
+  go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" "$@"
+}
+mapfile -t manager_args < <(podargs -container=manager)
+mapfile -t sidecar_args < <(podargs -container=sidecar)
+# start <bin dir> <out dir> <env>...: the two containers' processes.
 start() {
   local bin=$1 out=$2
   shift 2
-  env "$@" "$bin/manager" --watches-file=watches.yaml --leader-elect --leader-election-namespace="$LEASE_NS" \
-    --reconcile-period=1m --max-concurrent-reconciles=2 \
-    --metrics-bind-address=0 --health-probe-bind-address=0 --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
+  env "$@" "$bin/manager" "${manager_args[@]}" --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
   manager=$!
-  env "$@" "$bin/sidecar" --watches-file=watches.yaml --leader-elect --leader-election-namespace="$LEASE_NS" \
-    --metrics-bind-address=0 --health-probe-bind-address=0 --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
+  env "$@" "$bin/sidecar" "${sidecar_args[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
   sidecar=$!
 }
 stop() {
