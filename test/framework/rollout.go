@@ -74,9 +74,23 @@ func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
 	if err := e.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
+	// The next test installs the same CRD: the cleanup waits until this one is gone, for an
+	// apply to a CRD still terminating would be lost with it.
 	t.Cleanup(func() {
-		if err := e.Client.Delete(context.Background(), crd); err != nil && !apierrors.IsNotFound(err) {
+		ctx := context.Background()
+		if err := e.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting the CRD %s: %v", crd.Name, err)
+			return
+		}
+		err := Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+			err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("CRD %s not gone yet (%v)", crd.Name, err)
+		})
+		if err != nil {
+			t.Errorf("deleting the CRD: %v", err)
 		}
 	})
 	err = Poll(ctx, time.Minute, func(ctx context.Context) error {
@@ -95,6 +109,16 @@ func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
 		t.Fatal(err)
 	}
 	if c.Client, err = client.New(e.Config, client.Options{Scheme: e.Client.Scheme()}); err != nil {
+		t.Fatal(err)
+	}
+	// Established says the CRD's names are accepted; the apiserver may still answer its
+	// resource with 404 for a moment, so the copy is ready once a list of it succeeds.
+	err = Poll(ctx, time.Minute, func(ctx context.Context) error {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(RolloutGVK.GroupVersion().WithKind(RolloutGVK.Kind + "List"))
+		return c.Client.List(ctx, l)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return c
