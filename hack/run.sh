@@ -14,16 +14,23 @@ cd "$ROOT" # watches.yaml names the charts relative to the repository root
 NAMESPACE=${NAMESPACE:-warpdrive-operator-system}
 "$BIN/kubectl" get namespace "$NAMESPACE" >/dev/null 2>&1 || "$BIN/kubectl" create namespace "$NAMESPACE" >/dev/null
 
-# Loopback ports, so that nothing else on the machine can reach them.
-"$BIN/manager" --watches-file=watches.yaml \
-  --leader-elect --leader-election-namespace="$NAMESPACE" \
-  --metrics-bind-address="${METRICS_ADDR:-127.0.0.1:8080}" \
-  --health-probe-bind-address="${PROBE_ADDR:-127.0.0.1:8081}" "$@" &
+# The containers' arguments come from the Deployment of config/default, as the test suites'
+# do (internal/podargs): only the watches file, the addresses and the Lease's namespace are
+# the host's. Loopback ports, so that nothing else on the machine can reach them.
+podargs() {
+  go run ./hack/podargs -kustomize="$BIN/kustomize" -leader-election-namespace="$NAMESPACE" "$@"
+}
+manager_args=$(podargs -container=manager \
+  -metrics-bind-address="${METRICS_ADDR:-127.0.0.1:8080}" -health-probe-bind-address="${PROBE_ADDR:-127.0.0.1:8081}") || exit
+sidecar_args=$(podargs -container=sidecar \
+  -metrics-bind-address="${SIDECAR_METRICS_ADDR:-127.0.0.1:8082}" -health-probe-bind-address="${SIDECAR_PROBE_ADDR:-127.0.0.1:8083}") || exit
+mapfile -t manager_args <<<"$manager_args"
+mapfile -t sidecar_args <<<"$sidecar_args"
+
+# Further arguments go to the manager, after the pod's (the last of a flag wins).
+"$BIN/manager" "${manager_args[@]}" "$@" &
 operator=$!
-"$BIN/sidecar" --watches-file=watches.yaml \
-  --leader-elect --leader-election-namespace="$NAMESPACE" \
-  --metrics-bind-address="${SIDECAR_METRICS_ADDR:-127.0.0.1:8082}" \
-  --health-probe-bind-address="${SIDECAR_PROBE_ADDR:-127.0.0.1:8083}" &
+"$BIN/sidecar" "${sidecar_args[@]}" &
 sidecar=$!
 
 stop() { kill "$operator" "$sidecar" 2>/dev/null; wait "$operator" "$sidecar" 2>/dev/null; }

@@ -10,17 +10,19 @@ import (
 	"runtime"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 func main() {
 	var (
 		opts       operator.Options
 		common     mgropts.Options
-		pprofAddr  string
 		signingKey string
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file.")
@@ -33,6 +35,9 @@ func main() {
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
 	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 10,
 		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
+	flag.BoolVar(&opts.StatusReleaseManifest, "status-release-manifest", false,
+		"Also write the release's rendered manifest in each CR's status.deployedRelease.manifest, as the stock "+
+			"helm-operator does (it copies every rendered object, Secrets included, into the CR).")
 	common.BindFlags(flag.CommandLine, mgropts.Flags{
 		MetricsAddr:                  ":8080",
 		MetricsAddrUsage:             "Address of the metrics endpoint (0 disables it).",
@@ -42,13 +47,20 @@ func main() {
 		LeaderElectionID:             "warpdrive-operator.transwarp.io",
 		LeaderElectionNamespaceUsage: "Namespace of the Lease (default: the pod's namespace; required out of cluster with --leader-elect).",
 	})
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (0 disables them).")
+	opts.Rollouts = rollout.Policies{}
+	flag.Var(opts.Rollouts, "rollout",
+		"How a new chart rolls out over the CRs of a kind, as Kind=POLICY (repeatable; * names every kind not named): "+
+			"all (every CR at once, the default), waved (a canary, then 10%, 25%, 50%, 100%, each wave Ready within 10m), "+
+			"or settings over waved: canaries:N,waves:P/P/100,timeout:D,minready:D,onfailure:rollback|hold. See docs/rollouts.md.")
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
 	flag.Parse()
 	common.SetLogger()
 	log := ctrl.Log.WithName("setup")
+	if limit := mgropts.SetMemoryLimit(); limit > 0 {
+		log.Info("soft memory limit", "bytes", limit)
+	}
 	opts.LeaderElection = common.LeaderElect
 	var err error
 	if opts.SigningKey, err = operator.SigningKeySecret(signingKey, common.LeaderElectionNamespace); err != nil {
@@ -57,8 +69,16 @@ func main() {
 	}
 
 	mgrOpts := common.Manager()
-	mgrOpts.PprofBindAddress = pprofAddr
-	mgrOpts.Cache = operator.CacheOptions()
+	ws, err := watchfile.Load(opts.WatchesFile)
+	if err != nil {
+		log.Error(err, "loading the watches file")
+		os.Exit(1)
+	}
+	crs := make([]schema.GroupVersionKind, 0, len(ws))
+	for _, w := range ws {
+		crs = append(crs, w.GroupVersionKind())
+	}
+	mgrOpts.Cache = operator.CacheOptions(crs)
 	mgr, err := mgropts.NewManager(mgrOpts, log)
 	if err != nil {
 		log.Error(err, "creating the manager")

@@ -35,6 +35,9 @@ func main() {
 	flag.Parse()
 	common.SetLogger()
 	log := ctrl.Log.WithName("setup")
+	if limit := mgropts.SetMemoryLimit(); limit > 0 {
+		log.Info("soft memory limit", "bytes", limit)
+	}
 
 	ws, err := watchfile.Load(watchesFile)
 	if err != nil {

@@ -153,6 +153,14 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 	}
 	version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
 		apiextv1.CustomResourceColumnDefinition{
+			Name: "Chart", Type: "string", JSONPath: ".status.chart.version",
+			Description: "Version of the chart of the resource's Helm release (docs/rollouts.md).",
+		},
+		apiextv1.CustomResourceColumnDefinition{
+			Name: "Rollout", Type: "string", JSONPath: `.status.conditions[?(@.type=="ChartRollout")].reason`,
+			Description: "Where the resource stands in the rollout of the chart the operator carries: Upgraded, Waiting, Upgrading, RolloutHalted, RolloutFailed.",
+		},
+		apiextv1.CustomResourceColumnDefinition{
 			Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`,
 			Description: "Whether the spec of this generation is deployed and its workloads have rolled out.",
 		},
@@ -258,8 +266,13 @@ func statusSchema() apiextv1.JSONSchemaProps {
 				Type:        "object",
 				Description: "The Helm release last deployed.",
 				Properties: map[string]apiextv1.JSONSchemaProps{
-					"name":     str("Name of the release."),
-					"manifest": str("Rendered manifest of the release."),
+					"name": str("Name of the release."),
+					"revision": {Type: "integer", Format: "int64", Minimum: ptr(1.0),
+						Description: "Revision of the release (Helm's release version)."},
+					"chartVersion": str("Version of the chart the release was rendered from."),
+					// The stock helm-operator's shape, written only with the manager's
+					// --status-release-manifest (docs/status.md).
+					"manifest": str("Rendered manifest of the release; written only with the manager's --status-release-manifest."),
 				},
 			},
 			// Written by the sidecar, summed over the release's Deployments, StatefulSets
@@ -277,6 +290,19 @@ func statusSchema() apiextv1.JSONSchemaProps {
 			"lastHandledReconcileAt": {Type: "string", MaxLength: ptr(int64(1024)),
 				Description: "The value of the annotation warpdrive.transwarp.io/reconcile-requested-at the last reconcile handled."},
 			"selector": str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
+			// Written by the manager (docs/rollouts.md).
+			"chart": {
+				Type:        "object",
+				Description: "The chart of the Helm release, and where the resource stands in a rollout of the chart the operator carries.",
+				Properties: map[string]apiextv1.JSONSchemaProps{
+					"version":      str("Version of the chart of the release."),
+					"digest":       str("Digest of the content of the chart of the release."),
+					"revision":     {Type: "integer", Format: "int64", Minimum: ptr(0.0), Description: "Revision of the release."},
+					"lastDeployed": {Type: "string", Format: "date-time", Description: "When the release was last deployed."},
+					"behind":       {Type: "boolean", Description: "Whether the operator carries another chart than the release's."},
+					"failedDigest": str("Digest of the chart the operator carries that this resource failed on, halting its rollout."),
+				},
+			},
 		},
 	}
 }

@@ -75,6 +75,7 @@ func TestGenerate(t *testing.T) {
 		cols = append(cols, c.Name+":"+c.Type+":"+c.JSONPath)
 	}
 	want := []string{"Desired:integer:.spec.replicas", "Available:integer:.status.availableReplicas", "Size:string:.spec.size",
+		"Chart:string:.status.chart.version", `Rollout:string:.status.conditions[?(@.type=="ChartRollout")].reason`,
 		`Ready:string:.status.conditions[?(@.type=="Ready")].status`, `Reason:string:.status.conditions[?(@.type=="Ready")].reason`,
 		"Age:date:.metadata.creationTimestamp"}
 	if strings.Join(cols, " ") != strings.Join(want, " ") {
@@ -124,7 +125,7 @@ func TestGenerateProtectedGroupAndNoReplicas(t *testing.T) {
 			t.Errorf("%s: approval annotation %q", group, got)
 		}
 		v := crd.Spec.Versions[0]
-		if v.Subresources.Scale != nil || len(v.AdditionalPrinterColumns) != 3 {
+		if v.Subresources.Scale != nil || len(v.AdditionalPrinterColumns) != 5 {
 			t.Errorf("without replicasPath: scale %+v, columns %+v", v.Subresources.Scale, v.AdditionalPrinterColumns)
 		}
 	}
@@ -236,6 +237,8 @@ func TestGenerateStatusSchema(t *testing.T) {
 	}
 	want := []string{"Size:string:.spec.size:The size.", "Used:string:.status.books.used:Used bytes.",
 		"Claims:integer:.status.books.claims:", "ReadyReplicas:integer:.status.readyReplicas:Ready replicas of the resource's workloads.",
+		"Chart:string:.status.chart.version:Version of the chart of the resource's Helm release (docs/rollouts.md).",
+		`Rollout:string:.status.conditions[?(@.type=="ChartRollout")].reason:Where the resource stands in the rollout of the chart the operator carries: Upgraded, Waiting, Upgrading, RolloutHalted, RolloutFailed.`,
 		`Ready:string:.status.conditions[?(@.type=="Ready")].status:Whether the spec of this generation is deployed and its workloads have rolled out.`,
 		`Reason:string:.status.conditions[?(@.type=="Ready")].reason:Why the resource is or is not ready; the Ready condition's message says more.`,
 		"Age:date:.metadata.creationTimestamp:"}

@@ -10,6 +10,9 @@ package mgropts
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
 
 	"github.com/go-logr/logr"
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
@@ -38,7 +41,10 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
-	Zap                     zap.Options
+	// PprofAddr is where the process serves net/http/pprof ("0": nowhere), to take heap and
+	// CPU profiles of a running process (docs/bench/memory.md).
+	PprofAddr string
+	Zap       zap.Options
 }
 
 // Flags is what differs between the two processes in the shared flags: the defaults, and
@@ -61,12 +67,43 @@ func (o *Options) BindFlags(fs *flag.FlagSet, f Flags) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, f.LeaderElectUsage)
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", f.LeaderElectionID, "Name of the leader election Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", f.LeaderElectionNamespaceUsage)
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0",
+		"Address of the pprof endpoints, /debug/pprof/ (0 disables them). They show the process's memory, which holds "+
+			"the cached objects: bind them to a loopback address.")
 	o.Zap.BindFlags(fs)
 }
 
 // SetLogger makes the logger the flags describe controller-runtime's (ctrl.Log).
 func (o *Options) SetLogger() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
+}
+
+// MemoryLimitEnv names the variable that holds the container's memory limit in bytes:
+// config/manager/manager.yaml sets it for both containers from their resources
+// (resourceFieldRef limits.memory).
+const MemoryLimitEnv = "MEMORY_LIMIT"
+
+// heapShareOfLimit is the part of the container's memory limit given to the Go runtime as its
+// soft memory limit: the rest is the binary's own pages (RssFile, counted against the limit:
+// 40-75 MiB for these binaries) and what the runtime cannot give back at once.
+const heapShareOfLimit = 0.8
+
+// SetMemoryLimit gives the Go runtime a soft memory limit of heapShareOfLimit of the
+// container's (MemoryLimitEnv), unless GOMEMLIMIT sets one: near the limit the garbage
+// collector then runs more often instead of letting the heap grow to twice its live size
+// (GOGC), so that a burst (a wave of upgrades, a relist of every cached object) is not an
+// OOM kill. It returns the limit set, 0 for none.
+func SetMemoryLimit() int64 {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0 // the runtime has read it
+	}
+	limit, err := strconv.ParseInt(os.Getenv(MemoryLimitEnv), 10, 64)
+	if err != nil || limit <= 0 {
+		return 0
+	}
+	soft := int64(float64(limit) * heapShareOfLimit)
+	debug.SetMemoryLimit(soft)
+	return soft
 }
 
 // Manager returns the manager options of the flags; the caller adds its cache options.
@@ -92,6 +129,7 @@ func (o *Options) Manager() ctrl.Options {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
 		LeaderElectionReleaseOnCancel: true,
+		PprofBindAddress:              o.PprofAddr,
 	}
 }
 

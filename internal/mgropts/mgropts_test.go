@@ -2,6 +2,7 @@ package mgropts
 
 import (
 	"flag"
+	"runtime/debug"
 	"testing"
 )
 
@@ -11,12 +12,15 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs, Flags{MetricsAddr: ":1", ProbeAddr: ":2", LeaderElectionID: "lease"})
-	if err := fs.Parse([]string{"--metrics-secure", "--leader-elect", "--leader-election-namespace=ns"}); err != nil {
+	if err := fs.Parse([]string{"--metrics-secure", "--leader-elect", "--leader-election-namespace=ns", "--pprof-bind-address=127.0.0.1:6060"}); err != nil {
 		t.Fatal(err)
 	}
 	m := o.Manager()
 	if m.Metrics.BindAddress != ":1" || !m.Metrics.SecureServing || m.Metrics.FilterProvider == nil {
 		t.Errorf("metrics options %+v", m.Metrics)
+	}
+	if m.PprofBindAddress != "127.0.0.1:6060" {
+		t.Errorf("pprof address %q", m.PprofBindAddress)
 	}
 	if m.HealthProbeBindAddress != ":2" {
 		t.Errorf("probe address %q", m.HealthProbeBindAddress)
@@ -32,7 +36,29 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if m := o.Manager(); m.Metrics.FilterProvider != nil || m.LeaderElection {
+	if m := o.Manager(); m.Metrics.FilterProvider != nil || m.LeaderElection || m.PprofBindAddress != "0" {
 		t.Errorf("defaults: %+v", m)
+	}
+}
+
+// The soft memory limit is a share of the container's, unless GOMEMLIMIT sets one or there
+// is no limit.
+func TestSetMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(MemoryLimitEnv, "536870912") // 512Mi, of which 0.8
+	if got, want := SetMemoryLimit(), int64(429496729); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Errorf("limit %d, want %d", got, want)
+	}
+	for _, v := range []string{"", "0", "junk"} {
+		t.Setenv(MemoryLimitEnv, v)
+		if got := SetMemoryLimit(); got != 0 {
+			t.Errorf("%s=%q: limit %d, want none", MemoryLimitEnv, v, got)
+		}
+	}
+	t.Setenv(MemoryLimitEnv, "536870912")
+	t.Setenv("GOMEMLIMIT", "100MiB")
+	if got := SetMemoryLimit(); got != 0 {
+		t.Errorf("with GOMEMLIMIT: limit %d, want the runtime's", got)
 	}
 }

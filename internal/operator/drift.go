@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // The objects of each release are watched so that a hand edit is repaired at once: every
@@ -23,17 +21,18 @@ import (
 // So an update of a release object is held for settleDelay and then passed on only if the
 // object, as the cache has it then, differs from the release's manifest in a field the
 // manifest sets; or if that cannot be told (no owning CR, no manifest, the object not in it).
-// The delay lets the reconciler that applied the change record the new manifest in the CR's
-// status first. A deleted object is passed on at once, unless its CR is being deleted (the
+// The delay lets the reconciler that applied the change record the new release in the CR's
+// status first (the revision; releasemanifests.go reads its manifest). A deleted object is passed on at once, unless its CR is being deleted (the
 // uninstall deleted it); everything else passes unchanged.
 var settleDelay = 500 * time.Millisecond
 
 // driftCheckingInformer checks the objects of one kind of release object (gvk) for the
 // reconciler of one CR kind (owner); its wrap is given to the informer's handlers.
 type driftCheckingInformer struct {
-	reader client.Reader
-	owner  schema.GroupVersionKind
-	gvk    schema.GroupVersionKind
+	reader    client.Reader
+	manifests *releaseManifests
+	owner     schema.GroupVersionKind
+	gvk       schema.GroupVersionKind
 }
 
 func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
@@ -109,23 +108,8 @@ func (i driftCheckingInformer) drifted(ctx context.Context, key types.Namespaced
 	if err := i.reader.Get(ctx, types.NamespacedName{Namespace: live.GetNamespace(), Name: ownerName}, cr); err != nil {
 		return true
 	}
-	manifest, _, _ := unstructured.NestedString(cr.Object, "status", "deployedRelease", "manifest")
-	want := findInManifest(manifest, i.gvk, live.GetName())
+	want := i.manifests.object(ctx, cr, i.gvk, live.GetName())
 	return want == nil || !subset(want, live.Object)
-}
-
-// findInManifest returns the object of the given kind and name in a release manifest.
-func findInManifest(manifest string, gvk schema.GroupVersionKind, name string) map[string]any {
-	for _, doc := range strings.Split(manifest, "\n---") {
-		var obj unstructured.Unstructured
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil || obj.Object == nil {
-			continue
-		}
-		if obj.GroupVersionKind() == gvk && obj.GetName() == name {
-			return obj.Object
-		}
-	}
-	return nil
 }
 
 // subset reports whether every field that want sets has the same value in have: the fields a

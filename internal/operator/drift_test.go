@@ -2,10 +2,12 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -165,6 +167,49 @@ func TestOnlyDriftDeletions(t *testing.T) {
 		inf.wrap(h).OnDelete(liveDeployment(3, "m"))
 		if got := h.deletes(); got != tc.want {
 			t.Errorf("%s: %d deletions passed on, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Without the manifest in the status, the drift filter reads the release record of the
+// revision the status names, once per revision; a record it cannot read (forged, gone, the key
+// not loaded) or a status without a revision means "cannot tell", and the event passes.
+func TestDriftedFromReleaseRecords(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	withRevision := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}})
+	var reads int
+	m := newReleaseManifests(func(_ context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
+		reads++
+		if cr.GetName() != "m" || revision != 2 {
+			return nil, fmt.Errorf("no record of %s revision %d", cr.GetName(), revision)
+		}
+		return &release.Release{Name: "m", Version: 2, Manifest: manifest}, nil
+	})
+	for _, tc := range []struct {
+		name    string
+		objects []client.Object
+		want    bool
+	}{
+		{"as revision 2 says", []client.Object{withRevision, liveDeployment(3, "m")}, false},
+		{"scaled by hand", []client.Object{withRevision, liveDeployment(5, "m")}, true},
+		{"as revision 2 says, again", []client.Object{withRevision, liveDeployment(3, "m")}, false},
+	} {
+		inf := driftCheckingInformer{reader: readerWith(tc.objects...), manifests: m, owner: memcachedGVK, gvk: deploymentGVK}
+		if got := inf.drifted(context.Background(), key); got != tc.want {
+			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("revision 2 read %d times, want once", reads)
+	}
+
+	for name, cr := range map[string]*unstructured.Unstructured{
+		"no readable record": memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(3)}}),
+		"no revision":        memcached(map[string]any{"deployedRelease": map[string]any{"name": "m"}}),
+	} {
+		inf := driftCheckingInformer{reader: readerWith(cr, liveDeployment(3, "m")), manifests: m, owner: memcachedGVK, gvk: deploymentGVK}
+		if !inf.drifted(context.Background(), key) {
+			t.Errorf("%s: drifted = false, want true (cannot tell)", name)
 		}
 	}
 }

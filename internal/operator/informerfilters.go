@@ -34,8 +34,8 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind) ctrl.Manager {
-	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), gvk: gvk}}
+func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests) ctrl.Manager {
+	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), gvk: gvk, manifests: manifests}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
@@ -43,7 +43,8 @@ func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
 // filteringCache is the cache of a statusFilteringManager; gvk is the CR kind.
 type filteringCache struct {
 	cache.Cache
-	gvk schema.GroupVersionKind
+	gvk       schema.GroupVersionKind
+	manifests *releaseManifests // what the drift filter compares release objects with
 }
 
 // GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
@@ -63,7 +64,7 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 	}
 	switch obj.(type) {
 	case *unstructured.Unstructured:
-		drift := driftCheckingInformer{reader: c.Cache, owner: c.gvk, gvk: gvk}
+		drift := driftCheckingInformer{reader: c.Cache, manifests: c.manifests, owner: c.gvk, gvk: gvk}
 		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
 	case *corev1.Secret:
 		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {

@@ -24,7 +24,10 @@
 //   - a release left pending by an interrupted operation is marked failed and retried
 //     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
 //     namespace) still has its cluster-scoped objects deleted (orphansweep.go); failed Helm
-//     operations are recorded as Events on the CR (releaseevents.go).
+//     operations are recorded as Events on the CR (releaseevents.go);
+//   - status.deployedRelease names the release's revision and chart version instead of
+//     copying its rendered manifest (statusclient.go, releaseversions.go), unless
+//     Options.StatusReleaseManifest asks for the stock shape.
 //
 // # The pipeline
 //
@@ -78,6 +81,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
 // Options are the defaults for every watch; watches.yaml may override them per kind.
@@ -92,6 +96,11 @@ type Options struct {
 	// SigningKey is the Secret that holds the key release records are signed with (see
 	// internal/releasesign), in the operator's own namespace.
 	SigningKey types.NamespacedName
+	// StatusReleaseManifest keeps the release's rendered manifest in status.deployedRelease,
+	// as the stock helm-operator writes it (statusclient.go).
+	StatusReleaseManifest bool
+	// Rollouts are the chart rollout policies by kind (rollout.go, docs/rollouts.md).
+	Rollouts rollout.Policies
 }
 
 // Setup adds a helm reconciler to mgr for every kind in the watches file.
@@ -103,7 +112,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.SigningKey.Name == "" || opts.SigningKey.Namespace == "" {
 		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
 	}
-	cl := statusKeepingClient{Client: mgr.GetClient()}
+	versions := newReleaseVersions() // the releases handed to the reconcilers: see releaseversions.go
+	cl := statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
+		releaseManifest: opts.StatusReleaseManifest}
 	policies := make([]kindPolicy, 0, len(ws))
 	for _, w := range ws {
 		clusterKinds, err := chartpolicy.ClusterScopedKinds(w.Chart)
@@ -124,7 +135,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
-	locks := newKeyedMutex() // one release name, across kinds: see releaseguard.go
+	locks := newKeyedMutex()                                // one release name, across kinds: see releaseguard.go
+	manifests := newReleaseManifests(configs.storedRelease) // for the drift filter: see drift.go
+	metrics := newReleaseMetrics()
 	for i, w := range ws {
 		engine, err := newHelmEngine(configs, policies[i].hooks)
 		if err != nil {
@@ -138,14 +151,18 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			concurrency = *w.MaxConcurrentReconciles
 		}
 		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
-		getter := pipeline{chart: w.Chart, locks: locks, ops: ops, status: cl, outcomes: outcomes,
-			// The reconciler's own recorder name, so that these Events share its source.
-			recorder: mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller"),
-		}.build(engine)
+		cluster := clusterObjects{kinds: policies[i].clusterKinds, mapper: mgr.GetRESTMapper(),
+			reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
+		// The reconciler's own recorder name, so that these Events share its source.
+		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
 		selector, err := metav1.LabelSelectorAsSelector(w.Selector)
 		if err != nil {
 			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)
 		}
+		policy := opts.Rollouts.For(w.GroupVersionKind.Kind)
+		roll := newKindRollout(w.GroupVersionKind, selector, policy, w.Chart, mgr.GetClient(), recorder, outcomes.notify)
+		getter := pipeline{chart: w.Chart, gate: roll, locks: locks, ops: ops, status: cl, outcomes: outcomes,
+			versions: versions, cluster: cluster, recorder: recorder}.build(engine)
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
 			reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -164,21 +181,28 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			reconciler.WithActionClientGetter(getter),
 			reconciler.WithPostHook(recordSuccess(outcomes)),
 			reconciler.WithPauseReconcileHandler(pauseHandler(outcomes)),
+			reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
+				return c.Watch(roll.wakeSource()) // the CRs the rollout admits
+			}),
 		)
 		if err != nil {
 			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 		}
-		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind)); err != nil {
+		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, manifests)); err != nil {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		rr := &readinessReconciler{client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
-			outcomes: outcomes, now: metav1.Now}
+			outcomes: outcomes, rollout: roll, metrics: metrics, now: metav1.Now}
 		if err := rr.setup(mgr); err != nil {
 			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
 		}
+		if err := roll.setup(mgr); err != nil {
+			return fmt.Errorf("rollout controller for %s: %w", w.GroupVersionKind, err)
+		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
-			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks)
+			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks,
+			"chart", w.Chart.Metadata.Version, "chartDigest", roll.carried.digest, "rollout", policy.String())
 	}
 	return nil
 }

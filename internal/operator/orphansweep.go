@@ -1,9 +1,9 @@
 package operator
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/release"
@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,19 +28,39 @@ const (
 // orphanDeleted is the reason of the Event on a CR for each object swept.
 const orphanDeleted = "OrphanDeleted"
 
-// ownedBy reports whether the annotations of an object name cr as its owner.
+// Helm's ownership annotations, which it puts on every object of a release.
+const (
+	helmReleaseNameAnnotation      = "meta.helm.sh/release-name"
+	helmReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+)
+
+// ownedBy reports whether the annotations of an object name cr as its owner: both the
+// helm-operator's (the CR's namespace, name and kind) and Helm's (its release, named after the
+// CR, in the CR's namespace).
 func ownedBy(annotations map[string]string, cr client.Object) bool {
 	gk := cr.GetObjectKind().GroupVersionKind().GroupKind()
 	return gk.Kind != "" &&
 		annotations[ownerNameAnnotation] == cr.GetNamespace()+"/"+cr.GetName() &&
-		annotations[ownerTypeAnnotation] == gk.String()
+		annotations[ownerTypeAnnotation] == gk.String() &&
+		annotations[helmReleaseNameAnnotation] == cr.GetName() &&
+		annotations[helmReleaseNamespaceAnnotation] == cr.GetNamespace()
+}
+
+// clusterObjects is where the orphan sweep looks for a CR's cluster-scoped objects: the
+// cluster-scoped kinds its chart declares (internal/chartpolicy), listed and deleted through
+// the manager's uncached client.
+type clusterObjects struct {
+	kinds  []schema.GroupKind
+	mapper meta.RESTMapper
+	reader client.Reader // uncached: the sweep is rare, and a cache of every StorageClass is not
+	writer client.Writer
 }
 
 // withOrphanSweep hands out action clients whose uninstall completes one that found no
 // release (see sweepingClient).
-func withOrphanSweep(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
+func withOrphanSweep(getter helmclient.ActionClientGetter, objects clusterObjects, recorder record.EventRecorder) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
-		return sweepingClient{ActionInterface: c, obj: cr, recorder: recorder}
+		return sweepingClient{ActionInterface: c, obj: cr, objects: objects, recorder: recorder}
 	})
 }
 
@@ -55,78 +75,82 @@ func withOrphanSweep(getter helmclient.ActionClientGetter, recorder record.Event
 // in the churn fault test; the stock helm-operator (v0.9.1) leaks them the same way.
 //
 // sweepingClient completes such an uninstall: when Helm reports no release for a CR being
-// deleted, the cluster-scoped objects of the CR's last deployed manifest (the reconciler
-// keeps it in status.deployedRelease) that still name this CR as their owner are deleted,
-// with an Event saying so. The owner is what the helm-operator's post-renderer wrote on each
-// cluster-scoped object it created for the CR (operator-lib's owner annotations): the CR's
-// namespace/name and its kind, so another kind's CR of the same name (whose release the
-// release guard reports as not found too) or anything not created for this CR is left alone.
+// deleted, the objects of the cluster-scoped kinds the CR's chart declares that name this CR
+// as their owner are deleted, with an Event saying so. The owner is what was written on each
+// cluster-scoped object created for the CR: the helm-operator's post-renderer's annotations
+// (operator-lib's: the CR's namespace/name and its kind) and Helm's (the release's name and
+// namespace). Another kind's CR of the same name (whose release the release guard reports as
+// not found too), or anything not created for this CR, is left alone.
+//
+// Why the annotations and not the release's manifest: the records are gone, and the copy of
+// the manifest the reconciler used to keep in status.deployedRelease is no longer written
+// (statusclient.go). A namespace editor can neither write cluster-scoped objects nor their
+// annotations, so what names the CR as owner there was written by the operator (or by the
+// cluster's admins); the CR's own status, which a namespace editor may be able to write, is
+// not read.
 type sweepingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
+	objects  clusterObjects
 	recorder record.EventRecorder
 }
 
-// Uninstall uninstalls the release; when there is none, it deletes what the CR's last
-// manifest created outside any namespace, and then reports the release not found as before
-// (the reconciler removes the finalizer). If that fails, the error keeps the finalizer, and
-// the uninstall is retried.
+// Uninstall uninstalls the release; when there is none, it deletes what the CR's release
+// created outside any namespace, and then reports the release not found as before (the
+// reconciler removes the finalizer). If that fails, the error keeps the finalizer, and the
+// uninstall is retried.
 func (c sweepingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
 	resp, err := c.ActionInterface.Uninstall(name, opts...)
 	if !errors.Is(err, driver.ErrReleaseNotFound) || c.obj.GetDeletionTimestamp() == nil {
 		return resp, err
 	}
-	if sweepErr := c.sweep(); sweepErr != nil {
+	if sweepErr := c.sweep(context.Background()); sweepErr != nil {
 		return nil, fmt.Errorf("release %s is gone; deleting the cluster-scoped objects it had created: %w", name, sweepErr)
 	}
 	return resp, err
 }
 
-func (c sweepingClient) sweep() error {
-	u, ok := c.obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil
-	}
-	manifest, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "manifest")
-	if strings.TrimSpace(manifest) == "" {
-		return nil
-	}
-	infos, err := c.Config().KubeClient.Build(strings.NewReader(manifest), false)
-	if err != nil {
-		return err
-	}
-	for _, info := range infos {
-		if info.Mapping.Scope.Name() != meta.RESTScopeNameRoot {
-			continue // in the CR's namespace, with an owner reference to the CR
+func (c sweepingClient) sweep(ctx context.Context) error {
+	for _, gk := range c.objects.kinds {
+		mapping, err := c.objects.mapper.RESTMapping(gk)
+		if meta.IsNoMatchError(err) {
+			continue // not served: nothing of this kind to delete
 		}
-		if err := c.deleteIfOwned(info); err != nil {
+		if err != nil {
 			return err
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(gk.Kind + "List"))
+		if err := c.objects.reader.List(ctx, list); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if !ownedBy(obj.GetAnnotations(), c.obj) {
+				continue
+			}
+			obj.SetGroupVersionKind(mapping.GroupVersionKind)
+			if err := c.delete(ctx, obj); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func (c sweepingClient) deleteIfOwned(info *resource.Info) error {
-	helper := resource.NewHelper(info.Client, info.Mapping)
-	live, err := helper.Get("", info.Name)
-	if apierrors.IsNotFound(err) {
+// delete deletes obj as listed (its UID a precondition, so that an object recreated since is
+// left alone), with an Event on the CR.
+func (c sweepingClient) delete(ctx context.Context, obj *metav1.PartialObjectMetadata) error {
+	uid := obj.GetUID()
+	err := c.objects.writer.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	if err != nil {
-		return err
-	}
-	m, err := meta.Accessor(live)
-	if err != nil {
-		return err
-	}
-	if !ownedBy(m.GetAnnotations(), c.obj) {
-		return nil
-	}
-	if _, err := helper.Delete("", info.Name); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	msg := fmt.Sprintf("release %s was already gone (its Secrets deleted, as with its namespace); deleted %s %s that it had created",
-		c.obj.GetName(), info.Mapping.GroupVersionKind.Kind, info.Name)
+		c.obj.GetName(), obj.GroupVersionKind().Kind, obj.GetName())
 	ctrl.Log.WithName("orphan-sweep").Info(msg, "namespace", c.obj.GetNamespace())
 	c.recorder.Event(c.obj, corev1.EventTypeWarning, orphanDeleted, msg)
 	return nil

@@ -1,31 +1,27 @@
 package operator
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/resource"
-	"k8s.io/client-go/kubernetes/scheme"
-	restfake "k8s.io/client-go/rest/fake"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
-func poolCR(deleted bool, manifest string) *unstructured.Unstructured {
+func poolCR(deleted bool) *unstructured.Unstructured {
 	cr := &unstructured.Unstructured{}
 	cr.SetAPIVersion("tos.transwarp.io/v1alpha1")
 	cr.SetKind("WarpdrivePool")
@@ -35,22 +31,39 @@ func poolCR(deleted bool, manifest string) *unstructured.Unstructured {
 		now := metav1.Now()
 		cr.SetDeletionTimestamp(&now)
 	}
-	if manifest != "" {
-		_ = unstructured.SetNestedField(cr.Object, manifest, "status", "deployedRelease", "manifest")
-	}
 	return cr
 }
 
+// poolOwner are the annotations the helm-operator and Helm put on a cluster-scoped object of
+// the WarpdrivePool team-a/x's release.
+func poolOwner() map[string]string {
+	return map[string]string{
+		ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "WarpdrivePool.tos.transwarp.io",
+		helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a",
+	}
+}
+
 func TestOwnedBy(t *testing.T) {
-	cr := poolCR(false, "")
-	owner := map[string]string{ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "WarpdrivePool.tos.transwarp.io"}
-	if !ownedBy(owner, cr) {
+	cr := poolCR(false)
+	if !ownedBy(poolOwner(), cr) {
 		t.Error("the CR's own object: not owned")
 	}
+	with := func(k, v string) map[string]string {
+		a := poolOwner()
+		if v == "" {
+			delete(a, k)
+		} else {
+			a[k] = v
+		}
+		return a
+	}
 	for name, annotations := range map[string]map[string]string{
-		"another kind's CR of the same name": {ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "AppService.appcontroller.k8s.io"},
-		"another namespace's CR":             {ownerNameAnnotation: "team-b/x", ownerTypeAnnotation: "WarpdrivePool.tos.transwarp.io"},
-		"not the operator's":                 {"meta.helm.sh/release-name": "x", "meta.helm.sh/release-namespace": "team-a"},
+		"another kind's CR of the same name": with(ownerTypeAnnotation, "AppService.appcontroller.k8s.io"),
+		"another namespace's CR":             with(ownerNameAnnotation, "team-b/x"),
+		"another release":                    with(helmReleaseNameAnnotation, "y"),
+		"another release namespace":          with(helmReleaseNamespaceAnnotation, "team-b"),
+		"no Helm annotations":                with(helmReleaseNameAnnotation, ""),
+		"not the operator's":                 {helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a"},
 		"no annotations":                     nil,
 	} {
 		if ownedBy(annotations, cr) {
@@ -59,74 +72,54 @@ func TestOwnedBy(t *testing.T) {
 	}
 }
 
-// storageClassServer is a fake API for StorageClasses: GET returns those it has, DELETE
-// removes them; every request is recorded.
-type storageClassServer struct {
-	classes  map[string]map[string]string // name -> annotations
-	requests []string
+func storageClass(name string, annotations map[string]string) *storagev1.StorageClass {
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Provisioner: "p"}
 }
 
-func (s *storageClassServer) info(name string) *resource.Info {
-	client := &restfake.RESTClient{
-		NegotiatedSerializer: scheme.Codecs.WithoutConversion(),
-		Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
-			s.requests = append(s.requests, req.Method+" "+req.URL.Path)
-			annotations, ok := s.classes[name]
-			if !ok {
-				return &http.Response{StatusCode: http.StatusNotFound, Header: header(), Body: body(&metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: "Failure", Reason: metav1.StatusReasonNotFound, Code: 404})}, nil
-			}
-			if req.Method == http.MethodDelete {
-				delete(s.classes, name)
-				return &http.Response{StatusCode: http.StatusOK, Header: header(), Body: body(&metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: "Success"})}, nil
-			}
-			sc := &storagev1.StorageClass{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
-				ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
-			return &http.Response{StatusCode: http.StatusOK, Header: header(), Body: body(sc)}, nil
-		}),
-	}
-	gvk := storagev1.SchemeGroupVersion.WithKind("StorageClass")
-	return &resource.Info{Client: client, Name: name, Mapping: &meta.RESTMapping{
-		Resource: storagev1.SchemeGroupVersion.WithResource("storageclasses"), GroupVersionKind: gvk, Scope: meta.RESTScopeRoot}}
-}
-
-func header() http.Header { return http.Header{"Content-Type": []string{"application/json"}} }
-
-func body(obj any) io.ReadCloser {
-	b, _ := json.Marshal(obj)
-	return io.NopCloser(bytes.NewReader(b))
-}
-
-func sweeping(t *testing.T, cr client.Object, kube *kubefake.FailingKubeClient) (helmclient.ActionInterface, *record.FakeRecorder) {
+// sweeping is the orphan sweep over an engine that finds no release, for a chart that
+// declares StorageClasses, in a cluster holding objs.
+func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...client.Object) (helmclient.ActionInterface, client.Client, *record.FakeRecorder) {
 	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := storagev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	// As the manager's mapper, this one finds a kind's preferred version.
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{storagev1.SchemeGroupVersion})
+	mapper.Add(storageClassGVK, meta.RESTScopeRoot)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	rec := record.NewFakeRecorder(10)
-	// No release, and the given resources built from any manifest.
-	f := &fakeActions{cfg: &action.Configuration{KubeClient: kube}, errs: map[string]error{"uninstall": driver.ErrReleaseNotFound}}
-	c, err := withOrphanSweep(engineOf(f), rec).ActionClientFor(context.Background(), cr)
+	f := &fakeActions{errs: map[string]error{"uninstall": driver.ErrReleaseNotFound}}
+	objects := clusterObjects{kinds: []schema.GroupKind{storageClassGVK.GroupKind()}, mapper: mapper, reader: c, writer: c}
+	ac, err := withOrphanSweep(engineOf(f), objects, rec).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, rec
+	return ac, c, rec
 }
 
 // A pool deleted after its release Secrets (deleted with its namespace): its StorageClass is
-// deleted with an Event, a StorageClass of another owner is left, and the reconciler still
+// deleted with an Event, StorageClasses of other owners are left, and the reconciler still
 // gets "release not found" (so it removes the finalizer).
 func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
-	srv := &storageClassServer{classes: map[string]map[string]string{
-		"pool-x":  {ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "WarpdrivePool.tos.transwarp.io"},
-		"foreign": {ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "AppService.appcontroller.k8s.io"},
-	}}
-	kube := &kubefake.FailingKubeClient{DummyResources: []*resource.Info{srv.info("pool-x"), srv.info("foreign"), srv.info("gone")}}
-	c, rec := sweeping(t, poolCR(true, "kind: StorageClass\n..."), kube)
+	foreign := poolOwner()
+	foreign[ownerTypeAnnotation] = "AppService.appcontroller.k8s.io"
+	c, cl, rec := sweeping(t, poolCR(true), interceptor.Funcs{},
+		storageClass("pool-x", poolOwner()), storageClass("foreign", foreign), storageClass("unannotated", nil))
 
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Uninstall: %v, want release not found", err)
 	}
-	if _, ok := srv.classes["pool-x"]; ok {
-		t.Error("the pool's StorageClass was not deleted")
+	get := func(name string) error {
+		return cl.Get(context.Background(), client.ObjectKey{Name: name}, &storagev1.StorageClass{})
 	}
-	if _, ok := srv.classes["foreign"]; !ok {
-		t.Error("another owner's StorageClass was deleted")
+	if err := get("pool-x"); !apierrors.IsNotFound(err) {
+		t.Errorf("the pool's StorageClass: %v, want deleted", err)
+	}
+	for _, name := range []string{"foreign", "unannotated"} {
+		if err := get(name); err != nil {
+			t.Errorf("StorageClass %s of another owner: %v, want kept", name, err)
+		}
 	}
 	want := "Warning OrphanDeleted release x was already gone (its Secrets deleted, as with its namespace); deleted StorageClass pool-x that it had created"
 	if got := events(rec); len(got) != 1 || got[0] != want {
@@ -134,21 +127,21 @@ func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
 	}
 }
 
-// Nothing is swept while the CR lives, when the release is there, or without a manifest; a
-// failure to sweep keeps the finalizer (an error) so that the uninstall is retried.
+// Nothing is swept while the CR lives; a failure to sweep keeps the finalizer (an error) so
+// that the uninstall is retried.
 func TestSweepOnlyWhenReleaseGoneAndCRDeleted(t *testing.T) {
-	buildErr := errors.New("build called")
-	for name, cr := range map[string]*unstructured.Unstructured{
-		"CR not deleted":  poolCR(false, "kind: StorageClass"),
-		"no manifest yet": poolCR(true, ""),
-	} {
-		c, _ := sweeping(t, cr, &kubefake.FailingKubeClient{BuildError: buildErr})
-		if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
-			t.Errorf("%s: Uninstall: %v, want release not found and no sweep", name, err)
-		}
+	c, cl, _ := sweeping(t, poolCR(false), interceptor.Funcs{}, storageClass("pool-x", poolOwner()))
+	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Errorf("CR not deleted: Uninstall: %v, want release not found and no sweep", err)
 	}
-	c, _ := sweeping(t, poolCR(true, "kind: StorageClass"), &kubefake.FailingKubeClient{BuildError: buildErr})
-	if _, err := c.Uninstall("x"); !errors.Is(err, buildErr) || !strings.Contains(err.Error(), "release x is gone") {
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: "pool-x"}, &storagev1.StorageClass{}); err != nil {
+		t.Errorf("CR not deleted: its StorageClass: %v, want kept", err)
+	}
+
+	listErr := errors.New("list failed")
+	failing := interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return listErr }}
+	c, _, _ = sweeping(t, poolCR(true), failing)
+	if _, err := c.Uninstall("x"); !errors.Is(err, listErr) || !strings.Contains(err.Error(), "release x is gone") {
 		t.Errorf("sweep failure: %v, want an error that keeps the finalizer", err)
 	}
 }

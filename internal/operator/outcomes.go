@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
@@ -11,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +49,9 @@ type outcome struct {
 	// handled is the reconcile request (RequestAnnotation) the last visit handled.
 	handled    string
 	handledSet bool
+	// chart is the chart of the release last deployed or found unchanged, if chartSet.
+	chart    deployedChart
+	chartSet bool
 }
 
 // maxRequestEcho bounds the reconcile request echoed in status.lastHandledReconcileAt, as the
@@ -88,11 +93,15 @@ func (o *outcomes) visited(cr client.Object) {
 	o.tell(cr)
 }
 
-// succeeded records that the release is deployed at cr's spec.
-func (o *outcomes) succeeded(cr client.Object) {
+// succeeded records that the release rel is deployed at cr's spec.
+func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
+	ch, chartSet := chartOf(rel)
 	o.mu.Lock()
 	e := o.entry(cr)
 	e.deployed = max(e.deployed, cr.GetGeneration())
+	if chartSet {
+		e.chart, e.chartSet = ch, true
+	}
 	e.failures, e.failedGeneration, e.failure = 0, 0, readiness.Failure{}
 	e.handle(cr)
 	o.mu.Unlock()
@@ -150,8 +159,14 @@ func (o *outcomes) forget(key types.NamespacedName) {
 
 // tell wakes the readiness controller for cr. It blocks when the controller is 1024
 // requests behind, which slows the helm reconcilers down rather than losing a request.
+//
+// The event carries a copy of cr's name and namespace, not cr: the reconciler goes on
+// changing its CR object (the status it writes) while the readiness controller's handler
+// reads the event's. Passing cr itself crashed the manager ("concurrent map read and map
+// write" in the handler's GetName) when it restarted over 1000 CRs.
 func (o *outcomes) tell(cr client.Object) {
-	o.notify <- event.GenericEvent{Object: cr}
+	o.notify <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cr.GetNamespace(), Name: cr.GetName()}}}
 }
 
 // withOutcomes hands out action clients that record each failed attempt in o. Successes are
@@ -183,7 +198,9 @@ func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.
 }
 
 func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	start := time.Now()
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	if err != nil {
 		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
 	}
@@ -191,7 +208,11 @@ func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals m
 }
 
 func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	start := time.Now()
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	if !isDryRun(opts) {
+		helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+	}
 	if err != nil {
 		reason := reasonUpgradeFailed
 		if isDryRun(opts) {
@@ -213,8 +234,8 @@ func (c outcomeClient) Reconcile(rel *release.Release) error {
 // recordSuccess is the reconciler's post-hook: it runs after every install, upgrade or
 // unchanged release that succeeded, before the reconciler's own status write.
 func recordSuccess(o *outcomes) hook.PostHook {
-	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
-		o.succeeded(obj)
+	return hook.PostHookFunc(func(obj *unstructured.Unstructured, rel release.Release, _ logr.Logger) error {
+		o.succeeded(obj, &rel)
 		return nil
 	})
 }

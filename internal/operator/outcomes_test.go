@@ -52,7 +52,7 @@ func TestOutcomesCountFailures(t *testing.T) {
 	// Success clears the count and records the handled request.
 	ok := crAt(4, nil)
 	ok.SetAnnotations(map[string]string{readiness.RequestAnnotation: "now"})
-	o.succeeded(ok)
+	o.succeeded(ok, nil)
 	got, _ := o.get(key, "uid-1")
 	if got.failures != 0 || got.deployed != 4 || got.handled != "now" || !got.handledSet {
 		t.Fatalf("after success: %+v", got)
@@ -71,7 +71,7 @@ func TestManagerStatus(t *testing.T) {
 	cr := crAt(2, map[string]any{"observedGeneration": int64(1), "conditions": []any{
 		map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": int64(2)}}})
 	cr.SetResourceVersion("42")
-	f := managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, now)
+	f := managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, now, rolloutStatus{})
 	if f.observedGeneration != 2 || f.failures != 0 || f.handled != "x" {
 		t.Fatalf("manager fields %+v", f)
 	}
@@ -93,7 +93,7 @@ func TestManagerStatus(t *testing.T) {
 	status["conditions"] = append(status["conditions"].([]any),
 		map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": int64(2)})
 	cr.Object["status"] = status
-	if managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, metav1.Unix(2000, 0)).differs(cr) {
+	if managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, metav1.Unix(2000, 0), rolloutStatus{}).differs(cr) {
 		t.Error("an unchanged decision differs from the status it wrote: it would be written forever")
 	}
 }
@@ -104,9 +104,24 @@ func TestOutcomesBoundTheEchoedRequest(t *testing.T) {
 	o := newOutcomes()
 	cr := crAt(1, nil)
 	cr.SetAnnotations(map[string]string{readiness.RequestAnnotation: strings.Repeat("x", 300000)})
-	o.succeeded(cr)
+	o.succeeded(cr, nil)
 	got, _ := o.get(types.NamespacedName{Namespace: "ns", Name: "m"}, "uid-1")
 	if len(got.handled) > maxRequestEcho || !got.handledSet {
 		t.Errorf("echo of %d bytes, want at most %d", len(got.handled), maxRequestEcho)
+	}
+}
+
+// The readiness controller is woken with the CR's name, not with the reconciler's CR object,
+// which the reconciler goes on changing while the controller's handler reads the event.
+func TestTellSendsNoSharedObject(t *testing.T) {
+	o := newOutcomes()
+	cr := memcached(nil)
+	o.tell(cr)
+	e := <-o.notify
+	if u, ok := e.Object.(*unstructured.Unstructured); ok && u == cr {
+		t.Fatal("the event carries the reconciler's CR object")
+	}
+	if e.Object.GetNamespace() != "ns" || e.Object.GetName() != "m" {
+		t.Errorf("event for %s/%s, want ns/m", e.Object.GetNamespace(), e.Object.GetName())
 	}
 }

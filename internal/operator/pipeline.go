@@ -31,7 +31,16 @@ import (
 //     Uninstall: another chart's release is reported not found and left alone. Reconcile:
 //     passed on. Assumes of the engine: Get returns the release as stored, of any chart.
 //
-//  2. pending repair (repairingClient, pendingrepair.go). Get: a last revision left pending
+//  2. rollout gate (gatedClient, rolloutgate.go). Upgrade (dry-run or not) to the chart the
+//     operator carries of a release on another chart: passed on if the kind's rollout admits
+//     the CR; else passed on with the chart of the release itself and the CR's spec as
+//     values, so that an edit applies with that chart and an unchanged spec leaves the
+//     release alone; a CR that failed on the carried chart, under a rollback policy, gets
+//     the chart of its last revision on another chart. Every other call is passed on.
+//     Assumes of the layer below: Get and History return the kind's own releases (the
+//     guard).
+//
+//  3. pending repair (repairingClient, pendingrepair.go). Get: a last revision left pending
 //     by an operation no longer running is marked failed in the storage (Warning Event
 //     PendingReleaseRepaired), and returned failed, so that the reconciler upgrades it.
 //     Install, Upgrade: recorded as running while they run; when one fails (not a dry run),
@@ -40,41 +49,50 @@ import (
 //     below: Get returns only the kind's own releases (the guard), and Config().Releases
 //     holds only the operator's records (the engine's signed storage).
 //
-//  3. orphan sweep (sweepingClient, orphansweep.go). Uninstall of a CR being deleted that
-//     finds no release: the cluster-scoped objects of the CR's last deployed manifest that
-//     name this CR as their owner are deleted (Warning Event OrphanDeleted), then "not found"
-//     is returned as before; a sweep that fails is an error, which keeps the finalizer.
-//     Every other call is passed on. Assumes of the layers below: another chart's release
-//     is reported not found (the guard), hence the owner check; Config().KubeClient is
-//     confined (the engine).
+//  4. orphan sweep (sweepingClient, orphansweep.go). Uninstall of a CR being deleted that
+//     finds no release: the objects of the cluster-scoped kinds the chart declares whose
+//     annotations name this CR as their owner are deleted (Warning Event OrphanDeleted), then
+//     "not found" is returned as before; a sweep that fails is an error, which keeps the
+//     finalizer. Every other call is passed on. Assumes of the layers below: another chart's
+//     release is reported not found (the guard), hence the owner check.
 //
-//  4. release events (eventingClient, releaseevents.go). Every call that fails, but for "no
+//  5. release events (eventingClient, releaseevents.go). Every call that fails, but for "no
 //     release" on Get and Uninstall, leaves a Warning Event on the CR with the error
 //     (InstallFailed, UpgradeFailed, also for a failed dry run, UninstallFailed,
 //     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair and the sweep, so
 //     that their failures are reported too.
 //
-//  5. record report (reportingClient, recordreport.go). After each Get, Install, Upgrade and
+//  6. record report (reportingClient, recordreport.go). After each Get, Install, Upgrade and
 //     Uninstall, whatever its outcome: the records the engine's storage refused are
 //     reported on the CR (condition ReleaseRecordRefused, Warning Event). Assumes of the
 //     layers below: Config() is the engine's, which each of them passes on.
 //
-//  6. outcomes (outcomeClient, outcomes.go), outermost. A failure to get the client of any
+//  7. outcomes (outcomeClient, outcomes.go). A failure to get the client of any
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
+//  8. release versions (versionRecordingClient, releaseversions.go), outermost. Every release
+//     Get, Install and Upgrade (not a dry run) hand the reconciler is recorded in versions
+//     (its revision and chart version, by its manifest's digest), for the status writer
+//     (statusclient.go), which writes them in status.deployedRelease in place of the manifest.
+//     Uninstall and "no release" forget the release. Assumes of the layers below: they return
+//     the release the reconciler then records in the status.
+//
 // The tests in pipeline_test.go build this chain over a fake engine and check the order,
 // and that the guard refuses another chart's release before the layers over it act.
 type pipeline struct {
 	chart    *chart.Chart
+	gate     chartGate            // the kind's chart rollout (rollout.go)
 	locks    *keyedMutex          // one lock per release name, shared by every kind
 	ops      *operations          // Helm operations of this process, shared by every kind
 	recorder record.EventRecorder // the kind's reconciler's, so that Events share its source
 	status   client.StatusClient  // writes the record report's condition
 	outcomes *outcomes            // the kind's, read by its readiness controller
+	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
+	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
 }
 
 // layer is one layer of a pipeline: wrap hands out the action clients of the layer below,
@@ -90,11 +108,14 @@ func (p pipeline) layers() []layer {
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return newReleaseGuard(g, p.chart, p.locks)
 		}},
+		{"rollout gate", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withRolloutGate(g, p.gate)
+		}},
 		{"pending repair", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withPendingRepair(g, p.recorder, p.ops)
 		}},
 		{"orphan sweep", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withOrphanSweep(g, p.recorder)
+			return withOrphanSweep(g, p.cluster, p.recorder)
 		}},
 		{"release events", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withReleaseEvents(g, p.recorder)
@@ -104,6 +125,9 @@ func (p pipeline) layers() []layer {
 		}},
 		{"outcomes", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withOutcomes(g, p.outcomes)
+		}},
+		{"release versions", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withReleaseVersions(g, p.versions)
 		}},
 	}
 }

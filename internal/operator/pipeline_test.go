@@ -13,9 +13,12 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
 // statusWrites is a status client that counts its updates.
@@ -36,8 +39,10 @@ func (s *statusWrites) Update(context.Context, client.Object, ...client.SubResou
 func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	rec := record.NewFakeRecorder(20)
 	status := &statusWrites{}
-	return pipeline{chart: &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, locks: newKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes()}, rec, status
+	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
+	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Default, c, nil, rec, nil)
+	return pipeline{chart: c, gate: gate, locks: newKeyedMutex(),
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), versions: newReleaseVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup
@@ -108,7 +113,7 @@ func traced(layers []layer, trace *[]string) []layer {
 }
 
 // The layers are stacked in the documented order, and every call the reconciler makes goes
-// through all of them, from the outermost (outcomes) to the one next to the engine (the
+// through all of them, from the outermost (release versions) to the one next to the engine (the
 // release guard).
 func TestPipelineOrder(t *testing.T) {
 	p, _, _ := testPipeline()
@@ -116,7 +121,7 @@ func TestPipelineOrder(t *testing.T) {
 	for _, l := range p.layers() {
 		names = append(names, l.name)
 	}
-	want := "release guard, pending repair, orphan sweep, release events, record report, outcomes"
+	want := "release guard, rollout gate, pending repair, orphan sweep, release events, record report, outcomes, release versions"
 	if got := strings.Join(names, ", "); got != want {
 		t.Fatalf("layers from the engine outwards: %s\nwant (see pipeline): %s", got, want)
 	}

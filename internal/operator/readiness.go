@@ -45,7 +45,14 @@ type readinessReconciler struct {
 	gvk      schema.GroupVersionKind
 	selector labels.Selector
 	outcomes *outcomes
+	rollout  rolloutSource // status.chart and ChartRollout: the kind's rollout controller
+	metrics  *releaseMetrics
 	now      func() metav1.Time
+}
+
+// rolloutSource says where a CR stands in its kind's chart rollout.
+type rolloutSource interface {
+	status(cr *unstructured.Unstructured) rolloutStatus
 }
 
 func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
@@ -64,6 +71,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.outcomes.forget(req.NamespacedName)
+			r.metrics.forget(r.gvk.Kind, req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -74,7 +82,8 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if !visited {
 		return reconcile.Result{}, nil
 	}
-	want := managerStatus(cr, o, r.now())
+	want := managerStatus(cr, o, r.now(), r.rollout.status(cr))
+	r.metrics.observe(r.gvk.Kind, cr, want)
 	if !want.differs(cr) {
 		return reconcile.Result{}, nil
 	}
@@ -95,10 +104,13 @@ type managerFields struct {
 	handled            string
 	handledSet         bool
 	conditions         []metav1.Condition
+	// chart is status.chart (chartstatus.go), nil while the release's chart is unknown.
+	chart map[string]any
 }
 
-// managerStatus decides the manager's status of cr from its visit outcome o.
-func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time) managerFields {
+// managerStatus decides the manager's status of cr from its visit outcome o and where it
+// stands in its kind's chart rollout, rs.
+func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs rolloutStatus) managerFields {
 	conds := readiness.Conditions(cr)
 	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldObservedGeneration)
 	s := readiness.State{
@@ -121,7 +133,15 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time) ma
 	if !o.handledSet {
 		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", readiness.FieldLastHandledReconcileAt)
 	}
-	for _, c := range []metav1.Condition{d.Ready, d.Reconciling, d.Stalled} {
+	f.chart = statusChart(cr, o, rs)
+	decided := []metav1.Condition{d.Ready, d.Reconciling, d.Stalled}
+	if rs.known {
+		decided = append(decided, rs.condition)
+	} else if c := readiness.Find(conds, readiness.ChartRollout); c != nil {
+		decided = append(decided, *c) // the previous leader's word stands until the rollout controller's
+	}
+	for _, c := range decided {
+		c.ObservedGeneration = cr.GetGeneration()
 		c.Message = truncate(c.Message, maxConditionMessage)
 		readiness.KeepTransitionTime(&c, readiness.Find(conds, c.Type), now)
 		f.conditions = append(f.conditions, c)
@@ -135,7 +155,7 @@ func (f managerFields) differs(cr *unstructured.Unstructured) bool {
 	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldFailures)
 	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", readiness.FieldLastHandledReconcileAt)
 	if !found || observed != f.observedGeneration || failures != f.failures ||
-		handledSet != f.handledSet || handled != f.handled {
+		handledSet != f.handledSet || handled != f.handled || !sameChart(cr, f.chart) {
 		return true
 	}
 	conds := readiness.Conditions(cr)
@@ -165,6 +185,9 @@ func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.
 	}
 	if f.handledSet {
 		status[readiness.FieldLastHandledReconcileAt] = f.handled
+	}
+	if f.chart != nil {
+		status[readiness.FieldChart] = f.chart
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": cr.GetAPIVersion(),

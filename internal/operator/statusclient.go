@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,16 +21,29 @@ import (
 // conditions (the conditions list is a map keyed by type) and deployedRelease leaves the
 // others alone, needs no resourceVersion (so it cannot conflict with the other writers) and
 // still sets or removes each field the reconciler manages.
+//
+// deployedRelease is applied as the release's name, revision and chart version: without the
+// rendered manifest that helm-operator-plugins puts there, unless releaseManifest (the
+// manager's --status-release-manifest) asks for it. The manifest copies every object of the
+// release into the CR, Secrets included, where the CR's readers (a namespace viewer, who may
+// not read Secrets) see it, and into every cache of the CR kind. The revision names the
+// signed release record that holds it (releasemanifests.go reads it from there).
 type statusKeepingClient struct {
 	client.Client
+	// current reads the CR as last seen (the manager's cache): an apply that would change
+	// nothing is not sent.
+	current         client.Reader
+	versions        *releaseVersions
+	releaseManifest bool
 }
 
 func (c statusKeepingClient) Status() client.SubResourceWriter {
-	return statusKeepingWriter{SubResourceWriter: c.Client.Status()}
+	return statusKeepingWriter{SubResourceWriter: c.Client.Status(), c: c}
 }
 
 type statusKeepingWriter struct {
 	client.SubResourceWriter
+	c statusKeepingClient
 }
 
 // Update applies the helm-operator's part of the status of an unstructured CR; other objects
@@ -42,6 +56,10 @@ func (w statusKeepingWriter) Update(ctx context.Context, obj client.Object, opts
 	apply, err := helmStatusApply(u)
 	if err != nil {
 		return err
+	}
+	w.c.shapeDeployedRelease(apply)
+	if w.c.unchanged(ctx, apply) {
+		return nil
 	}
 	err = w.SubResourceWriter.Patch(ctx, apply, client.Apply,
 		client.FieldOwner(readiness.HelmFieldManager), client.ForceOwnership)
@@ -82,6 +100,51 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 		"metadata":   map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
 		"status":     fields,
 	}}, nil
+}
+
+// shapeDeployedRelease completes status.deployedRelease of an apply with the release's
+// revision and chart version, when the manifest is the one the action clients last handed
+// out for the release, and drops the manifest unless c keeps it.
+func (c statusKeepingClient) shapeDeployedRelease(apply *unstructured.Unstructured) {
+	rel, ok, _ := unstructured.NestedMap(apply.Object, "status", readiness.FieldDeployedRelease)
+	if !ok {
+		return
+	}
+	name, _ := rel["name"].(string)
+	manifest, _ := rel["manifest"].(string)
+	if c.versions != nil {
+		if v, ok := c.versions.lookup(apply.GetNamespace(), name, manifest); ok {
+			rel["revision"] = int64(v.revision)
+			if v.chartVersion != "" {
+				rel["chartVersion"] = v.chartVersion
+			}
+		}
+	}
+	if !c.releaseManifest {
+		delete(rel, "manifest")
+	}
+	_ = unstructured.SetNestedMap(apply.Object, rel, "status", readiness.FieldDeployedRelease)
+}
+
+// unchanged reports whether the CR, as c.current has it, already has the helm-operator's part
+// of the status that apply sets. Without the manifest in the status, the reconciler finds
+// deployedRelease different from its release at every visit and writes it again: that write
+// would change nothing, and is skipped. A stale cache can only cause a write that was not
+// needed: the apply is skipped only when the CR seen carries exactly these fields.
+func (c statusKeepingClient) unchanged(ctx context.Context, apply *unstructured.Unstructured) bool {
+	if c.current == nil {
+		return false
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(apply.GroupVersionKind())
+	if err := c.current.Get(ctx, client.ObjectKeyFromObject(apply), cur); err != nil {
+		return false
+	}
+	have, err := helmStatusApply(cur)
+	if err != nil {
+		return false
+	}
+	return reflect.DeepEqual(have.Object["status"], apply.Object["status"])
 }
 
 func boundMessages(conditions []any) {

@@ -1,11 +1,17 @@
 package operator
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 func memcached(status map[string]any) *unstructured.Unstructured {
@@ -79,5 +85,83 @@ func TestHelmStatusApplyBoundsMessages(t *testing.T) {
 	}
 	if !cmp.Equal(want, conds) {
 		t.Errorf("conditions of %d bytes, want the middle of the message cut out", len(conds[0].(map[string]any)["message"].(string)))
+	}
+}
+
+// deployedRelease is applied as name, revision and chart version: the manifest the reconciler
+// puts there is dropped (kept with --status-release-manifest), and the revision is that of the
+// release the action clients last handed out with that manifest.
+func TestDeployedReleaseShape(t *testing.T) {
+	versions := newReleaseVersions()
+	rel := &release.Release{Name: "m", Namespace: "ns", Version: 4, Manifest: "kind: Secret\ndata: {password: c2VjcmV0}",
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "memcached", Version: "0.3.0"}}}
+	versions.record(rel)
+	status := func(manifest string) map[string]any {
+		return map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}}
+	}
+	cases := []struct {
+		name     string
+		keep     bool
+		manifest string
+		want     map[string]any
+	}{
+		{"manifest dropped", false, rel.Manifest, map[string]any{"name": "m", "revision": int64(4), "chartVersion": "0.3.0"}},
+		{"manifest kept on request", true, rel.Manifest, map[string]any{"name": "m", "revision": int64(4), "chartVersion": "0.3.0", "manifest": rel.Manifest}},
+		{"not the release handed out: no revision", false, "kind: ConfigMap", map[string]any{"name": "m"}},
+	}
+	for _, tc := range cases {
+		c := statusKeepingClient{versions: versions, releaseManifest: tc.keep}
+		apply, err := helmStatusApply(memcached(status(tc.manifest)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.shapeDeployedRelease(apply)
+		got, _, _ := unstructured.NestedMap(apply.Object, "status", "deployedRelease")
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	versions.forget("ns", "m")
+	if _, ok := versions.lookup("ns", "m", rel.Manifest); ok {
+		t.Error("a forgotten release is still known")
+	}
+}
+
+// A status update that would apply what the CR already has is not sent; one that changes
+// anything of the helm-operator's part is.
+func TestStatusUpdateSkipsNoChange(t *testing.T) {
+	have := memcached(map[string]any{
+		"conditions":      []any{map[string]any{"type": "Deployed", "status": "True"}, map[string]any{"type": "Ready", "status": "True"}},
+		"deployedRelease": map[string]any{"name": "m", "revision": int64(2)},
+	})
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+		sent   bool
+	}{
+		{"the same, without another writer's condition", map[string]any{
+			"conditions":      []any{map[string]any{"type": "Deployed", "status": "True"}},
+			"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}}, false},
+		{"a condition changed", map[string]any{
+			"conditions":      []any{map[string]any{"type": "Deployed", "status": "False"}},
+			"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}}, true},
+		{"another revision", map[string]any{
+			"conditions":      []any{map[string]any{"type": "Deployed", "status": "True"}},
+			"deployedRelease": map[string]any{"name": "m", "revision": int64(3)}}, true},
+	} {
+		writes := 0
+		cl := fake.NewClientBuilder().WithObjects(have.DeepCopy()).WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+				writes++
+				return nil
+			},
+		}).Build()
+		c := statusKeepingClient{Client: cl, current: cl}
+		if err := c.Status().Update(context.Background(), memcached(tc.status)); err != nil {
+			t.Fatal(err)
+		}
+		if sent := writes > 0; sent != tc.sent {
+			t.Errorf("%s: sent %v, want %v", tc.name, sent, tc.sent)
+		}
 	}
 }

@@ -7,6 +7,9 @@ const (
 	FieldObservedGeneration     = "observedGeneration"
 	FieldFailures               = "failures"
 	FieldLastHandledReconcileAt = "lastHandledReconcileAt"
+	// FieldChart is the chart of the CR's release and where it stands in a chart rollout
+	// (docs/rollouts.md).
+	FieldChart = "chart"
 
 	FieldReplicas          = "replicas"
 	FieldReadyReplicas     = "readyReplicas"
@@ -55,12 +58,13 @@ var (
 		Fields:       []string{FieldDeployedRelease},
 		Conditions:   []string{"Initialized", "Deployed", "ReleaseFailed", "Irreconcilable", Paused, "ReleaseRecordRefused"},
 	}
-	// ManagerStatus is the manager's readiness controller: the outcome of Decide.
+	// ManagerStatus is the manager's readiness controller: the outcome of Decide, and the
+	// chart rollout's word on the CR (internal/operator/rollout.go).
 	ManagerStatus = StatusOwner{
 		FieldManager: ManagerFieldManager,
 		Process:      ProcessManager,
-		Fields:       []string{FieldObservedGeneration, FieldFailures, FieldLastHandledReconcileAt},
-		Conditions:   []string{Ready, Reconciling, Stalled},
+		Fields:       []string{FieldObservedGeneration, FieldFailures, FieldLastHandledReconcileAt, FieldChart},
+		Conditions:   []string{Ready, Reconciling, Stalled, ChartRollout},
 	}
 	// SidecarStatus is the sidecar's workload status controller (internal/workloadstatus).
 	SidecarStatus = StatusOwner{

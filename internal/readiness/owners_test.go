@@ -46,7 +46,9 @@ func TestStatusOwnersDoNotOverlap(t *testing.T) {
 // The manager decides exactly the conditions ManagerStatus declares.
 func TestDecideWritesTheManagersConditions(t *testing.T) {
 	d := Decide(State{Generation: 1})
-	got := []string{d.Ready.Type, d.Reconciling.Type, d.Stalled.Type}
+	// ChartRollout is the rollout controller's word, which the readiness controller writes
+	// beside Decide's (internal/operator/rollout.go).
+	got := []string{d.Ready.Type, d.Reconciling.Type, d.Stalled.Type, ChartRollout}
 	if strings.Join(got, ",") != strings.Join(ManagerStatus.Conditions, ",") {
 		t.Errorf("Decide writes %v, ManagerStatus declares %v", got, ManagerStatus.Conditions)
 	}
@@ -60,7 +62,7 @@ func TestConditionsOwnedByOthers(t *testing.T) {
 		names = append(names, c)
 	}
 	sort.Strings(names)
-	if strings.Join(names, ",") != "Ready,Reconciling,RolledOut,Stalled" {
+	if strings.Join(names, ",") != "ChartRollout,Ready,Reconciling,RolledOut,Stalled" {
 		t.Errorf("conditions of others than the helm-operator: %v", names)
 	}
 }

@@ -28,6 +28,10 @@ const (
 	RolledOut = "RolledOut"
 	// Paused is helm-operator-plugins' condition, True while the pause annotation is set.
 	Paused = "Paused"
+	// ChartRollout is written by the manager: True when the CR's release is on the chart the
+	// operator carries; False while a rollout of that chart has not reached it, with why
+	// (docs/rollouts.md).
+	ChartRollout = "ChartRollout"
 )
 
 // Annotations users set on a CR.

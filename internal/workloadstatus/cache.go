@@ -23,7 +23,8 @@ import (
 //   - The CR kinds from watches.yaml as unstructured, without spec (the Helm
 //     values, never read here), managedFields, the last-applied annotation
 //     and status.deployedRelease.manifest, in which the helm-operator keeps
-//     the whole rendered release. (WarpdrivePools keep the three spec fields
+//     the whole rendered release with --status-release-manifest (or as the
+//     stock helm-operator left it). (WarpdrivePools keep the three spec fields
 //     the pool bookkeeping reads: see internal/poolstatus/cache.go.)
 //
 // Nothing else is cached here: no Pods, no Secrets (the Helm release storage),

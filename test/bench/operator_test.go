@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,20 +26,28 @@ import (
 )
 
 // The workload of the comparison: AppServices, each a Deployment of 2 replicas and a Service,
-// the two-object chart of the stock operator's measurements.
+// the two-object chart of the stock operator's measurements; fewer replicas where the
+// cluster cannot hold them (replicasFor).
 const kind = "AppService"
+
+// The chart's pod requests (helm-charts/appservice/values.yaml), which bound how many pods
+// the cluster's nodes admit.
+const (
+	podCPUMilli = 50
+	podMemMiB   = 64
+)
 
 // settings of one run, from the environment so that make bench and make bench-quick share
 // the code.
 type settings struct {
-	sizes []int         // numbers of CRs (WARPDRIVE_BENCH_N, default "100,1000")
+	sizes []int         // numbers of CRs (WARPDRIVE_BENCH_N, default "100,1000,10000")
 	idle  time.Duration // idle window (WARPDRIVE_BENCH_IDLE, default 2m)
 	drift int           // hand edits repaired per run
 	out   string        // where the report goes (WARPDRIVE_BENCH_OUT, default docs/bench)
 }
 
 func loadSettings(t *testing.T) settings {
-	s := settings{sizes: []int{100, 1000}, idle: 2 * time.Minute, drift: 10, out: filepath.Join(framework.RepoRoot(), "docs", "bench")}
+	s := settings{sizes: []int{100, 1000, 10000}, idle: 2 * time.Minute, drift: 10, out: filepath.Join(framework.RepoRoot(), "docs", "bench")}
 	if v := os.Getenv("WARPDRIVE_BENCH_N"); v != "" {
 		s.sizes = nil
 		for _, f := range strings.Split(v, ",") {
@@ -63,8 +73,20 @@ func loadSettings(t *testing.T) settings {
 
 // result is what one variant measured at one size. Zero means not measured.
 type result struct {
-	variant string
-	n       int
+	variant  string
+	n        int
+	replicas int // per CR, before the edit (replicasFor)
+
+	// timedOut names the phase that did not converge within phaseTimeout; the phases after it
+	// were not measured.
+	timedOut string
+	// queueAtTimeout is the operator's workqueue depth when the phase timed out;
+	// createQueuePeak and editQueuePeak the deepest it was in those phases.
+	queueAtTimeout, createQueuePeak, editQueuePeak float64
+
+	createRequests, editRequests float64 // apiserver requests (every client's) per CR created, edited
+	etcdStartMiB                 float64 // etcd's database in use before the create
+	etcdCreateMiB, etcdEditMiB   float64 // and after the create, after the edit wave
 
 	createS, createCPU float64 // CRs created -> all Deployments available; operator CPU-seconds
 	editS, editCPU     float64 // replicas 2 -> 3 on every CR -> all available
@@ -152,14 +174,20 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-const (
-	wait   = 45 * time.Minute // bounds a phase of a broken run
-	settle = 10 * time.Second // lets trailing reconciles finish inside a measured phase
-)
+const settle = 10 * time.Second // lets trailing reconciles finish inside a measured phase
+
+// wait bounds a phase of a broken run at the smaller sizes; phaseTimeout is the bound at n CRs,
+// generous enough that a slow operator's time to converge is measured rather than cut off.
+const wait = 45 * time.Minute
+
+func phaseTimeout(n int) time.Duration {
+	return max(wait, time.Duration(n)*500*time.Millisecond)
+}
 
 func run(t *testing.T, s settings, v variant, n int) result {
 	ctx := context.Background()
-	r := result{variant: v.name, n: n}
+	r := result{variant: v.name, n: n, replicas: replicasFor(t, n)}
+	ed := editFor(r.replicas)
 	ns := fmt.Sprintf("bench-%d-%s", n, strings.Fields(v.name)[0])
 	deleteNamespace(t, ns) // left over by an interrupted run
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -173,34 +201,55 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	defer tr.stop()
 
 	if v.start == nil {
-		return runKubectl(t, tr, ns, n, r)
+		return runKubectl(t, tr, ns, n, r, ed)
 	}
 	procs, sidecar, metricsAddr, stop := v.start(t)
 	defer stop()
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
+	// phase runs one phase: change, then wait until done, recording the operator's queue; false
+	// when it timed out (r says where, and how deep the queue was).
+	phase := func(name string, change func(), done func() bool) (seconds, cpu, requests float64, queuePeak float64, ok bool) {
+		q := sampleQueue(metricsAddr)
+		req0, cpu0, t0 := apiserverRequests(t), procs.cpu(), time.Now()
+		change()
+		at, ok := tr.waitFor(phaseTimeout(n), done)
+		queuePeak = q.stop()
+		if !ok {
+			r.timedOut = name
+			r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
+			t.Logf("%s: %s not done after %s; %.0f CRs queued", v.name, name, phaseTimeout(n), r.queueAtTimeout)
+			return 0, 0, 0, queuePeak, false
+		}
+		time.Sleep(settle)
+		return at.Sub(t0).Seconds(), procs.cpu() - cpu0, (apiserverRequests(t) - req0) / float64(n), queuePeak, true
+	}
 
 	// Create.
-	cpu0, t0 := procs.cpu(), time.Now()
-	parallel(n, func(i int) error { return env.Client.Create(ctx, appService(ns, i, 2)) })
-	done := mustWait(t, tr, "create", tr.allAvailable(n, 2))
-	r.createS = done.Sub(t0).Seconds()
-	time.Sleep(settle)
-	r.createCPU = procs.cpu() - cpu0
+	r.etcdStartMiB = etcdMiB(t)
+	var ok bool
+	r.createS, r.createCPU, r.createRequests, r.createQueuePeak, ok = phase("create", func() {
+		parallel(n, func(i int) error { return env.Client.Create(ctx, appService(ns, i, r.replicas)) })
+	}, tr.allAvailable(n, int32(r.replicas)))
+	if !ok {
+		return r
+	}
+	r.etcdCreateMiB = etcdMiB(t)
 
-	// Edit every CR: replicas 2 -> 3, a Helm upgrade each.
+	// Edit every CR: a Helm upgrade each.
 	rec0, _ := framework.Metric(metricsAddr, "controller_runtime_reconcile_total", `controller="appservice-controller"`)
-	cpu0, t0 = procs.cpu(), time.Now()
-	parallel(n, func(i int) error {
-		return env.Client.Patch(ctx, appService(ns, i, 0), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`)))
-	})
-	done = mustWait(t, tr, "edit", tr.allAvailable(n, 3))
-	r.editS = done.Sub(t0).Seconds()
-	time.Sleep(settle)
-	r.editCPU = procs.cpu() - cpu0
+	r.editS, r.editCPU, r.editRequests, r.editQueuePeak, ok = phase("edit", func() {
+		parallel(n, func(i int) error {
+			return env.Client.Patch(ctx, appService(ns, i, -1), client.RawPatch(types.MergePatchType, []byte(ed.patch)))
+		})
+	}, ed.done(tr, n))
+	if !ok {
+		return r
+	}
+	r.etcdEditMiB = etcdMiB(t)
 	rec1, _ := framework.Metric(metricsAddr, "controller_runtime_reconcile_total", `controller="appservice-controller"`)
 	r.reconcilesPerEdit = (rec1 - rec0) / float64(n)
-	if len(sidecar) > 0 {
-		lat := tr.statusLatencies(3)
+	if len(sidecar) > 0 && ed.replicas > 0 {
+		lat := tr.statusLatencies(int32(ed.replicas))
 		r.statusP50, r.statusP99 = framework.Percentile(lat, 50), framework.Percentile(lat, 99)
 	}
 
@@ -213,49 +262,171 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	r.rssMiB, r.peakRSSMiB = procs.rss()
 	r.sidecarRSSMiB, _ = sidecar.rss()
 
-	// Drift: Deployments scaled by hand, all at once; each repaired when back at 3.
-	r.driftP50, r.driftMax = drift(t, ns, min(s.drift, n))
+	// Drift: Deployments scaled by hand, all at once; each repaired when back to the spec.
+	r.driftP50, r.driftMax = drift(t, ns, min(s.drift, n), ed.replicas)
 
 	// Delete.
 	t0 = time.Now()
-	parallel(n, func(i int) error { return client.IgnoreNotFound(env.Client.Delete(ctx, appService(ns, i, 0))) })
-	done = mustWait(t, tr, "delete", func() bool { return len(tr.crs) == 0 && len(tr.deployments) == 0 })
+	parallel(n, func(i int) error { return client.IgnoreNotFound(env.Client.Delete(ctx, appService(ns, i, -1))) })
+	done, ok := tr.waitFor(phaseTimeout(n), func() bool { return len(tr.crs) == 0 && len(tr.deployments) == 0 })
+	if !ok {
+		r.timedOut = "delete"
+		return r
+	}
 	r.deleteS = done.Sub(t0).Seconds()
 	return r
 }
 
+// replicasFor is the replicas per CR at n CRs: 2, as in the stock operator's measurements,
+// when the nodes admit the 3 per CR the edit wave asks for; else 0, with an edit that needs no
+// pod (editFor).
+func replicasFor(t *testing.T, n int) int {
+	if 3*n <= podCapacity(t) {
+		return 2
+	}
+	return 0
+}
+
+// podCapacity is how many of the chart's pods the cluster's nodes admit, by their allocatable
+// pods, CPU and memory.
+func podCapacity(t *testing.T) int {
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, node := range nodes.Items {
+		a := node.Status.Allocatable
+		total += int(min(a.Pods().Value(), a.Cpu().MilliValue()/podCPUMilli, a.Memory().Value()/(podMemMiB<<20)))
+	}
+	return total
+}
+
+// edit is the change made to every CR in the edit phase: replicas R -> R+1, or, with no
+// replicas, the pods' CPU request 50m -> 60m (a Helm upgrade all the same).
+type edit struct {
+	replicas int            // after the edit
+	patch    string         // merge patch of the CR
+	values   map[string]any // the chart's values after it, for kubectl apply
+	done     func(tr *tracker, n int) func() bool
+}
+
+func editFor(replicas int) edit {
+	if replicas > 0 {
+		return edit{
+			replicas: replicas + 1,
+			patch:    fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas+1),
+			values:   map[string]any{"replicas": replicas + 1},
+			done:     func(tr *tracker, n int) func() bool { return tr.allAvailable(n, int32(replicas+1)) },
+		}
+	}
+	return edit{
+		patch:  `{"spec":{"resources":{"requests":{"cpu":"60m"}}}}`,
+		values: map[string]any{"replicas": 0, "resources": map[string]any{"requests": map[string]any{"cpu": "60m", "memory": "64Mi"}}},
+		done:   func(tr *tracker, n int) func() bool { return tr.allWithCPU(n, "60m") },
+	}
+}
+
+// apiserverRequests is the apiserver's count of requests served so far, from every client.
+func apiserverRequests(t *testing.T) float64 {
+	body, err := env.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("apiserver metrics: %v", err)
+	}
+	n, err := framework.SumMetric(bytes.NewReader(body), "apiserver_request_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// etcdAddr is the local cluster's etcd (hack/cluster-up.sh: ETCD_PORT), which serves its
+// metrics on its client port.
+var etcdAddr = envOr("WARPDRIVE_BENCH_ETCD", "127.0.0.1:23790")
+
+// etcdMiB is the size of etcd's database in use (the file itself only grows until it is
+// defragmented, so it would carry the earlier runs).
+func etcdMiB(t *testing.T) float64 {
+	b, err := framework.Metric(etcdAddr, "etcd_mvcc_db_total_size_in_use_in_bytes")
+	if err != nil {
+		t.Logf("etcd metrics at %s: %v", etcdAddr, err)
+		return 0
+	}
+	return b / (1 << 20)
+}
+
+// queueSampler records the deepest the operator's work queue gets while it runs.
+type queueSampler struct {
+	done chan struct{}
+	peak chan float64
+}
+
+func sampleQueue(metricsAddr string) *queueSampler {
+	q := &queueSampler{done: make(chan struct{}), peak: make(chan float64)}
+	go func() {
+		peak := 0.0
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			if d, err := framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`); err == nil {
+				peak = max(peak, d)
+			}
+			select {
+			case <-q.done:
+				q.peak <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return q
+}
+
+func (q *queueSampler) stop() float64 {
+	close(q.done)
+	return <-q.peak
+}
+
 // runKubectl is the floor: the same Deployments and Services, rendered from the same chart,
 // applied with plain kubectl.
-func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result) result {
+func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit) result {
 	dir := t.TempDir()
-	manifests := func(replicas int) string {
-		path := filepath.Join(dir, fmt.Sprintf("replicas-%d.yaml", replicas))
-		if err := os.WriteFile(path, []byte(render(t, ns, n, replicas)), 0o644); err != nil {
+	manifests := func(name string, values map[string]any) string {
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(render(t, ns, n, values)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return path
 	}
+	r.etcdStartMiB = etcdMiB(t)
 	for _, step := range []struct {
-		replicas int32
-		out      *float64
-	}{{2, &r.createS}, {3, &r.editS}} {
-		path := manifests(int(step.replicas))
-		t0 := time.Now()
-		if _, err := env.Kubectl("apply", "-n", ns, "-f", path); err != nil {
+		path          string
+		done          func() bool
+		out, requests *float64
+		etcd          *float64
+	}{
+		{manifests("create", map[string]any{"replicas": r.replicas}), tr.allAvailable(n, int32(r.replicas)), &r.createS, &r.createRequests, &r.etcdCreateMiB},
+		{manifests("edit", ed.values), ed.done(tr, n), &r.editS, &r.editRequests, &r.etcdEditMiB},
+	} {
+		req0, t0 := apiserverRequests(t), time.Now()
+		if _, err := env.Kubectl("apply", "-n", ns, "-f", step.path); err != nil {
 			t.Fatal(err)
 		}
-		*step.out = mustWait(t, tr, "apply", tr.allAvailable(n, step.replicas)).Sub(t0).Seconds()
+		*step.out = mustWait(t, tr, "apply", n, step.done).Sub(t0).Seconds()
+		time.Sleep(settle)
+		*step.requests = (apiserverRequests(t) - req0) / float64(n)
+		*step.etcd = etcdMiB(t)
 	}
 	t0 := time.Now()
-	if _, err := env.Kubectl("delete", "-n", ns, "--wait=false", "-f", manifests(3)); err != nil {
+	if _, err := env.Kubectl("delete", "-n", ns, "--wait=false", "-f", filepath.Join(dir, "edit.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r.deleteS = mustWait(t, tr, "delete", func() bool { return len(tr.deployments) == 0 }).Sub(t0).Seconds()
+	r.deleteS = mustWait(t, tr, "delete", n, func() bool { return len(tr.deployments) == 0 }).Sub(t0).Seconds()
 	return r
 }
 
-// render is the AppService chart's manifest for n CRs, as Helm renders it.
-func render(t *testing.T, ns string, n, replicas int) string {
+// render is the AppService chart's manifest for n CRs with values, as Helm renders it.
+func render(t *testing.T, ns string, n int, values map[string]any) string {
 	chrt, err := loader.Load(filepath.Join(env.Root, "helm-charts", "appservice"))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +436,9 @@ func render(t *testing.T, ns string, n, replicas int) string {
 		install := action.NewInstall(&action.Configuration{})
 		install.DryRun, install.ClientOnly, install.Replace = true, true, true
 		install.ReleaseName, install.Namespace = name(i), ns
-		rel, err := install.Run(chrt, map[string]any{"deploymentName": name(i), "replicas": replicas})
+		vals := maps.Clone(values)
+		vals["deploymentName"] = name(i)
+		rel, err := install.Run(chrt, vals)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +450,7 @@ func render(t *testing.T, ns string, n, replicas int) string {
 
 func name(i int) string { return fmt.Sprintf("app-%04d", i) }
 
-// appService is CR i; replicas 0 leaves spec empty (for patches and deletes).
+// appService is CR i; replicas below 0 leave spec empty (for patches and deletes).
 func appService(ns string, i, replicas int) *unstructured.Unstructured {
 	gvr := env.GVR(kind)
 	u := &unstructured.Unstructured{}
@@ -285,7 +458,7 @@ func appService(ns string, i, replicas int) *unstructured.Unstructured {
 	u.SetKind(kind)
 	u.SetNamespace(ns)
 	u.SetName(name(i))
-	if replicas > 0 {
+	if replicas >= 0 {
 		u.Object["spec"] = map[string]any{"deploymentName": name(i), "replicas": int64(replicas)}
 	}
 	return u
@@ -316,21 +489,22 @@ func parallel(n int, f func(i int) error) {
 	wg.Wait()
 }
 
-func mustWait(t *testing.T, tr *tracker, phase string, cond func() bool) time.Time {
-	at, ok := tr.waitFor(wait, cond)
+func mustWait(t *testing.T, tr *tracker, phase string, n int, cond func() bool) time.Time {
+	at, ok := tr.waitFor(phaseTimeout(n), cond)
 	if !ok {
-		t.Fatalf("%s: not done after %s", phase, wait)
+		t.Fatalf("%s: not done after %s", phase, phaseTimeout(n))
 	}
 	return at
 }
 
-// drift scales k Deployments to 5 by hand and times how long each takes to be back at 3.
-func drift(t *testing.T, ns string, k int) (p50, max float64) {
+// drift scales k Deployments to want+3 by hand and times how long each takes to be back at
+// want.
+func drift(t *testing.T, ns string, k, want int) (p50, max float64) {
 	ctx := context.Background()
 	t0 := time.Now()
 	for i := 0; i < k; i++ {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)}}
-		if err := env.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":5}}`))); err != nil {
+		if err := env.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, want+3)))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -341,7 +515,7 @@ func drift(t *testing.T, ns string, k int) (p50, max float64) {
 				continue
 			}
 			d := &appsv1.Deployment{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, d); err == nil && *d.Spec.Replicas == 3 {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, d); err == nil && int(*d.Spec.Replicas) == want {
 				repaired[i] = time.Since(t0)
 				left--
 			}
@@ -368,7 +542,7 @@ func deleteNamespace(t *testing.T, ns string) {
 		}
 	}
 	_ = env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	_ = framework.Poll(ctx, 10*time.Minute, func(ctx context.Context) error {
+	_ = framework.Poll(ctx, 30*time.Minute, func(ctx context.Context) error {
 		err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		if err == nil {
 			return fmt.Errorf("namespace %s still terminating", ns)

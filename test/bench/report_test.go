@@ -29,8 +29,11 @@ func writeReport(dir string, s settings, results []result) error {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# Benchmark: warpdrive-operator vs the stock helm-operator vs kubectl apply\n\n")
 	fmt.Fprintf(&b, "Measured by `make bench` on %s, %s, one run, the three side by side on the same local cluster "+
-		"(AppService CRs: a Deployment of 2 replicas and a Service each; idle window %s; %d Deployments scaled by hand for drift).\n\n",
+		"(AppService CRs: a Deployment and a Service each; idle window %s; %d Deployments scaled by hand for drift). "+
+		"Both operators run with the arguments of their pods: ours those of config/default's Deployment, the stock one "+
+		"operator-sdk's scaffolded ones (docs/bench/README.md).\n\n",
 		host, time.Now().UTC().Format("2006-01-02"), s.idle, s.drift)
+	b.WriteString("![idle CPU](idle-cpu.png) ![create CPU](create-cpu.png) ![edit CPU](edit-cpu.png) ![RSS](rss.png)\n\n")
 	for _, n := range s.sizes {
 		byName := map[string]result{}
 		for _, r := range results {
@@ -40,6 +43,17 @@ func writeReport(dir string, s settings, results []result) error {
 		}
 		floor, stock, ours := byName[floorName], byName[stockName], byName[ourName]
 		fmt.Fprintf(&b, "## N = %d CRs\n\n", n)
+		if floor.replicas > 0 {
+			fmt.Fprintf(&b, "%d replicas per CR; the edit sets %d.\n\n", floor.replicas, floor.replicas+1)
+		} else {
+			b.WriteString("0 replicas per CR (the cluster's nodes do not admit 3 pods per CR); the edit changes the pods' CPU request, a Helm upgrade all the same.\n\n")
+		}
+		for _, r := range []result{floor, stock, ours} {
+			if r.timedOut != "" {
+				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s, with %.0f CRs in its work queue; the phases after it were not measured.\n\n",
+					r.variant, r.timedOut, phaseTimeout(n), r.queueAtTimeout)
+			}
+		}
 		fmt.Fprintf(&b, "| work | %s | %s | %s | this / stock | this / kubectl |\n|---|---|---|---|---|---|\n", floorName, stockName, ourName)
 		row := func(what, unit string, f, st, o float64, floorToo bool) {
 			cell := func(v float64) string {
@@ -57,14 +71,25 @@ func writeReport(dir string, s settings, results []result) error {
 		}
 		row("create -> all available", "s", floor.createS, stock.createS, ours.createS, true)
 		row("  operator CPU for it", "CPU-s", 0, stock.createCPU, ours.createCPU, false)
-		row("edit replicas 2 -> 3 on every CR -> all available", "s", floor.editS, stock.editS, ours.editS, true)
+		row("edit every CR -> all rolled out", "s", floor.editS, stock.editS, ours.editS, true)
 		row("  operator CPU for it", "CPU-s", 0, stock.editCPU, ours.editCPU, false)
 		row("  helm reconciles per edit", "", 0, stock.reconcilesPerEdit, ours.reconcilesPerEdit, false)
+		row("  deepest work queue, create", "CRs", 0, stock.createQueuePeak, ours.createQueuePeak, false)
+		row("  deepest work queue, edit", "CRs", 0, stock.editQueuePeak, ours.editQueuePeak, false)
+		row("apiserver requests per CR created (every client)", "", floor.createRequests, stock.createRequests, ours.createRequests, true)
+		row("apiserver requests per CR edit (every client)", "", floor.editRequests, stock.editRequests, ours.editRequests, true)
+		row("etcd in use before the create", "MiB", floor.etcdStartMiB, stock.etcdStartMiB, ours.etcdStartMiB, true)
+		row("etcd in use after the create", "MiB", floor.etcdCreateMiB, stock.etcdCreateMiB, ours.etcdCreateMiB, true)
+		row("etcd in use after the edit wave", "MiB", floor.etcdEditMiB, stock.etcdEditMiB, ours.etcdEditMiB, true)
+		perCR := func(v float64) float64 { return v / float64(n) }
+		row("operator CPU per CR created", "CPU-ms", 0, 1000*perCR(stock.createCPU), 1000*perCR(ours.createCPU), false)
+		row("operator CPU per CR edit", "CPU-ms", 0, 1000*perCR(stock.editCPU), 1000*perCR(ours.editCPU), false)
 		row("idle CPU", "millicores", 0, stock.idleMilli, ours.idleMilli, false)
 		row("  of which the sidecar", "millicores", 0, 0, ours.sidecarIdleMilli, false)
 		row("RSS after idle", "MiB", 0, stock.rssMiB, ours.rssMiB, false)
 		row("  of which the sidecar", "MiB", 0, 0, ours.sidecarRSSMiB, false)
 		row("peak RSS", "MiB", 0, stock.peakRSSMiB, ours.peakRSSMiB, false)
+		row("RSS after idle per CR", "MiB", 0, perCR(stock.rssMiB), perCR(ours.rssMiB), false)
 		row("drift repaired, p50", "s", 0, stock.driftP50, ours.driftP50, false)
 		row("drift repaired, max", "s", 0, stock.driftMax, ours.driftMax, false)
 		row("delete -> all gone", "s", floor.deleteS, stock.deleteS, ours.deleteS, true)
@@ -73,8 +98,15 @@ func writeReport(dir string, s settings, results []result) error {
 		b.WriteString("\n")
 	}
 	b.WriteString("CPU and RSS are the operator's processes (for this operator: manager + sidecar), read from /proc. " +
-		"A phase's CPU runs from its start to 10 s after all Deployments are available, so that trailing reconciles count.\n")
+		"A phase's CPU, and its apiserver requests (the apiserver's apiserver_request_total, from every client: the controllers, kwok and the benchmark's own count too, so kubectl apply is the floor), " +
+		"run from its start to 10 s after all Deployments are available, so that trailing reconciles count. " +
+		"etcd in use is etcd_mvcc_db_total_size_in_use_in_bytes, of the whole cluster. " +
+		"The work queue is the operator's workqueue_depth, sampled every 2 s.\n")
+	b.WriteString(marginalRSS(s.sizes, results))
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	if err := plotVsN(dir, results); err != nil {
 		return err
 	}
 	return plotRatios(filepath.Join(dir, "results.png"), s.sizes, results)
@@ -148,4 +180,76 @@ func plotRatios(path string, sizes []int, results []result) error {
 	p.Legend.Add("stock = 1", one)
 	p.Legend.Top = true
 	return p.Save(18*vg.Centimeter, 10*vg.Centimeter, path)
+}
+
+// marginalRSS is what each further CR costs in RSS, between consecutive sizes: RSS per CR at
+// one size also holds the process's fixed cost.
+func marginalRSS(sizes []int, results []result) string {
+	var b strings.Builder
+	rss := map[string]map[int]float64{}
+	for _, r := range results {
+		if rss[r.variant] == nil {
+			rss[r.variant] = map[int]float64{}
+		}
+		rss[r.variant][r.n] = r.rssMiB
+	}
+	for i := 1; i < len(sizes); i++ {
+		lo, hi := sizes[i-1], sizes[i]
+		for _, v := range []string{stockName, ourName} {
+			a, z := rss[v][lo], rss[v][hi]
+			if a > 0 && z > 0 && hi > lo {
+				fmt.Fprintf(&b, "\n- %s: RSS grows by %.3g KiB per CR from %d to %d CRs.", v, (z-a)*1024/float64(hi-lo), lo, hi)
+			}
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// plotVsN draws, for both operators, a measure against the number of CRs, one PNG each, on
+// logarithmic axes: a line that stays flat does not grow with N.
+func plotVsN(dir string, results []result) error {
+	for _, m := range []struct {
+		file, title, unit string
+		get               func(result) float64
+	}{
+		{"idle-cpu.png", "idle CPU", "millicores", func(r result) float64 { return r.idleMilli }},
+		{"create-cpu.png", "CPU to create N CRs", "CPU-seconds", func(r result) float64 { return r.createCPU }},
+		{"edit-cpu.png", "CPU to edit N CRs", "CPU-seconds", func(r result) float64 { return r.editCPU }},
+		{"rss.png", "RSS after idle", "MiB", func(r result) float64 { return r.rssMiB }},
+	} {
+		p := plot.New()
+		p.Title.Text = m.title
+		p.X.Label.Text = "CRs"
+		p.Y.Label.Text = m.unit
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		p.Add(plotter.NewGrid())
+		p.Legend.Top, p.Legend.Left = true, true
+		for i, v := range []string{stockName, ourName} {
+			var xys plotter.XYs
+			for _, r := range results {
+				if y := m.get(r); r.variant == v && y > 0 {
+					xys = append(xys, plotter.XY{X: float64(r.n), Y: y})
+				}
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			line, points, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return err
+			}
+			c := []color.Color{color.RGBA{R: 219, G: 68, B: 55, A: 255}, color.RGBA{R: 66, G: 133, B: 244, A: 255}}[i]
+			line.Color, points.Color = c, c
+			p.Add(line, points)
+			p.Legend.Add(v, line, points)
+		}
+		if err := p.Save(12*vg.Centimeter, 9*vg.Centimeter, filepath.Join(dir, m.file)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

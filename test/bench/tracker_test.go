@@ -25,6 +25,7 @@ type tracker struct {
 	deployAt    map[string]map[int32]time.Time // name -> available count -> first seen
 	crAt        map[string]map[int64]time.Time // name -> status.availableReplicas -> first seen
 	crs         map[string]bool
+	cpu         map[string]string // name -> the pods' CPU request, once the spec is observed
 	changed     chan struct{}
 	stop        context.CancelFunc
 }
@@ -41,7 +42,7 @@ func newTracker(cfg *rest.Config, ns string, crResource schema.GroupVersionResou
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tracker{
 		deployments: map[string]int32{}, deployAt: map[string]map[int32]time.Time{},
-		crAt: map[string]map[int64]time.Time{}, crs: map[string]bool{},
+		crAt: map[string]map[int64]time.Time{}, crs: map[string]bool{}, cpu: map[string]string{},
 		changed: make(chan struct{}, 1), stop: cancel,
 	}
 	deployInf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns)).Apps().V1().Deployments().Informer()
@@ -74,7 +75,11 @@ func (t *tracker) deployment(d *appsv1.Deployment, deleted bool) {
 	defer t.mu.Unlock()
 	if deleted {
 		delete(t.deployments, d.Name)
+		delete(t.cpu, d.Name)
 	} else {
+		if c := d.Spec.Template.Spec.Containers; len(c) > 0 && d.Status.ObservedGeneration >= d.Generation {
+			t.cpu[d.Name] = c[0].Resources.Requests.Cpu().String()
+		}
 		avail := d.Status.AvailableReplicas
 		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != avail {
 			avail = -1 // a rollout in progress: the count is not yet of the current spec
@@ -157,6 +162,19 @@ func (t *tracker) allAvailable(n int, want int32) func() bool {
 		count := 0
 		for _, avail := range t.deployments {
 			if avail == want {
+				count++
+			}
+		}
+		return count >= n
+	}
+}
+
+// allWithCPU: n Deployments whose observed spec asks cpu for each pod.
+func (t *tracker) allWithCPU(n int, cpu string) func() bool {
+	return func() bool {
+		count := 0
+		for _, c := range t.cpu {
+			if c == cpu {
 				count++
 			}
 		}

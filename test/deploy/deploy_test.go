@@ -287,7 +287,7 @@ func startOperator(t *testing.T) (stop func()) {
 		if binary == "manager" {
 			start = env.StartManager
 		}
-		p, err := start(framework.ProcessOptions{Name: name, LeaderElect: true})
+		p, err := start(framework.ProcessOptions{Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,7 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A standby: it serves metrics but writes nothing while the suite's sidecar leads.
-	standby, err := startSidecar("sidecar-secure-metrics", sidecarAddr, "--metrics-secure")
+	standby, err := startSidecar("sidecar-secure-metrics", sidecarAddr, true)
 	if err != nil {
 		t.Fatal(err)
 	}

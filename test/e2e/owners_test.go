@@ -67,8 +67,8 @@ func TestStatusWriters(t *testing.T) {
 		want := map[string][]string{
 			"warpdrive-helm/Apply": {"condition Deployed", "condition Initialized", "condition Irreconcilable",
 				"condition Paused", "condition ReleaseFailed", "deployedRelease"},
-			"warpdrive-manager/Apply": {"condition Ready", "condition Reconciling", "condition Stalled",
-				"failures", "observedGeneration"},
+			"warpdrive-manager/Apply": {"chart", "condition ChartRollout", "condition Ready", "condition Reconciling",
+				"condition Stalled", "failures", "observedGeneration"},
 			"warpdrive-sidecar/Apply": {"availableReplicas", "condition RolledOut", "readyReplicas", "replicas", "selector"},
 		}
 		got2 := statusOwners(t, got)

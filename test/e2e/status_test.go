@@ -270,7 +270,7 @@ func TestSidecarFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standby, err := startSidecar("sidecar-standby", addr)
+	standby, err := startSidecar("sidecar-standby", addr, false)
 	if err != nil {
 		t.Fatal(err)
 	}

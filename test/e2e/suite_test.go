@@ -90,7 +90,7 @@ func startOperator() (stop func(), err error) {
 	if manager, err = startManager(); err != nil {
 		return nil, err
 	}
-	if sidecar, err = startSidecar("sidecar", "0"); err != nil {
+	if sidecar, err = startSidecar("sidecar", "0", false); err != nil {
 		manager.Stop()
 		return nil, err
 	}
@@ -103,14 +103,12 @@ func startOperator() (stop func(), err error) {
 // manager to the result.
 func startManager() (*framework.Process, error) {
 	// As in the pod and `make run`: leader election (which the repair of pending releases
-	// needs), with the Lease, and the release signing key, where config/rbac grants them.
-	o := framework.ProcessOptions{LeaderElect: true, MetricsAddr: managerMetricsAddr, Flags: []string{"--metrics-secure"}}
-	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
-		// The stock helm-operator, to see which of the suite's expectations it fails.
-		// It has no default Lease name: it gets our manager's.
-		o.Stock = true
-		o.Flags = append(o.Flags, "--leader-election-id=warpdrive-operator.transwarp.io")
-	}
+	// needs), with the Lease, and the release signing key, where config/rbac grants them;
+	// metrics over HTTPS to authorized scrapers, as TestMetricsNeedAuthorization checks.
+	o := framework.ProcessOptions{MetricsAddr: managerMetricsAddr, SecureMetrics: true}
+	// The stock helm-operator, in its own configuration, to see which of the suite's
+	// expectations it fails.
+	o.Stock = os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock"
 	op, err := env.StartManager(o)
 	if err != nil {
 		return nil, err
@@ -119,10 +117,10 @@ func startManager() (*framework.Process, error) {
 	return op, nil
 }
 
-// startSidecar runs a leader-elected sidecar, its metrics on metricsAddr ("0": none), with
-// extra flags.
-func startSidecar(name, metricsAddr string, flags ...string) (*framework.Process, error) {
-	p, err := env.StartSidecar(framework.ProcessOptions{Name: name, LeaderElect: true, MetricsAddr: metricsAddr, Flags: flags})
+// startSidecar runs a sidecar as the pod does, its metrics on metricsAddr ("0": none), over
+// HTTPS to authorized scrapers only with secureMetrics.
+func startSidecar(name, metricsAddr string, secureMetrics bool) (*framework.Process, error) {
+	p, err := env.StartSidecar(framework.ProcessOptions{Name: name, MetricsAddr: metricsAddr, SecureMetrics: secureMetrics})
 	if err == nil {
 		processes = append(processes, p)
 	}

@@ -63,7 +63,8 @@ func (o *operator) sidecar() *proc {
 }
 
 // start starts a process of container ("manager" or "sidecar"), leader-elected through the
-// test's Lease for that container, its metrics on a free loopback port.
+// test's Lease for that container, its metrics on a free loopback port, with opts' flags
+// after those.
 func (o *operator) start(container string, opts framework.ProcessOptions) *proc {
 	o.t.Helper()
 	addr, err := framework.FreeAddr()
@@ -75,8 +76,8 @@ func (o *operator) start(container string, opts framework.ProcessOptions) *proc 
 		binary, start = framework.ManagerBinary(opts.Stock), env.StartManager
 	}
 	opts.Name = fmt.Sprintf("%s-%s-%d", o.lease, binary, len(o.procs)+1)
-	opts.LeaderElect, opts.MetricsAddr = true, addr
-	opts.Flags = []string{"--leader-election-id=" + o.lease + "-" + container}
+	opts.MetricsAddr = addr
+	opts.Flags = append([]string{"--leader-election-id=" + o.lease + "-" + container}, opts.Flags...)
 	p, err := start(opts)
 	if err != nil {
 		o.t.Fatal(err)

@@ -55,6 +55,9 @@ type Env struct {
 	ServiceAccount     types.NamespacedName
 	// LeaseNamespace is where the binaries keep their leader-election Leases.
 	LeaseNamespace string
+	// PodArgs are the arguments of the manager pod's containers in config/default, by
+	// container name: StartManager and StartSidecar run the binaries with them.
+	PodArgs map[string][]string
 }
 
 // New connects to the cluster named by $WARPDRIVE_KUBECONFIG.
@@ -87,6 +90,9 @@ func New() (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Root: RepoRoot(), Kubeconfig: kubeconfig, LogDir: logDir, Config: cfg, Client: c, Clientset: cs}
+	if e.PodArgs, err = RenderPodArgs(e.Root); err != nil {
+		return nil, err
+	}
 	if err := e.setupImpersonation(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package framework
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -31,8 +32,14 @@ func Metric(addr, name string, labels ...string) (float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
 	}
+	return SumMetric(resp.Body, name, labels...)
+}
+
+// SumMetric sums, in the Prometheus text exposition r, the samples of metric name whose labels
+// contain every one of labels.
+func SumMetric(r io.Reader, name string, labels ...string) (float64, error) {
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()

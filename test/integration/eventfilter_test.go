@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/podargs"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -146,10 +148,24 @@ func startManager(t *testing.T, env *framework.Env, ns string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The period and the workers of the pod (config/default), as bin/manager runs with them.
+	period, ok := env.PodFlag(podargs.Manager, "reconcile-period")
+	workers, ok2 := env.PodFlag(podargs.Manager, "max-concurrent-reconciles")
+	if !ok || !ok2 {
+		t.Fatalf("config/default's manager sets no --reconcile-period or --max-concurrent-reconciles: %v", env.PodArgs[podargs.Manager])
+	}
+	reconcilePeriod, err := time.ParseDuration(period)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxConcurrent, err := strconv.Atoi(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = operator.Setup(mgr, operator.Options{
 		WatchesFile:             "watches.yaml",
-		ReconcilePeriod:         10 * time.Hour,
-		MaxConcurrentReconciles: 1,
+		ReconcilePeriod:         reconcilePeriod,
+		MaxConcurrentReconciles: maxConcurrent,
 		MaxReleaseHistory:       10,
 		// The key bin/manager uses with --leader-election-namespace=LeaseNamespace, as the
 		// e2e suite runs it: the releases of both are signed alike.

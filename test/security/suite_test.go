@@ -87,10 +87,10 @@ func applyUserRoles(ctx context.Context) error {
 	return nil
 }
 
-// processOptions are those of every process the suite runs: leader election, as in the pod,
-// through the Lease named lease.
+// processOptions are those of every process the suite runs: the pod's, with leader election
+// through the suite's own Lease named lease.
 func processOptions(name, lease string, flags ...string) framework.ProcessOptions {
-	return framework.ProcessOptions{Name: name, LeaderElect: true, Flags: append([]string{"--leader-election-id=" + lease}, flags...)}
+	return framework.ProcessOptions{Name: name, Flags: append([]string{"--leader-election-id=" + lease}, flags...)}
 }
 
 // manager is the suite's manager (or stock helm-operator); a test may stop it for a while.

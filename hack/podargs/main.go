@@ -1,0 +1,51 @@
+// Command podargs prints, one a line, the arguments `make run` gives one of the manager pod's
+// containers on the host: those of config/default's Deployment, translated by
+// internal/podargs (the watches file, the metrics and probe addresses, the Lease's namespace).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"transwarp.io/tos/warpdrive-operator/internal/podargs"
+)
+
+func main() {
+	var (
+		kustomize, dir, container string
+		host                      podargs.Host
+	)
+	flag.StringVar(&kustomize, "kustomize", "bin/kustomize", "The kustomize binary.")
+	flag.StringVar(&dir, "dir", "config/default", "The kustomization that holds the manager pod's Deployment.")
+	flag.StringVar(&container, "container", podargs.Manager, "The container: manager or sidecar.")
+	flag.StringVar(&host.WatchesFile, "watches-file", "watches.yaml", "The watches file on the host.")
+	flag.StringVar(&host.MetricsAddr, "metrics-bind-address", "0", "Where the process serves its metrics.")
+	flag.BoolVar(&host.SecureMetrics, "metrics-secure", false, "Keep the pod's HTTPS metrics with authorization.")
+	flag.StringVar(&host.ProbeAddr, "health-probe-bind-address", "0", "Where the process serves its probes.")
+	flag.StringVar(&host.LeaseNamespace, "leader-election-namespace", "", "The namespace of the leader-election Lease.")
+	flag.Parse()
+
+	if err := run(kustomize, dir, container, host); err != nil {
+		fmt.Fprintln(os.Stderr, "podargs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kustomize, dir, container string, host podargs.Host) error {
+	pod, err := podargs.Render(kustomize, dir)
+	if err != nil {
+		return err
+	}
+	if _, ok := pod[container]; !ok {
+		return fmt.Errorf("no container %q", container)
+	}
+	args, err := host.HostArgs(pod[container])
+	if err != nil {
+		return err
+	}
+	for _, a := range args {
+		fmt.Println(a)
+	}
+	return nil
+}

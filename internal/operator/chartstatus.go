@@ -1,0 +1,123 @@
+package operator
+
+import (
+	"reflect"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+)
+
+// Fields of status.chart, the chart of a CR's release as the manager last saw it
+// (docs/rollouts.md).
+const (
+	chartVersion      = "version"      // the chart's version (Chart.yaml)
+	chartDigest       = "digest"       // rollout.Digest of the chart
+	chartRevision     = "revision"     // the release's revision
+	chartLastDeployed = "lastDeployed" // when the release was last deployed
+	chartBehind       = "behind"       // the operator carries another chart
+	chartFailed       = "failedDigest" // the carried chart this CR failed with, halting its rollout
+)
+
+// deployedChart is the chart of a deployed release, recorded in the CR's outcome.
+type deployedChart struct {
+	version, digest string
+	revision        int64
+	deployed        time.Time
+}
+
+// chartOf reads the chart of rel.
+func chartOf(rel *release.Release) (deployedChart, bool) {
+	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
+		return deployedChart{}, false
+	}
+	c := deployedChart{version: rel.Chart.Metadata.Version, digest: rollout.Digest(rel.Chart), revision: int64(rel.Version)}
+	if rel.Info != nil {
+		c.deployed = rel.Info.LastDeployed.Time
+	}
+	return c, true
+}
+
+// rolloutStatus is the rollout controller's word on one CR (rollout.go), for its status.
+type rolloutStatus struct {
+	// targetVersion and targetDigest are the chart the operator carries.
+	targetVersion, targetDigest string
+	// known: the rollout controller has decided on this CR since this process started;
+	// until then the failure mark in the status stands, and no condition is written.
+	known bool
+	// condition is the ChartRollout condition, failedDigest the failure mark.
+	condition    metav1.Condition
+	failedDigest string
+}
+
+// statusChart is the status.chart the manager writes for cr: the chart of the release as
+// the outcome saw it (or, before this process has seen it deployed, as the status says),
+// whether it is behind the carried chart, and the failure mark. Nil when the chart of the
+// release is not known yet.
+func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map[string]any {
+	old, _, _ := unstructured.NestedMap(cr.Object, "status", "chart")
+	ch := map[string]any{}
+	if o.chartSet {
+		ch[chartVersion], ch[chartDigest], ch[chartRevision] = o.chart.version, o.chart.digest, o.chart.revision
+		if !o.chart.deployed.IsZero() {
+			ch[chartLastDeployed] = o.chart.deployed.UTC().Format(time.RFC3339)
+		}
+	} else {
+		for _, k := range []string{chartVersion, chartDigest, chartRevision, chartLastDeployed} {
+			if v, ok := old[k]; ok {
+				ch[k] = v
+			}
+		}
+	}
+	digest, _ := ch[chartDigest].(string)
+	if digest == "" {
+		return nil
+	}
+	ch[chartBehind] = digest != rs.targetDigest
+	failed := rs.failedDigest
+	if !rs.known {
+		if f, _ := old[chartFailed].(string); f == rs.targetDigest {
+			failed = f
+		}
+	}
+	if failed != "" {
+		ch[chartFailed] = failed
+	}
+	return ch
+}
+
+// sameChart reports whether status.chart of cr says what ch says.
+func sameChart(cr *unstructured.Unstructured, ch map[string]any) bool {
+	old, found, _ := unstructured.NestedMap(cr.Object, "status", "chart")
+	if ch == nil {
+		return !found
+	}
+	return reflect.DeepEqual(old, ch)
+}
+
+// chartMember is what the rollout controller observes of cr (rollout.Member).
+func chartMember(cr *unstructured.Unstructured) rollout.Member {
+	m := rollout.Member{Key: cr.GetNamespace() + "/" + cr.GetName(),
+		Canary: cr.GetLabels()[rollout.CanaryLabel] == "true",
+		Forced: cr.GetAnnotations()[rollout.ForceAnnotation]}
+	m.Digest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartDigest)
+	m.FailedDigest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartFailed)
+	if s, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartLastDeployed); s != "" {
+		m.Deployed, _ = time.Parse(time.RFC3339, s)
+	}
+	conds := readiness.Conditions(cr)
+	if c := readiness.Find(conds, readiness.Ready); c != nil {
+		m.Ready = c.Status == metav1.ConditionTrue && c.ObservedGeneration == cr.GetGeneration()
+		if !m.Ready {
+			m.NotReadySince = c.LastTransitionTime.Time
+		}
+	}
+	if c := readiness.Find(conds, readiness.Stalled); c != nil {
+		m.Stalled = c.Status == metav1.ConditionTrue
+	}
+	return m
+}

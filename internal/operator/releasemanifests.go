@@ -1,0 +1,109 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/lru"
+	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+)
+
+// releaseManifests finds the object a CR's deployed release renders, for the drift filter
+// (drift.go): from the manifest in the CR's status when it has one (--status-release-manifest,
+// or a CR last written by the stock helm-operator), otherwise from the signed release record
+// of the revision the status names (status.deployedRelease.revision, statusclient.go).
+//
+// Records are read through the operator's signed storage (trustedconfig.go), so a record a
+// namespace editor forged or altered is not read; the drift filter then cannot tell, and
+// passes the event on (a reconcile, which is what every event did without the filter).
+// Parsed manifests are kept for the last few revisions read: a rollout updates each object of
+// a release several times in a few seconds, and each update is checked.
+type releaseManifests struct {
+	// record reads revision of the release of cr from the signed storage.
+	record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)
+	parsed *lru.Cache // of []*unstructured.Unstructured, by CR UID, namespace, name and revision
+}
+
+// manifestCacheSize bounds the parsed manifests kept: enough for the releases rolling out
+// at once (--max-concurrent-reconciles per kind), a few KiB each for the charts here.
+const manifestCacheSize = 64
+
+func newReleaseManifests(record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)) *releaseManifests {
+	return &releaseManifests{record: record, parsed: lru.New(manifestCacheSize)}
+}
+
+// object returns the object of kind gvk named name in the deployed release of cr, if known.
+func (m *releaseManifests) object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
+	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", readiness.FieldDeployedRelease, "manifest"); ok {
+		return findInManifest(parseManifest(manifest), gvk, name)
+	}
+	if m == nil {
+		return nil
+	}
+	revision, ok, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldDeployedRelease, "revision")
+	if !ok || revision < 1 {
+		return nil
+	}
+	key := fmt.Sprintf("%s/%s/%s/%d", cr.GetUID(), cr.GetNamespace(), cr.GetName(), revision)
+	if objs, ok := m.parsed.Get(key); ok {
+		return findInManifest(objs.([]*unstructured.Unstructured), gvk, name)
+	}
+	rel, err := m.record(ctx, cr, int(revision))
+	if err != nil || rel == nil {
+		return nil
+	}
+	objs := parseManifest(rel.Manifest)
+	m.parsed.Add(key, objs)
+	return findInManifest(objs, gvk, name)
+}
+
+// parseManifest splits a release manifest into its objects.
+func parseManifest(manifest string) []*unstructured.Unstructured {
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(manifest, "\n---") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil || obj.Object == nil {
+			continue
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+// findInManifest returns the object of the given kind and name among a manifest's objects.
+func findInManifest(objs []*unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
+	for _, obj := range objs {
+		if obj.GroupVersionKind() == gvk && obj.GetName() == name {
+			return obj.Object
+		}
+	}
+	return nil
+}
+
+// errNoKeyYet: the signing key is loaded by the first reconcile, on the leader; the drift
+// filter does not load it.
+var errNoKeyYet = errors.New("the release signing key is not loaded yet")
+
+// storedRelease reads a revision of the release of cr (named after it) from the signed
+// storage, once the key is loaded.
+func (t *trustedConfigs) storedRelease(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
+	t.mu.Lock()
+	loaded := t.key != nil
+	t.mu.Unlock()
+	if !loaded {
+		return nil, errNoKeyYet
+	}
+	d, err := t.storageDriver(ctx, cr, nil)
+	if err != nil {
+		return nil, err
+	}
+	return storage.Init(d).Get(cr.GetName(), revision)
+}

@@ -1,0 +1,262 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/chart"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+)
+
+// Event reasons of a chart rollout.
+const (
+	reasonRolloutFailed = "ChartRolloutFailed"
+)
+
+// Requeue periods of the rollout controller: while a rollout is under way it looks again
+// this often, for the timeouts and MinReady that no event marks; otherwise rarely.
+const (
+	rolloutPollActive = 2 * time.Second
+	rolloutPollIdle   = time.Minute
+)
+
+// kindRollout is the chart rollout of one kind: a controller, leader-elected with the
+// manager, that observes every CR of the kind (their status.chart and conditions), asks
+// rollout.Decide which may move to the chart the operator carries, and acts on the plan:
+//
+//   - the rollout gate of the kind's pipeline (rolloutgate.go) asks it whether a CR may move
+//     (admits, rollsBack); before its first plan nothing moves;
+//   - CRs it newly admits, and failed CRs to roll back, are sent to the helm reconciler
+//     (wake), whose own watch ignores status changes;
+//   - the readiness controller writes each CR's ChartRollout condition and failure mark
+//     (status) in status.chart; CRs whose status says otherwise than the plan are sent to it
+//     (notify);
+//   - a CR that newly failed gets a Warning Event, and a halt a log line that says how to
+//     resume; the kind's rollout metrics follow the plan.
+//
+// It keeps only the last plan in memory: every plan is decided again from the cluster, and a
+// failure is marked in the CR's status, so a new leader goes on where the last one was.
+type kindRollout struct {
+	gvk      schema.GroupVersionKind
+	selector labels.Selector
+	policy   rollout.Policy
+	carried  *carriedChart
+	version  string // of the carried chart
+	reader   client.Reader
+	recorder record.EventRecorder
+	log      logr.Logger
+	now      func() time.Time
+
+	wake   chan event.GenericEvent // into the kind's helm reconciler
+	notify chan event.GenericEvent // into the kind's readiness controller
+
+	mu      sync.RWMutex
+	planned bool
+	plan    rollout.Plan
+}
+
+func newKindRollout(gvk schema.GroupVersionKind, selector labels.Selector, policy rollout.Policy, carried *chart.Chart,
+	reader client.Reader, recorder record.EventRecorder, notify chan event.GenericEvent) *kindRollout {
+	return &kindRollout{gvk: gvk, selector: selector, policy: policy,
+		carried: &carriedChart{digest: rollout.Digest(carried)}, version: carried.Metadata.Version,
+		reader: reader, recorder: recorder, now: time.Now,
+		log:  ctrl.Log.WithName("rollout").WithValues("kind", gvk.Kind),
+		wake: make(chan event.GenericEvent, 1024), notify: notify}
+}
+
+func (k *kindRollout) setup(mgr ctrl.Manager) error {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(k.gvk)
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: k.gvk.Kind}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rollout-" + strings.ToLower(k.gvk.Kind)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(cr), one)).
+		Complete(k)
+}
+
+// wakeSource is the helm reconciler's extra watch: the CRs the rollout admits.
+func (k *kindRollout) wakeSource() source.Source {
+	return source.Channel(k.wake, &handler.EnqueueRequestForObject{})
+}
+
+// Reconcile decides the kind's rollout again, for every CR at once (the request names the
+// kind).
+func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
+	if err := k.reader.List(ctx, list); err != nil {
+		return reconcile.Result{}, err
+	}
+	crs := make([]*unstructured.Unstructured, 0, len(list.Items))
+	members := make([]rollout.Member, 0, len(list.Items))
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if cr.GetDeletionTimestamp() != nil || (k.selector != nil && !k.selector.Matches(labels.Set(cr.GetLabels()))) {
+			continue
+		}
+		crs = append(crs, cr)
+		members = append(members, chartMember(cr))
+	}
+	plan := rollout.Decide(k.policy, k.carried.digest, members, k.now())
+
+	k.mu.Lock()
+	prev, first := k.plan, !k.planned
+	k.plan, k.planned = plan, true
+	k.mu.Unlock()
+
+	rolloutProgress(k.gvk.Kind, plan)
+	newlyFailed := map[string]bool{}
+	for _, key := range plan.NewlyFailed {
+		newlyFailed[key] = true
+	}
+	for i, cr := range crs {
+		m := members[i]
+		switch {
+		case newlyFailed[m.Key]:
+			k.recorder.Eventf(cr, corev1.EventTypeWarning, reasonRolloutFailed,
+				"failed on chart %s (%s): %s; the rollout of the chart halts", k.version, k.carried.digest, failureOf(cr))
+			k.send(k.wake, cr) // to roll back, by the policy
+		case plan.Admitted[m.Key] && m.Digest != plan.Target && (first || !prev.Admitted[m.Key]):
+			k.send(k.wake, cr)
+		}
+		if !k.statusSays(cr, plan) {
+			k.send(k.notify, cr)
+		}
+	}
+	switch {
+	case plan.Halted && (first || !prev.Halted || len(plan.NewlyFailed) > 0):
+		var failed []string
+		for key := range plan.Failed {
+			failed = append(failed, key)
+		}
+		k.log.Info("chart rollout halted: CRs not yet on the new chart keep theirs. To resume, ship a fixed chart "+
+			"(another digest), or annotate each failed CR "+rollout.ForceAnnotation+"="+plan.Target+" to retry it, "+
+			"or restart the manager with --rollout="+k.gvk.Kind+"=all to move every CR at once",
+			"chart", k.version, "digest", plan.Target, "wave", plan.Wave+1, "waves", len(plan.Waves), "failed", failed)
+	case !plan.Halted && plan.Wave != prev.Wave && !plan.Done():
+		k.log.Info("chart rollout wave", "chart", k.version, "digest", plan.Target, "wave", plan.Wave+1,
+			"waves", len(plan.Waves), "crs", len(plan.Waves[plan.Wave]))
+	case plan.Done() && len(members) > 0 && (first || !prev.Done()):
+		k.log.Info("chart rollout done", "chart", k.version, "digest", plan.Target, "crs", len(members))
+	}
+	if plan.Halted || plan.Done() {
+		return reconcile.Result{RequeueAfter: rolloutPollIdle}, nil
+	}
+	return reconcile.Result{RequeueAfter: rolloutPollActive}, nil
+}
+
+// send hands cr to a controller's channel without blocking this one: a full channel means
+// that controller is busy, and the next plan sends again what is still needed.
+func (k *kindRollout) send(ch chan event.GenericEvent, cr client.Object) {
+	select {
+	case ch <- event.GenericEvent{Object: cr}:
+	default:
+	}
+}
+
+// failureOf is what cr's conditions say of its failure.
+func failureOf(cr *unstructured.Unstructured) string {
+	conds := readiness.Conditions(cr)
+	if c := readiness.Find(conds, readiness.Stalled); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	if c := readiness.Find(conds, readiness.Ready); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+		return "not Ready within the timeout: " + c.Message
+	}
+	return "not Ready within the timeout"
+}
+
+// statusSays reports whether cr's status already says what plan says of it.
+func (k *kindRollout) statusSays(cr *unstructured.Unstructured, plan rollout.Plan) bool {
+	rs := k.statusOf(cr, plan)
+	failed, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartFailed)
+	c := readiness.Find(readiness.Conditions(cr), readiness.ChartRollout)
+	return failed == rs.failedDigest && c != nil && c.Status == rs.condition.Status && c.Reason == rs.condition.Reason &&
+		c.Message == rs.condition.Message
+}
+
+// carries implements chartGate.
+func (k *kindRollout) carries(c *chart.Chart) bool { return k.carried.is(c) }
+
+// admits implements chartGate.
+func (k *kindRollout) admits(cr client.Object) bool {
+	if k.policy.AllAtOnce {
+		return true
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if !k.planned {
+		return false
+	}
+	key := cr.GetNamespace() + "/" + cr.GetName()
+	return k.plan.Admitted[key] || cr.GetAnnotations()[rollout.ForceAnnotation] == k.plan.Target
+}
+
+// rollsBack implements chartGate.
+func (k *kindRollout) rollsBack(cr client.Object) bool {
+	if !k.policy.Rollback || k.policy.AllAtOnce {
+		return false
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.planned && k.plan.Failed[cr.GetNamespace()+"/"+cr.GetName()] &&
+		cr.GetAnnotations()[rollout.ForceAnnotation] != k.plan.Target
+}
+
+// status implements rolloutSource, for the readiness controller.
+func (k *kindRollout) status(cr *unstructured.Unstructured) rolloutStatus {
+	k.mu.RLock()
+	plan, planned := k.plan, k.planned
+	k.mu.RUnlock()
+	if !planned {
+		return rolloutStatus{targetVersion: k.version, targetDigest: k.carried.digest}
+	}
+	return k.statusOf(cr, plan)
+}
+
+func (k *kindRollout) statusOf(cr *unstructured.Unstructured, plan rollout.Plan) rolloutStatus {
+	rs := rolloutStatus{targetVersion: k.version, targetDigest: k.carried.digest, known: true}
+	m := chartMember(cr)
+	_, inPlan := plan.Admitted[m.Key]
+	var reason, msg string
+	switch {
+	case !inPlan && m.Digest != plan.Target:
+		reason, msg = "Waiting", "not in the rollout's plan yet"
+	default:
+		_, reason, msg = plan.Describe(m.Key, m)
+	}
+	if reason == "Upgraded" {
+		msg = fmt.Sprintf("the release is on chart %s (%s), the one the operator carries", k.version, plan.Target)
+	}
+	status := metav1.ConditionFalse
+	if reason == "Upgraded" {
+		status = metav1.ConditionTrue
+	}
+	rs.condition = metav1.Condition{Type: readiness.ChartRollout, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: cr.GetGeneration()}
+	if plan.Failed[m.Key] {
+		rs.failedDigest = plan.Target
+	}
+	return rs
+}

@@ -1,0 +1,145 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+)
+
+// onChart is a Memcached CR whose release is on the chart of digest, Ready since an hour.
+func onChart(name, digest string) *unstructured.Unstructured {
+	cr := memcached(map[string]any{
+		"chart": map[string]any{chartVersion: "1.0.0", chartDigest: digest,
+			chartLastDeployed: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)},
+		"conditions": []any{map[string]any{"type": readiness.Ready, "status": "True", "observedGeneration": int64(1),
+			"reason": "Ready", "lastTransitionTime": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}},
+	})
+	cr.SetName(name)
+	cr.SetGeneration(1)
+	return cr
+}
+
+func received(ch chan event.GenericEvent) []string {
+	var out []string
+	for len(ch) > 0 {
+		e := <-ch
+		out = append(out, e.Object.GetName())
+	}
+	return out
+}
+
+// The rollout controller admits the canary first and wakes its helm reconciler; the others
+// are held; once a CR is marked failed, the rollout halts, the failed CR gets an Event, its
+// status is sent to be written, and the gate rolls it back.
+func TestRolloutController(t *testing.T) {
+	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	old := rollout.Digest(v1)
+	var objs []client.Object
+	for i := range 5 {
+		objs = append(objs, onChart(fmt.Sprintf("m%d", i), old))
+	}
+	objs[3].SetLabels(map[string]string{rollout.CanaryLabel: "true"})
+	c := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objs...).Build()
+	rec := record.NewFakeRecorder(10)
+	notify := make(chan event.GenericEvent, 10)
+	policy := rollout.Policy{Canaries: 1, Waves: []int{100}, Timeout: time.Minute, Rollback: true}
+	k := newKindRollout(memcachedGVK, nil, policy, v2, c, rec, notify)
+
+	if k.admits(objs[3]) {
+		t.Fatal("a CR admitted before the first plan")
+	}
+	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(k.wake); len(got) != 1 || got[0] != "m3" {
+		t.Errorf("woke %v, want the canary m3", got)
+	}
+	if got := received(notify); len(got) != 5 {
+		t.Errorf("status to write for %v, want all 5 (none has a ChartRollout condition)", got)
+	}
+	if !k.admits(objs[3]) || k.admits(objs[0]) {
+		t.Errorf("admits the canary %v, another %v; want true, false", k.admits(objs[3]), k.admits(objs[0]))
+	}
+	held := k.status(objs[0].(*unstructured.Unstructured))
+	if held.condition.Reason != "Waiting" || held.condition.Status != metav1.ConditionFalse || held.failedDigest != "" {
+		t.Errorf("a CR of the next wave: %+v", held)
+	}
+
+	// The canary moves and stalls.
+	canary := objs[3].(*unstructured.Unstructured)
+	_ = unstructured.SetNestedField(canary.Object, rollout.Digest(v2), "status", "chart", chartDigest)
+	_ = unstructured.SetNestedSlice(canary.Object, []any{
+		map[string]any{"type": readiness.Ready, "status": "False", "reason": "RollingOut", "observedGeneration": int64(1),
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)},
+		map[string]any{"type": readiness.Stalled, "status": "True", "reason": "UpgradeFailed", "message": "boom",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")
+	if err := c.Update(context.Background(), canary); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(k.wake); len(got) != 1 || got[0] != "m3" {
+		t.Errorf("woke %v, want the failed canary, to roll it back", got)
+	}
+	if ev := events(rec); len(ev) != 1 || !contains(ev[0], reasonRolloutFailed) || !contains(ev[0], "boom") {
+		t.Errorf("Events %q, want one %s with the failure", ev, reasonRolloutFailed)
+	}
+	if !k.rollsBack(canary) || k.admits(objs[0]) {
+		t.Error("after the failure: the canary is not rolled back, or another CR is admitted")
+	}
+	if rs := k.status(canary); rs.failedDigest != rollout.Digest(v2) || rs.condition.Reason != "RolloutFailed" {
+		t.Errorf("the failed canary's status %+v", rs)
+	}
+	if rs := k.status(objs[0].(*unstructured.Unstructured)); rs.condition.Reason != "RolloutHalted" {
+		t.Errorf("a held CR's status %+v", rs)
+	}
+	// A person forces the canary: it moves again, and the rollout resumes.
+	canary.SetAnnotations(map[string]string{rollout.ForceAnnotation: rollout.Digest(v2)})
+	if k.rollsBack(canary) || !k.admits(canary) {
+		t.Error("a forced CR is still rolled back")
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// status.chart: from the outcome when this process saw the release, else as the status says;
+// behind when its digest is not the carried one; the failure mark from the rollout, or, before
+// its first plan, as the status says if it is for the carried chart.
+func TestStatusChart(t *testing.T) {
+	cr := memcached(map[string]any{"chart": map[string]any{chartVersion: "1.0.0", chartDigest: "old", chartRevision: int64(3),
+		chartFailed: "new"}})
+	got := statusChart(cr, outcome{}, rolloutStatus{targetDigest: "new"})
+	if got[chartVersion] != "1.0.0" || got[chartBehind] != true || got[chartFailed] != "new" || got[chartRevision] != int64(3) {
+		t.Errorf("carried over before the first plan: %v", got)
+	}
+	got = statusChart(cr, outcome{}, rolloutStatus{targetDigest: "newer"})
+	if _, kept := got[chartFailed]; kept {
+		t.Errorf("a failure mark of another chart kept: %v", got)
+	}
+	o := outcome{chart: deployedChart{version: "2.0.0", digest: "new", revision: 4}, chartSet: true}
+	got = statusChart(cr, o, rolloutStatus{targetDigest: "new", known: true})
+	if got[chartVersion] != "2.0.0" || got[chartBehind] != false || got[chartFailed] != nil {
+		t.Errorf("from the outcome, the rollout clearing the mark: %v", got)
+	}
+	if !sameChart(memcached(map[string]any{"chart": got}), got) || sameChart(cr, got) {
+		t.Error("sameChart")
+	}
+	if statusChart(memcached(nil), outcome{}, rolloutStatus{}) != nil {
+		t.Error("a chart for a CR whose release is not known")
+	}
+}

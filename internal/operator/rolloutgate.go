@@ -1,0 +1,127 @@
+package operator
+
+import (
+	"sync/atomic"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+)
+
+// chartGate is the rollout controller of a kind as the rollout gate asks it (rollout.go).
+type chartGate interface {
+	// carries reports whether c is the chart the operator carries for the kind.
+	carries(c *chart.Chart) bool
+	// admits reports whether cr may move to the carried chart now.
+	admits(cr client.Object) bool
+	// rollsBack reports whether cr failed on the carried chart and goes back to the one it
+	// had before.
+	rollsBack(cr client.Object) bool
+}
+
+// withRolloutGate hands out action clients that upgrade a release to the chart the operator
+// carries only when the kind's rollout admits the CR (see gatedClient).
+func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate) helmclient.ActionClientGetter {
+	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+		return gatedClient{ActionInterface: c, cr: cr, gate: gate}
+	})
+}
+
+// gatedClient is the rollout gate (see pipeline.go). The reconciler always upgrades with the
+// chart the operator carries; for a release on another chart that the rollout has not
+// admitted yet, the gate upgrades with the chart of the release itself (a Helm release
+// record keeps its chart), so that a spec edit still applies, and an unchanged spec
+// renders as it is deployed, which the reconciler's dry run finds unchanged: the release is
+// left alone. A CR that failed on the carried chart, under a rollback policy, is upgraded
+// with the chart of its last revision on another chart.
+//
+// The values are the CR's spec, not the reconciler's: those are merged with the default
+// values of the carried chart, which would bring the new chart's defaults into the old.
+type gatedClient struct {
+	helmclient.ActionInterface
+	cr   client.Object
+	gate chartGate
+}
+
+func (c gatedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	rollsBack := c.gate.rollsBack(c.cr)
+	if !c.gate.carries(chrt) || (c.gate.admits(c.cr) && !rollsBack) {
+		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	}
+	cur, err := c.ActionInterface.Get(name)
+	if err != nil || cur.Chart == nil {
+		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	}
+	onCarried := c.gate.carries(cur.Chart)
+	switch {
+	case !onCarried:
+		// Held back, or failed and back on its chart: it stays on the chart it has.
+		return c.ActionInterface.Upgrade(name, namespace, cur.Chart, specValues(c.cr), opts...)
+	case rollsBack:
+		if prev := c.previousChart(name); prev != nil {
+			return c.ActionInterface.Upgrade(name, namespace, prev, specValues(c.cr), opts...)
+		}
+	}
+	// On the carried chart already (a CR created during the rollout, or moved in an
+	// earlier wave): it stays there.
+	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+}
+
+// previousChart is the chart of the newest revision of release name on another chart than
+// the carried one; nil if none is left in the history.
+func (c gatedClient) previousChart(name string) *chart.Chart {
+	revs, err := c.History(name)
+	if err != nil {
+		return nil
+	}
+	var prev *release.Release
+	for _, r := range revs {
+		if r.Chart != nil && !c.gate.carries(r.Chart) && (prev == nil || r.Version > prev.Version) {
+			prev = r
+		}
+	}
+	if prev == nil {
+		return nil
+	}
+	return prev.Chart
+}
+
+// specValues are the Helm values of cr: its spec, as helm-operator-plugins translates it
+// (the reconciler has already applied the watch's override values to it).
+func specValues(cr client.Object) map[string]any {
+	u, ok := cr.(*unstructured.Unstructured)
+	if !ok {
+		return map[string]any{}
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	return runtime.DeepCopyJSON(spec)
+}
+
+// carriedChart recognises the chart the operator carries by its digest, remembering the
+// chart value last recognised so that the reconciler's chart is hashed once.
+type carriedChart struct {
+	digest string
+	last   atomic.Pointer[chart.Chart]
+}
+
+func (cc *carriedChart) is(c *chart.Chart) bool {
+	if c == nil {
+		return false
+	}
+	if cc.last.Load() == c {
+		return true
+	}
+	if rollout.Digest(c) != cc.digest {
+		return false
+	}
+	cc.last.Store(c)
+	return true
+}

@@ -1,0 +1,178 @@
+// Package podargs reads the command lines of the manager pod's two containers from the
+// Deployment that config/default renders, and translates them for a process on the host.
+//
+// The rendered Deployment is the one source of the flags the operator runs with: `make
+// deploy` applies it, and `make run`, the e2e, security, fault and bench suites start bin/manager
+// and bin/sidecar with its arguments, so that their figures and results describe the
+// configuration that is deployed. Only what cannot be the same outside the pod differs, and
+// HostArgs is the one place where it does.
+package podargs
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// The Deployment of the manager pod in config/default's output (kustomize prefixes its name
+// with the project's), and its containers.
+const (
+	deploymentSuffix = "controller-manager"
+	Manager          = "manager"
+	Sidecar          = "sidecar"
+)
+
+// Render runs kustomize (the binary make deploy uses) on dir (config/default) and returns the
+// arguments of each container of the manager pod, by container name.
+func Render(kustomize, dir string) (map[string][]string, error) {
+	cmd := exec.Command(kustomize, "build", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s build %s: %w: %s", kustomize, dir, err, stderr.String())
+	}
+	return Parse(out)
+}
+
+// Parse finds the manager pod's Deployment in a stream of YAML documents and returns the
+// arguments of each of its containers, by container name.
+func Parse(manifests []byte) (map[string][]string, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
+	var found map[string][]string
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var head struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			return nil, err
+		}
+		if head.Kind != "Deployment" || !strings.HasSuffix(head.Metadata.Name, deploymentSuffix) {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("more than one Deployment named *%s", deploymentSuffix)
+		}
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal(doc, &d); err != nil {
+			return nil, err
+		}
+		found = map[string][]string{}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			// HostArgs replaces flags by name: a value in an argument of its own would be
+			// left behind.
+			for _, a := range c.Args {
+				if FlagName(a) == "" {
+					return nil, fmt.Errorf("container %s: argument %q: write flags as --name=value", c.Name, a)
+				}
+			}
+			found[c.Name] = append([]string(nil), c.Args...)
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("no Deployment named *%s", deploymentSuffix)
+	}
+	for _, c := range []string{Manager, Sidecar} {
+		if _, ok := found[c]; !ok {
+			return nil, fmt.Errorf("the %s Deployment has no container %q", deploymentSuffix, c)
+		}
+	}
+	return found, nil
+}
+
+// Host is what a process on the host uses where the pod's value cannot apply.
+type Host struct {
+	// WatchesFile is the watches file, relative to the directory the process runs in (the
+	// repository root: the watches file names the charts relative to it).
+	WatchesFile string
+	// MetricsAddr and ProbeAddr are where the process serves its metrics and probes ("0":
+	// nowhere).
+	MetricsAddr, ProbeAddr string
+	// SecureMetrics keeps the pod's --metrics-secure; without it the metrics are served over
+	// plain HTTP, for a test to read without a token.
+	SecureMetrics bool
+	// LeaseNamespace is where the leader-election Lease is kept.
+	LeaseNamespace string
+}
+
+// Translated lists the flags HostArgs changes, each with why the host cannot take the pod's
+// value. Every other flag of the pod is passed unchanged.
+var Translated = map[string]string{
+	// The image holds watches.yaml (and the charts it names) under /opt/helm; on the host they
+	// are the repository's.
+	"watches-file": "the image's /opt/helm/watches.yaml is the repository's watches.yaml on the host",
+	// In the pod the port is the pod's own; on the host the caller picks a free one (several
+	// processes run side by side), on loopback.
+	"metrics-bind-address": "the pod's port is its own; on the host the caller picks a free loopback port",
+	// Over plain HTTP the suites read their processes' metrics without a token; the e2e suite
+	// turns it on to test the authorization of the endpoint.
+	"metrics-secure":            "kept only when asked for (Host.SecureMetrics): the suites read metrics without a token",
+	"health-probe-bind-address": "nothing probes a process on the host; the caller picks an address or none",
+	// In the pod the Lease lives in the pod's namespace, the default; off the cluster there is
+	// no such default, so the flag is required.
+	"leader-election-namespace": "the pod's namespace is the default in the pod; on the host it must be given",
+}
+
+// HostArgs translates a container's arguments for a process on the host: the flags in
+// Translated take the host's values (added when the pod leaves them to their defaults), every
+// other argument is kept as it is, in order.
+func (h Host) HostArgs(pod []string) ([]string, error) {
+	var args []string
+	leaderElect := false
+	for _, a := range pod {
+		if _, ok := Translated[FlagName(a)]; ok {
+			continue
+		}
+		if a == "--leader-elect" || a == "--leader-elect=true" {
+			leaderElect = true
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--watches-file="+h.WatchesFile,
+		"--metrics-bind-address="+orNone(h.MetricsAddr), "--health-probe-bind-address="+orNone(h.ProbeAddr))
+	if h.SecureMetrics {
+		args = append(args, "--metrics-secure")
+	}
+	if leaderElect {
+		if h.LeaseNamespace == "" {
+			return nil, errors.New("the pod elects a leader: the host needs the namespace of the Lease")
+		}
+		args = append(args, "--leader-election-namespace="+h.LeaseNamespace)
+	}
+	return args, nil
+}
+
+// FlagName is the name of the flag of argument a ("--name=value", "-name" or "--name"), or ""
+// when a is not a flag.
+func FlagName(a string) string {
+	if !strings.HasPrefix(a, "-") {
+		return ""
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	return name
+}
+
+func orNone(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}

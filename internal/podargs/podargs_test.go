@@ -1,0 +1,61 @@
+package podargs
+
+import (
+	"slices"
+	"testing"
+)
+
+const manifests = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: x-system
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: x-controller-manager
+spec:
+  template:
+    spec:
+      containers:
+      - name: manager
+        args: ["--watches-file=/opt/helm/watches.yaml", "--leader-elect", "--metrics-bind-address=0", "--reconcile-period=10h", "--metrics-bind-address=:8443", "--metrics-secure"]
+      - name: sidecar
+        args: ["--health-probe-bind-address=:8083"]
+`
+
+// The pod's arguments come from the Deployment; the host keeps all but the translated ones.
+func TestHostArgs(t *testing.T) {
+	pod, err := Parse([]byte(manifests))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Host{WatchesFile: "watches.yaml", MetricsAddr: "127.0.0.1:1", LeaseNamespace: "ns"}.HostArgs(pod[Manager])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--leader-elect", "--reconcile-period=10h", "--watches-file=watches.yaml",
+		"--metrics-bind-address=127.0.0.1:1", "--health-probe-bind-address=0", "--leader-election-namespace=ns"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	if got, _ := (Host{SecureMetrics: true}).HostArgs(pod[Sidecar]); !slices.Contains(got, "--metrics-secure") {
+		t.Errorf("SecureMetrics: %v", got)
+	}
+	if _, err := (Host{}).HostArgs(pod[Manager]); err == nil {
+		t.Error("leader election without a Lease namespace accepted")
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for name, doc := range map[string]string{
+		"no Deployment":   "kind: Service\nmetadata: {name: x-controller-manager}\n",
+		"no sidecar":      "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager}]}}}\n",
+		"separate value":  "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, args: [--reconcile-period, 1m]}, {name: sidecar}]}}}\n",
+		"two Deployments": manifests + "---\n" + manifests,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

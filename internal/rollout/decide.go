@@ -1,0 +1,280 @@
+package rollout
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+)
+
+// Labels and annotations people set on a CR.
+const (
+	// CanaryLabel "true" makes a CR one of its kind's canaries.
+	CanaryLabel = "warpdrive.transwarp.io/canary"
+	// ForceAnnotation set to a chart digest moves the CR to that chart now, whatever the
+	// waves and a halt say, and clears its failure: the way to retry a CR that failed, and
+	// so to resume a halted rollout.
+	ForceAnnotation = "warpdrive.transwarp.io/force-chart"
+)
+
+// Member is what the rollout controller observes of one CR of the kind, all of it from the
+// cluster (the CR's status, labels and annotations), so that a restarted manager decides as
+// the previous one would have.
+type Member struct {
+	// Key names the CR: namespace/name.
+	Key string
+	// Canary: the CR carries CanaryLabel "true".
+	Canary bool
+	// Digest is the digest of the chart of the CR's release (status.chart.digest); "" if
+	// not known yet.
+	Digest string
+	// Deployed is when the release was last deployed (status.chart.lastDeployed).
+	Deployed time.Time
+	// Ready is the Ready condition True at the CR's generation; NotReadySince is when it
+	// last went to not True.
+	Ready         bool
+	NotReadySince time.Time
+	// Stalled is the Stalled condition True.
+	Stalled bool
+	// FailedDigest is the chart the CR was marked as failing with (status.chart.failedDigest).
+	FailedDigest string
+	// Forced is the value of ForceAnnotation.
+	Forced string
+}
+
+// Counts are the CRs of a kind by where they stand in the rollout.
+type Counts struct {
+	Behind, InProgress, Upgraded, Failed int
+}
+
+// Plan is Decide's answer.
+type Plan struct {
+	// Target is the digest of the chart the operator carries.
+	Target string
+	// Waves are the members' keys in rollout order, in waves: the canaries first (if
+	// any), then the growing batches.
+	Waves [][]string
+	// Wave is the index of the wave under way, len(Waves) when every wave is done.
+	Wave int
+	// WaveOf is the index of each member's wave.
+	WaveOf map[string]int
+	// Admitted are the CRs that may move to the target chart now (or stay on it).
+	Admitted map[string]bool
+	// Halted: a CR failed on the target chart; no further CR moves to it.
+	Halted bool
+	// Failed are the CRs that failed on the target chart: those marked before and those
+	// that failed now. NewlyFailed are the ones to mark now.
+	Failed      map[string]bool
+	NewlyFailed []string
+	Counts      Counts
+}
+
+// Done reports whether every wave is done.
+func (p Plan) Done() bool { return p.Wave >= len(p.Waves) }
+
+// Decide picks the rollout's next step from what is observed now: which CRs may move to the
+// chart of digest target, whether the rollout halts, and which CRs failed. It keeps no
+// state: the waves are the members in a stable order (canaries first, then by a hash of
+// their names) cut by the policy, and the wave under way is the first whose CRs are not all
+// done (on the target chart, Ready, for MinReady), so the same cluster gives the same plan
+// whoever asks. A failure is marked on the CR (status.chart.failedDigest) by the caller, so
+// that the halt outlives the failed CR's rollback and a restart.
+func Decide(p Policy, target string, members []Member, now time.Time) Plan {
+	plan := Plan{Target: target, Admitted: map[string]bool{}, Failed: map[string]bool{}}
+	order := ordered(members)
+	byKey := make(map[string]*Member, len(members))
+	for i := range members {
+		byKey[members[i].Key] = &members[i]
+	}
+	if p.AllAtOnce {
+		plan.Waves = [][]string{keys(order)}
+	} else {
+		plan.Waves = cut(keys(order), canaries(p, order), p.Waves)
+	}
+	done := func(m *Member) bool {
+		return m.Digest == target && m.Ready && !m.Deployed.IsZero() && now.Sub(m.Deployed) >= p.MinReady
+	}
+	failing := func(m *Member) bool {
+		switch {
+		case m.Forced == target:
+			return false // a person asked for another try
+		case m.FailedDigest == target:
+			return true
+		case p.AllAtOnce:
+			return false
+		case m.Stalled:
+			return true
+		default:
+			// Not Ready on the target chart for longer than the timeout, counted from the
+			// move if it was not Ready before.
+			since := m.NotReadySince
+			if m.Deployed.After(since) {
+				since = m.Deployed
+			}
+			return m.Digest == target && !m.Ready && !since.IsZero() && now.Sub(since) > p.Timeout
+		}
+	}
+	// A CR marked failed anywhere halts the rollout, even outside the waves admitted: the
+	// order may have shifted since (a CR was created or deleted).
+	for _, m := range order {
+		if m.FailedDigest == target && m.Forced != target {
+			plan.Failed[m.Key] = true
+		}
+	}
+	plan.WaveOf = make(map[string]int, len(members))
+	for w, ks := range plan.Waves {
+		for _, k := range ks {
+			plan.WaveOf[k] = w
+		}
+	}
+	plan.Wave = len(plan.Waves)
+	upTo := 0 // members in the waves admitted
+	for w, wave := range plan.Waves {
+		upTo += len(wave)
+		for _, k := range keys(order[:upTo]) {
+			if m := byKey[k]; failing(m) && !plan.Failed[k] {
+				plan.Failed[k] = true
+				plan.NewlyFailed = append(plan.NewlyFailed, k)
+			}
+		}
+		failedHere := false
+		for _, k := range keys(order[:upTo]) {
+			failedHere = failedHere || plan.Failed[k]
+		}
+		if failedHere {
+			plan.Wave = w
+			break
+		}
+		allDone := true
+		for _, k := range wave {
+			if !done(byKey[k]) {
+				allDone = false
+			}
+		}
+		if !allDone {
+			plan.Wave = w
+			break
+		}
+	}
+	plan.Halted = len(plan.Failed) > 0 && !p.AllAtOnce
+	for i, m := range order {
+		switch {
+		case m.Forced == target:
+			plan.Admitted[m.Key] = true
+		case plan.Failed[m.Key]:
+			plan.Admitted[m.Key] = !p.Rollback
+		case plan.Halted:
+			// No further CR moves; those already on the target chart stay there.
+			plan.Admitted[m.Key] = m.Digest == target
+		default:
+			plan.Admitted[m.Key] = i < upTo
+		}
+		switch {
+		case plan.Failed[m.Key]:
+			plan.Counts.Failed++
+		case m.Digest == target:
+			if done(&order[i]) {
+				plan.Counts.Upgraded++
+			} else {
+				plan.Counts.InProgress++
+			}
+		case plan.Admitted[m.Key]:
+			plan.Counts.InProgress++
+		default:
+			plan.Counts.Behind++
+		}
+	}
+	sort.Strings(plan.NewlyFailed)
+	return plan
+}
+
+// ordered sorts the members in rollout order: canaries first, then by a hash of the key
+// (spread over namespaces, and the same in every process), then by key.
+func ordered(members []Member) []Member {
+	out := append([]Member(nil), members...)
+	hashes := make(map[string]uint64, len(out))
+	for _, m := range out {
+		h := fnv.New64a()
+		h.Write([]byte(m.Key))
+		hashes[m.Key] = h.Sum64()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Canary != b.Canary {
+			return a.Canary
+		}
+		if hashes[a.Key] != hashes[b.Key] {
+			return hashes[a.Key] < hashes[b.Key]
+		}
+		return a.Key < b.Key
+	})
+	return out
+}
+
+func keys(ms []Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Key
+	}
+	return out
+}
+
+// canaries is the size of the canary wave: the policy's count, or the labelled canaries if
+// there are more.
+func canaries(p Policy, order []Member) int {
+	labelled := 0
+	for _, m := range order {
+		if m.Canary {
+			labelled++
+		}
+	}
+	return min(max(p.Canaries, labelled), len(order))
+}
+
+// cut cuts the ordered keys into the canary wave and the waves of the cumulative
+// percentages; every wave has at least one CR, and the last ends with the last key.
+func cut(order []string, canaries int, percents []int) [][]string {
+	var waves [][]string
+	n, end := len(order), 0
+	if canaries > 0 {
+		waves, end = append(waves, order[:canaries]), canaries
+	}
+	for _, pct := range percents {
+		if end >= n {
+			break
+		}
+		next := min(n, max(end+1, (pct*n+99)/100))
+		waves, end = append(waves, order[end:next]), next
+	}
+	if end < n {
+		waves = append(waves, order[end:])
+	}
+	return waves
+}
+
+// Describe says in a sentence where a CR stands, for its ChartRollout condition: whether it
+// is on the target chart, and if not, why not.
+func (p Plan) Describe(key string, m Member) (onTarget bool, reason, message string) {
+	wave, ok := p.WaveOf[key]
+	if !ok {
+		wave = -1
+	}
+	switch {
+	case p.Failed[key]:
+		return m.Digest == p.Target, "RolloutFailed", fmt.Sprintf(
+			"this resource failed on chart %s, which halted the rollout; to retry it, annotate it %s=%s, "+
+				"or ship a fixed chart", p.Target, ForceAnnotation, p.Target)
+	case m.Digest == p.Target:
+		return true, "Upgraded", fmt.Sprintf("the release is on the chart the operator carries (%s)", p.Target)
+	case p.Halted && !p.Admitted[key]:
+		return false, "RolloutHalted", fmt.Sprintf(
+			"held on its chart: the rollout of chart %s halted after %d resource(s) failed on it; "+
+				"spec edits apply with the chart of its own release. Resume with a fixed chart, "+
+				"or annotate the failed resources %s=%s", p.Target, len(p.Failed), ForceAnnotation, p.Target)
+	case p.Admitted[key]:
+		return false, "Upgrading", fmt.Sprintf("moving to chart %s in wave %d of %d", p.Target, wave+1, len(p.Waves))
+	default:
+		return false, "Waiting", fmt.Sprintf("waiting for wave %d of %d of the rollout of chart %s (wave %d under way)",
+			wave+1, len(p.Waves), p.Target, p.Wave+1)
+	}
+}

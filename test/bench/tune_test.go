@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// TestTune measures the candidates for the manager's --reconcile-period and
+// --max-concurrent-reconciles in config/manager/manager.yaml (make bench-tune):
+//
+//   - idle CPU of the manager at each size of WARPDRIVE_TUNE_N (default "100,1000") under
+//     each period of WARPDRIVE_TUNE_PERIODS (default "1m,10h"), over the idle window
+//     (WARPDRIVE_BENCH_IDLE, default 2m);
+//   - an edit wave (replicas 1 -> 2 on every CR) over WARPDRIVE_TUNE_WAVE CRs (default 300)
+//     with each count of WARPDRIVE_TUNE_WORKERS (default "1,2,4") under the pod's CPU limit
+//     of one core (GOMAXPROCS=1, as Go sets it in a container limited to one CPU).
+//
+// Every other flag is the pod's. The figures go to tune.md in WARPDRIVE_BENCH_OUT.
+func TestTune(t *testing.T) {
+	s := loadSettings(t)
+	sizes := intList(t, "WARPDRIVE_TUNE_N", "100,1000")
+	workers := intList(t, "WARPDRIVE_TUNE_WORKERS", "1,2,4")
+	wave := intList(t, "WARPDRIVE_TUNE_WAVE", "300")[0]
+	var periods []string
+	for _, p := range strings.Split(envOr("WARPDRIVE_TUNE_PERIODS", "1m,10h"), ",") {
+		if _, err := time.ParseDuration(p); err != nil {
+			t.Fatalf("WARPDRIVE_TUNE_PERIODS: %v", err)
+		}
+		periods = append(periods, p)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Tuning the manager's flags\n\nMeasured by `make bench-tune` on %s, one run per cell; "+
+		"AppService CRs of 1 replica. Every other flag is the pod's (config/default).\n\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "## Idle CPU of the manager (idle window %s, after the start-up pass)\n\n| CRs |", s.idle)
+	for _, p := range periods {
+		fmt.Fprintf(&b, " --reconcile-period=%s |", p)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(periods)) + "\n")
+	for _, n := range sizes {
+		fmt.Fprintf(&b, "| %d |", n)
+		ns, tr := populate(t, fmt.Sprintf("tune-idle-%d", n), n, 1)
+		for _, p := range periods {
+			m := startTuned(t, "--reconcile-period="+p)
+			m.waitStartPass(t, n)
+			mustWait(t, tr, "install", n, tr.allAvailable(n, 1)) // no more Deployment events
+			time.Sleep(settle)
+			cpu0, t0 := m.cpu(), time.Now()
+			time.Sleep(s.idle)
+			milli := (m.cpu() - cpu0) / time.Since(t0).Seconds() * 1000
+			t.Logf("N=%d period=%s: idle %.2f millicores", n, p, milli)
+			fmt.Fprintf(&b, " %.3g millicores |", milli)
+			m.stop()
+		}
+		b.WriteString("\n")
+		tr.stop()
+		deleteNamespace(t, ns)
+	}
+
+	fmt.Fprintf(&b, "\n## Edit wave over %d CRs (replicas 1 -> 2), GOMAXPROCS=1\n\n"+
+		"| --max-concurrent-reconciles | wave -> all available | manager CPU | reconcile p50 | reconcile p99 |\n|---|---|---|---|---|\n", wave)
+	t.Setenv("GOMAXPROCS", "1")
+	ns, tr := populate(t, "tune-wave", wave, 1)
+	defer deleteNamespace(t, ns)
+	defer tr.stop()
+	replicas := 1
+	for _, w := range workers {
+		m := startTuned(t, "--max-concurrent-reconciles="+strconv.Itoa(w))
+		m.waitStartPass(t, wave)
+		replicas = 3 - replicas // 1 <-> 2
+		hist0 := m.reconcileHistogram(t)
+		cpu0, t0 := m.cpu(), time.Now()
+		parallel(wave, func(i int) error {
+			return env.Client.Patch(context.Background(), appService(ns, i, -1),
+				client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))))
+		})
+		done := mustWait(t, tr, "wave", wave, tr.allAvailable(wave, int32(replicas)))
+		time.Sleep(settle)
+		cpu := m.cpu() - cpu0
+		p50, p99 := m.reconcileHistogram(t).sub(hist0).quantiles()
+		t.Logf("workers=%d: wave %.1f s, %.1f CPU-s, reconcile p50 %.2f s p99 %.2f s", w, done.Sub(t0).Seconds(), cpu, p50, p99)
+		fmt.Fprintf(&b, "| %d | %.3g s | %.3g CPU-s | ≤ %.3g s | ≤ %.3g s |\n", w, done.Sub(t0).Seconds(), cpu, p50, p99)
+		m.stop()
+	}
+	b.WriteString("\nCPU is the manager's, read from /proc; the machine's other work shares its cores, so the figures are noisy. " +
+		"Reconcile durations are the upper bounds of controller-runtime's histogram buckets.\n")
+	if err := os.MkdirAll(s.out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.out, "tune.md"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("figures in %s", filepath.Join(s.out, "tune.md"))
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func intList(t *testing.T, key, def string) []int {
+	var out []int
+	for _, f := range strings.Split(envOr(key, def), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("%s: want positive numbers, comma-separated", key)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// populate creates namespace ns with n AppServices of replicas each, releases not yet
+// installed (the next manager started installs them), and a tracker of them.
+func populate(t *testing.T, ns string, n, replicas int) (string, *tracker) {
+	ctx := context.Background()
+	deleteNamespace(t, ns)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := newTracker(env.Config, ns, env.GVR(kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parallel(n, func(i int) error { return env.Client.Create(ctx, appService(ns, i, replicas)) })
+	return ns, tr
+}
+
+// tuned is a manager started with one flag changed.
+type tuned struct {
+	p    *framework.Process
+	addr string
+}
+
+func startTuned(t *testing.T, flag string) *tuned {
+	addr := freeAddr(t)
+	p, err := env.StartManager(framework.ProcessOptions{Name: "bench-tune", MetricsAddr: addr, Flags: []string{flag}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tuned{p: p, addr: addr}
+}
+
+func (m *tuned) cpu() float64 { return processes{m.p.Pid()}.cpu() }
+func (m *tuned) stop()        { m.p.Stop() }
+
+// waitStartPass waits until the manager has reconciled each of the n CRs once (a new
+// manager does so on start) and its queue is empty, then lets it settle.
+func (m *tuned) waitStartPass(t *testing.T, n int) {
+	err := framework.Poll(context.Background(), wait, func(context.Context) error {
+		done, err := framework.Metric(m.addr, "controller_runtime_reconcile_total", `controller="appservice-controller"`)
+		if err != nil {
+			return err
+		}
+		depth, err := framework.Metric(m.addr, "workqueue_depth", `name="appservice-controller"`)
+		if err != nil {
+			return err
+		}
+		if done < float64(n) || depth > 0 {
+			return fmt.Errorf("%.0f of %d reconciled, %.0f queued", done, n, depth)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(settle)
+}
+
+// histogram is the cumulative count of reconciles by upper bound of duration, in seconds.
+type histogram map[float64]float64
+
+func (m *tuned) reconcileHistogram(t *testing.T) histogram {
+	h := histogram{}
+	for _, le := range []string{"0.005", "0.01", "0.025", "0.05", "0.1", "0.15", "0.2", "0.25", "0.3", "0.35", "0.4", "0.45", "0.5", "0.6", "0.7", "0.8", "0.9", "1", "1.25", "1.5", "1.75", "2", "2.5", "3", "3.5", "4", "4.5", "5", "6", "7", "8", "9", "10", "15", "20", "25", "30", "40", "50", "60", "+Inf"} {
+		v, err := framework.Metric(m.addr, "controller_runtime_reconcile_time_seconds_bucket", `controller="appservice-controller"`, `le="`+le+`"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound, err := strconv.ParseFloat(strings.TrimPrefix(le, "+"), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h[bound] = v
+	}
+	return h
+}
+
+func (h histogram) sub(o histogram) histogram {
+	d := histogram{}
+	for k, v := range h {
+		d[k] = v - o[k]
+	}
+	return d
+}
+
+// quantiles are the upper bounds of the buckets that hold the median and the 99th percentile.
+func (h histogram) quantiles() (p50, p99 float64) {
+	bounds := make([]float64, 0, len(h))
+	for k := range h {
+		bounds = append(bounds, k)
+	}
+	slices.Sort(bounds)
+	total := h[bounds[len(bounds)-1]]
+	q := func(f float64) float64 {
+		for _, b := range bounds {
+			if h[b] >= f*total {
+				return b
+			}
+		}
+		return bounds[len(bounds)-1]
+	}
+	return q(0.5), q(0.99)
+}

@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	chartrollout "transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// The rollout policy the chart rollout tests give their kind: two canaries (one labelled),
+// then 10%, 25%, 50% and 100% of the CRs; a CR that fails is rolled back.
+const rolloutPolicy = "canaries:2,waves:10/25/50/100,timeout:3m,minready:3s,onfailure:rollback"
+
+// rolloutCRs is how many CRs the chart rollout tests make.
+const rolloutCRs = 50
+
+// rolloutFleet is a namespace of CRs of framework.RolloutGVK (the memcached chart under a
+// kind of its own), reconciled by a manager and a sidecar of their own, with Leases of their
+// own: the manager carries a copy of the chart that the test edits between its runs, and no
+// other manager on the cluster knows the kind.
+type rolloutFleet struct {
+	t        *testing.T
+	ns       string
+	chart    *framework.ChartCopy
+	names    []string
+	canary   string
+	manager  *framework.Process
+	sidecar  *framework.Process
+	metrics  string
+	lease    string
+	policy   chartrollout.Policy
+	starting int // manager starts, to name their logs
+}
+
+// newRolloutFleet writes the chart copy, starts a manager and a sidecar over it and
+// creates the CRs, all Ready on the chart as shipped (0.1.0). At the end the CRs are deleted
+// while that manager runs, then both processes stop.
+func newRolloutFleet(t *testing.T) *rolloutFleet {
+	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
+		t.Skip("the stock helm-operator has no chart rollouts")
+	}
+	if env.Impersonating() {
+		t.Skip("the test kind's CRD is not in the operator's RBAC")
+	}
+	policy, err := chartrollout.Parse(rolloutPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &rolloutFleet{t: t, ns: env.Namespace(t), chart: env.NewChartCopy(t), policy: policy,
+		lease: "rollout-e2e-" + rand.String(5)}
+	if f.metrics, err = framework.FreeAddr(); err != nil {
+		t.Fatal(err)
+	}
+	if f.sidecar, err = env.StartSidecar(framework.ProcessOptions{Name: f.lease + "-sidecar",
+		WatchesFile: f.chart.WatchesFile(), Flags: []string{"--leader-election-id=" + f.lease + "-sidecar"}}); err != nil {
+		t.Fatal(err)
+	}
+	processes = append(processes, f.sidecar)
+	t.Cleanup(func() {
+		if f.manager == nil || f.manager.Exited() {
+			f.start()
+		}
+		if err := f.chart.DeleteCRs(context.Background(), f.ns); err != nil {
+			t.Errorf("deleting the CRs: %v", err)
+		}
+		f.manager.Stop()
+		f.sidecar.Stop()
+	})
+	f.start()
+	for i := range rolloutCRs {
+		name := fmt.Sprintf("mc-%02d", i)
+		cr := f.chart.NewCR(f.ns, name)
+		if i == 7 {
+			cr.SetLabels(map[string]string{chartrollout.CanaryLabel: "true"})
+			f.canary = name
+		}
+		if err := f.chart.Client.Create(context.Background(), cr); err != nil {
+			t.Fatal(err)
+		}
+		f.names = append(f.names, name)
+	}
+	f.waitAllOn("0.1.0", 5*time.Minute)
+	return f
+}
+
+// start starts a manager that carries the chart copy as it is now.
+func (f *rolloutFleet) start() {
+	f.starting++
+	p, err := env.StartManager(framework.ProcessOptions{Name: fmt.Sprintf("%s-manager-%d", f.lease, f.starting),
+		MetricsAddr: f.metrics, WatchesFile: f.chart.WatchesFile(),
+		Flags: []string{"--leader-election-id=" + f.lease + "-manager",
+			"--rollout=" + framework.RolloutGVK.Kind + "=" + rolloutPolicy}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	processes = append(processes, p)
+	f.manager = p
+}
+
+// restart stops the manager and starts one that carries the chart copy as it is now.
+func (f *rolloutFleet) restart() {
+	f.manager.Stop()
+	f.start()
+}
+
+// list reads the CRs by name.
+func (f *rolloutFleet) list(ctx context.Context) (map[string]*unstructured.Unstructured, error) {
+	return f.chart.List(ctx, f.ns)
+}
+
+// waitAllOn waits until every CR is Ready on the chart of version.
+func (f *rolloutFleet) waitAllOn(version string, timeout time.Duration) {
+	f.t.Helper()
+	digest := f.chart.Digests[version]
+	framework.Eventually(f.t, timeout, func(ctx context.Context) error {
+		crs, err := f.list(ctx)
+		if err != nil {
+			return err
+		}
+		var off []string
+		for _, n := range f.names {
+			if cr := crs[n]; cr == nil || !framework.OnChart(cr, digest) {
+				off = append(off, n)
+			}
+		}
+		if len(off) > 0 {
+			return fmt.Errorf("%d CRs not Ready on chart %s (%s), e.g. %v", len(off), version, digest, off[:min(5, len(off))])
+		}
+		return nil
+	})
+}
+
+// waves are the waves the policy cuts the fleet into, as the manager cuts it.
+func (f *rolloutFleet) waves() [][]string {
+	return framework.Waves(f.policy, f.ns, f.names, f.canary)
+}
+
+// TestChartRollout: 50 CRs (of the memcached chart), and a new chart version that works rolls out over them in
+// the configured waves: the canaries (the labelled one among them) first, then 10%, 25%, 50%
+// and 100%. Two watches, on the CRs and on their Deployments, order every version of both
+// by resourceVersion (etcd revisions on the local cluster): no Deployment of a wave takes
+// the new chart before every CR of the waves before it reads Ready on that chart.
+func TestChartRollout(t *testing.T) {
+	f := newRolloutFleet(t)
+	waves := f.waves()
+	var sizes []int
+	for _, w := range waves {
+		sizes = append(sizes, len(w))
+	}
+	if fmt.Sprint(sizes) != "[2 3 8 12 25]" {
+		t.Fatalf("waves of %v, want [2 3 8 12 25]", sizes)
+	}
+	if waves[0][0] != f.canary && waves[0][1] != f.canary {
+		t.Fatalf("canary wave %v lacks the labelled canary %s", waves[0], f.canary)
+	}
+
+	f.chart.Write(t, "0.2.0", "")
+	crLog := env.RecordNamespace(t, framework.RolloutGVR, f.ns)
+	deployLog := env.RecordNamespace(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, f.ns)
+	f.restart()
+	f.waitAllOn("0.2.0", 8*time.Minute)
+	crLog.Stop()
+	deployLog.Stop()
+	problems, report := framework.WaveOrder(waves, crLog, deployLog, "0.2.0", f.chart.Digests["0.2.0"])
+	for _, r := range report {
+		t.Log(r)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	// The rollout controller counts a CR as upgraded once its wave is done, minready after
+	// its release was deployed: the gauge follows the CRs' status, a moment later.
+	framework.Eventually(t, time.Minute, func(context.Context) error {
+		v, err := framework.Metric(f.metrics, "warpdrive_rollout_crs", `kind="RolloutTest"`, `state="upgraded"`)
+		if err != nil || v != rolloutCRs {
+			return fmt.Errorf("warpdrive_rollout_crs upgraded: %v, %v; want %d", v, err, rolloutCRs)
+		}
+		return nil
+	})
+}
+
+// TestChartRolloutHalts: a new chart version that breaks one CR of the first wave after the
+// canaries (a template failure for that release) halts the rollout there. The CRs of the
+// later waves keep their releases as they are (same revision, same chart), say why in their
+// ChartRollout condition, and an edit of one of them still applies, with its old chart. The
+// broken CR gets a Warning Event and is rolled back to its chart. A fixed chart resumes: every
+// CR ends Ready on it.
+func TestChartRolloutHalts(t *testing.T) {
+	f := newRolloutFleet(t)
+	waves := f.waves()
+	victim := waves[1][0]
+	f.chart.Write(t, "0.2.0", victim)
+	f.restart()
+
+	broken := f.chart.Digests["0.2.0"]
+	old := f.chart.Digests["0.1.0"]
+	revisions := map[string]int64{}
+	crs, err := f.list(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, cr := range crs {
+		revisions[n], _, _ = unstructured.NestedInt64(cr.Object, "status", "chart", "revision")
+	}
+	framework.Eventually(t, 5*time.Minute, func(ctx context.Context) error {
+		crs, err := f.list(ctx)
+		if err != nil {
+			return err
+		}
+		if d, _, _ := unstructured.NestedString(crs[victim].Object, "status", "chart", "failedDigest"); d != broken {
+			return fmt.Errorf("%s not marked failed yet (failedDigest %q)", victim, d)
+		}
+		if !framework.OnChart(crs[victim], old) {
+			return fmt.Errorf("%s not rolled back to Ready on its chart yet", victim)
+		}
+		for _, n := range waves[len(waves)-1] {
+			if _, reason, _ := framework.Condition(crs[n], "ChartRollout"); reason != "RolloutHalted" {
+				return fmt.Errorf("%s: ChartRollout %q, want RolloutHalted", n, reason)
+			}
+		}
+		return nil
+	})
+	// What a person sees (docs/rollouts.md shows it).
+	for _, args := range [][]string{{"get", framework.RolloutGVR.Resource, "-n", f.ns}, {"get", "events", "-n", f.ns, "--field-selector", "reason=ChartRolloutFailed"}} {
+		out, err := env.Kubectl(args...)
+		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
+	}
+	if v, err := framework.Metric(f.metrics, "warpdrive_rollout_halted", `kind="RolloutTest"`); err != nil || v != 1 {
+		t.Errorf("warpdrive_rollout_halted: %v, %v; want 1", v, err)
+	}
+
+	// Events: the broken CR's.
+	events, err := env.Clientset.CoreV1().Events(f.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failedEvents []string
+	for _, e := range events.Items {
+		if e.Reason == "ChartRolloutFailed" {
+			failedEvents = append(failedEvents, e.InvolvedObject.Name)
+		}
+	}
+	if fmt.Sprint(failedEvents) != fmt.Sprint([]string{victim}) {
+		t.Errorf("ChartRolloutFailed Events on %v, want on %s only", failedEvents, victim)
+	}
+
+	// The later waves are untouched, and stay so.
+	time.Sleep(5 * time.Second)
+	crs, err = f.list(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later []string
+	for _, w := range waves[2:] {
+		later = append(later, w...)
+	}
+	for _, n := range later {
+		rev, _, _ := unstructured.NestedInt64(crs[n].Object, "status", "chart", "revision")
+		if d, _, _ := unstructured.NestedString(crs[n].Object, "status", "chart", "digest"); d != old || rev != revisions[n] {
+			t.Errorf("%s, held back, changed: chart %s revision %d, was %s revision %d", n, d, rev, old, revisions[n])
+		}
+	}
+
+	// An edit of a held CR applies, with its own chart.
+	edited := later[len(later)-1]
+	cr := crs[edited]
+	if err := unstructured.SetNestedField(cr.Object, int64(2), "spec", "size"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.chart.Client.Update(context.Background(), cr); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: edited}, d); err != nil {
+			return err
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+			return fmt.Errorf("the Deployment of %s has %v replicas, want 2", edited, d.Spec.Replicas)
+		}
+		if a := d.Spec.Template.Annotations[framework.PodChartAnnotation]; a != "" {
+			t.Errorf("the Deployment of the held CR %s took chart %s with its edit", edited, a)
+		}
+		if err := f.chart.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+			return err
+		}
+		if !framework.OnChart(cr, old) {
+			return fmt.Errorf("%s not Ready on its old chart after the edit", edited)
+		}
+		return nil
+	})
+
+	// A fixed chart resumes the rollout.
+	f.chart.Write(t, "0.3.0", "")
+	f.restart()
+	f.waitAllOn("0.3.0", 8*time.Minute)
+	crs, err = f.list(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _ := unstructured.NestedString(crs[victim].Object, "status", "chart", "failedDigest"); d != "" {
+		t.Errorf("%s still marked failed (%s) on the fixed chart", victim, d)
+	}
+	if v, err := framework.Metric(f.metrics, "warpdrive_rollout_halted", `kind="RolloutTest"`); err != nil || v != 0 {
+		t.Errorf("warpdrive_rollout_halted after the fix: %v, %v; want 0", v, err)
+	}
+}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// secretHolderGVK is the kind of TestStatusHoldsNoRenderedData: bound to the test chart
+// testdata/secretchart, which renders a Secret. No chart of the project renders one, and the
+// test does not change them: it installs its own CRD and runs a manager of its own with a
+// watches file that lists this kind alone (the suite's manager does not watch it).
+var secretHolderGVK = schema.GroupVersionKind{Group: "e2e.warpdrive.transwarp.io", Version: "v1", Kind: "SecretHolder"}
+
+// The chart's Secret value (testdata/secretchart/values.yaml), in no CR.
+const renderedToken = "e2e-rendered-token-5b2f81c4"
+
+// A CR's status holds no copy of what its release renders: a Secret's data stays in the
+// Secret (and in the release record), out of the CR that namespace viewers may read and every
+// cache of the kind holds. With --status-release-manifest the manager writes the manifest
+// again, as the stock helm-operator does.
+func TestStatusHoldsNoRenderedData(t *testing.T) {
+	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
+		t.Skip("the stock helm-operator always writes the manifest")
+	}
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	installSecretHolderCRD(t)
+	watches := filepath.Join(t.TempDir(), "watches.yaml")
+	entry := []map[string]string{{"group": secretHolderGVK.Group, "version": secretHolderGVK.Version,
+		"kind": secretHolderGVK.Kind, "chart": filepath.Join(env.Root, "test", "e2e", "testdata", "secretchart")}}
+	data, err := yaml.Marshal(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(watches, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// With a Lease of its own (the suite's manager holds the pod's), and the suite's signing
+	// key.
+	start := func(name string, flags ...string) *framework.Process {
+		p, err := env.StartManager(framework.ProcessOptions{Name: name, WatchesFile: watches,
+			Flags: append([]string{"--leader-election-id=" + name}, flags...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		processes = append(processes, p)
+		return p
+	}
+	mgr := start("manager-secretholder")
+	t.Cleanup(func() { mgr.Stop() })
+
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(secretHolderGVK)
+	cr.SetNamespace(ns)
+	cr.SetName("holder")
+	cr.Object["spec"] = map[string]any{"note": "the token is not in the spec"}
+	env.Create(t, cr)
+	t.Cleanup(func() { deleteAndWait(t, cr) }) // before the manager stops: the release is uninstalled
+
+	encoded := base64.StdEncoding.EncodeToString([]byte(renderedToken))
+	status := func(ctx context.Context) (string, map[string]any, error) {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return "", nil, err
+		}
+		rel, _, _ := unstructured.NestedMap(got.Object, "status", "deployedRelease")
+		b, err := json.Marshal(got.Object["status"])
+		return string(b), rel, err
+	}
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		_, rel, err := status(ctx)
+		if err != nil {
+			return err
+		}
+		if rel["revision"] != int64(1) || rel["name"] != "holder" || rel["chartVersion"] != "0.2.0" {
+			return fmt.Errorf("status.deployedRelease %v, want name holder, revision 1, chart version 0.2.0", rel)
+		}
+		return nil
+	})
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "holder-credentials"}, secret); err != nil {
+		t.Fatalf("the chart's Secret: %v", err)
+	}
+	if string(secret.Data["token"]) != renderedToken {
+		t.Fatalf("the chart's Secret holds %q, want %q", secret.Data["token"], renderedToken)
+	}
+	s, rel, err := status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s, renderedToken) || strings.Contains(s, encoded) {
+		t.Errorf("the CR's status holds the Secret's data: %s", s)
+	}
+	if _, ok := rel["manifest"]; ok {
+		t.Errorf("status.deployedRelease has a manifest: %v", rel)
+	}
+
+	// With the flag, a manager restarted writes the manifest back at its first reconcile.
+	mgr.Stop()
+	mgr = start("manager-secretholder-manifest", "--status-release-manifest=true")
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		_, rel, err := status(ctx)
+		if err != nil {
+			return err
+		}
+		if m, _ := rel["manifest"].(string); !strings.Contains(m, encoded) {
+			return fmt.Errorf("status.deployedRelease %v, want the manifest with the Secret", rel)
+		}
+		return nil
+	})
+}
+
+// installSecretHolderCRD creates the test kind's CRD (any spec, a status subresource) and, when
+// the operator runs as its ServiceAccount, lets it reconcile the kind; both go when the test
+// ends.
+func installSecretHolderCRD(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	plural := "secretholders"
+	preserve := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + secretHolderGVK.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: secretHolderGVK.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: "secretholder",
+				Kind: secretHolderGVK.Kind, ListKind: secretHolderGVK.Kind + "List"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: secretHolderGVK.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve}},
+			}},
+		},
+	}
+	if err := env.Client.Create(ctx, crd); err != nil {
+		t.Fatalf("creating the CRD of %s: %v", secretHolderGVK.Kind, err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+			return err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not established", crd.Name)
+	})
+	if !env.Impersonating() {
+		return
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-secretholders"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{secretHolderGVK.Group}, Resources: []string{plural, plural + "/status", plural + "/finalizers"},
+			Verbs: []string{"get", "list", "watch", "update", "patch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-secretholders"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ServiceAccount.Namespace, Name: env.ServiceAccount.Name}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+	}
+}
+
+// deleteAndWait deletes cr and waits until it is gone: its release uninstalled and the
+// finalizer removed.
+func deleteAndWait(t *testing.T, cr *unstructured.Unstructured) {
+	t.Helper()
+	if err := client.IgnoreNotFound(env.Client.Delete(context.Background(), cr)); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := framework.Poll(context.Background(), converge, func(ctx context.Context) error {
+		_, err := getCR(ctx, cr)
+		if err == nil {
+			return fmt.Errorf("%s %s still there", cr.GetKind(), cr.GetName())
+		}
+		return client.IgnoreNotFound(err)
+	}); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,157 @@
+package framework
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"transwarp.io/tos/warpdrive-operator/internal/podargs"
+)
+
+// flagValues maps each flag of args to its value ("" for a bare boolean flag); the last of a
+// flag wins, as with Go's flag package.
+func flagValues(t *testing.T, args []string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, a := range args {
+		name := podargs.FlagName(a)
+		if name == "" {
+			t.Fatalf("argument %q is not a flag", a)
+		}
+		_, v, _ := strings.Cut(a, "=")
+		m[name] = v
+	}
+	return m
+}
+
+// The suites run the binaries with the flags of the Deployment that make deploy applies:
+// every flag of the pod is passed with its value, except those podargs.Translated lists for
+// the host, and no flag is added but those.
+func TestSuitesRunThePodsFlags(t *testing.T) {
+	root := RepoRoot()
+	pod, err := RenderPodArgs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{PodArgs: pod, LeaseNamespace: "leases"}
+	for _, c := range []struct {
+		container string
+		args      func(ProcessOptions) ([]string, error)
+	}{{podargs.Manager, e.ManagerArgs}, {podargs.Sidecar, e.SidecarArgs}} {
+		t.Run(c.container, func(t *testing.T) {
+			host, err := c.args(ProcessOptions{MetricsAddr: "127.0.0.1:1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, got := flagValues(t, pod[c.container]), flagValues(t, host)
+			if len(want) < 3 {
+				t.Fatalf("the pod's %s has flags %v: config/default not rendered as expected", c.container, want)
+			}
+			for name, v := range want {
+				if _, ok := podargs.Translated[name]; ok {
+					continue
+				}
+				if g, ok := got[name]; !ok || g != v {
+					t.Errorf("--%s: the pod has %q, the suites pass %q (present: %v)", name, v, g, ok)
+				}
+			}
+			for name, v := range got {
+				if _, ok := podargs.Translated[name]; !ok && want[name] != v {
+					t.Errorf("--%s=%s: passed by the suites, not by the pod", name, v)
+				}
+			}
+			if got["watches-file"] != "watches.yaml" || got["metrics-bind-address"] != "127.0.0.1:1" ||
+				got["health-probe-bind-address"] != "0" || got["leader-election-namespace"] != "leases" {
+				t.Errorf("host translations: %v", got)
+			}
+			if _, ok := got["metrics-secure"]; ok {
+				t.Errorf("--metrics-secure passed without SecureMetrics")
+			}
+		})
+	}
+}
+
+// A suite may change only the flags of SuiteFlags, and those are replaced, not repeated.
+func TestSuiteFlagsAreListed(t *testing.T) {
+	e := &Env{PodArgs: map[string][]string{podargs.Manager: {"--leader-elect", "--leader-election-id=a", "--max-release-history=10"}}, LeaseNamespace: "ns"}
+	args, err := e.ManagerArgs(ProcessOptions{Flags: []string{"--leader-election-id=b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--leader-election-id=b") || slices.Contains(args, "--leader-election-id=a") {
+		t.Errorf("args %v: want the Lease replaced", args)
+	}
+	for _, f := range []string{"--max-release-history=1", "--zap-log-level=debug", "--leader-election-id", "-leader-election-id=b"} {
+		if _, err := e.ManagerArgs(ProcessOptions{Flags: []string{f}}); err == nil {
+			t.Errorf("flag %s accepted", f)
+		}
+	}
+}
+
+// make run (hack/run.sh) gets its arguments from hack/podargs, which gives the same command
+// lines as the suites', and names none of the pod's flags itself.
+func TestMakeRunUsesThePodsFlags(t *testing.T) {
+	root := RepoRoot()
+	script, err := os.ReadFile(filepath.Join(root, "hack", "run.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "go run ./hack/podargs") {
+		t.Errorf("hack/run.sh does not run hack/podargs")
+	}
+	pod, err := RenderPodArgs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{PodArgs: pod, LeaseNamespace: "leases"}
+	for _, container := range []string{podargs.Manager, podargs.Sidecar} {
+		for name := range flagValues(t, pod[container]) {
+			if _, ok := podargs.Translated[name]; !ok && strings.Contains(string(script), "--"+name) {
+				t.Errorf("hack/run.sh sets --%s itself", name)
+			}
+		}
+		cmd := exec.Command("go", "run", "./hack/podargs", "-container="+container,
+			"-metrics-bind-address=127.0.0.1:1", "-leader-election-namespace=leases")
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hack/podargs: %v", err)
+		}
+		want, err := e.hostArgs(pod[container], ProcessOptions{MetricsAddr: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Fields(string(out)); !slices.Equal(got, want) {
+			t.Errorf("%s: hack/podargs prints %v, the suites run %v", container, got, want)
+		}
+	}
+}
+
+// The stock helm-operator keeps its own configuration, none of ours.
+func TestStockKeepsItsConfiguration(t *testing.T) {
+	e := &Env{PodArgs: map[string][]string{podargs.Manager: {"--reconcile-period=10h"}}, LeaseNamespace: "ns"}
+	args, err := e.ManagerArgs(ProcessOptions{Stock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args[0] != "run" || slices.Contains(args, "--reconcile-period=10h") || !slices.Contains(args, "--leader-election-id=warpdrive-operator") {
+		t.Errorf("stock args %v", args)
+	}
+}
+
+// PodFlag reads the pod's value of a flag as the binary would: the last one given wins.
+func TestPodFlag(t *testing.T) {
+	e := &Env{PodArgs: map[string][]string{podargs.Manager: {"--metrics-bind-address=0", "--leader-elect", "--metrics-bind-address=:8443"}}}
+	if v, ok := e.PodFlag(podargs.Manager, "metrics-bind-address"); !ok || v != ":8443" {
+		t.Errorf("metrics-bind-address: %q %v", v, ok)
+	}
+	if v, ok := e.PodFlag(podargs.Manager, "leader-elect"); !ok || v != "" {
+		t.Errorf("leader-elect: %q %v", v, ok)
+	}
+	if _, ok := e.PodFlag(podargs.Manager, "reconcile-period"); ok {
+		t.Error("reconcile-period found")
+	}
+}

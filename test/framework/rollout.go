@@ -1,0 +1,420 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+)
+
+// PodChartAnnotation is the pod template annotation by which each version of a ChartCopy
+// (but the first) marks its Deployments, so that a move to a chart shows in the workload.
+const PodChartAnnotation = "e2e.warpdrive.transwarp.io/chart"
+
+// RolloutGVK is the kind of the chart rollout tests: the memcached chart under a kind of
+// its own, whose CRD a ChartCopy installs, so that no other manager on the cluster (the e2e
+// suite's, or another test's) reconciles its CRs: only the manager the test starts over the
+// copy does.
+var RolloutGVK = schema.GroupVersionKind{Group: "rollout.e2e.warpdrive.transwarp.io", Version: "v1alpha1", Kind: "RolloutTest"}
+
+// RolloutGVR is RolloutGVK's resource.
+var RolloutGVR = RolloutGVK.GroupVersion().WithResource("rollouttests")
+
+// ChartCopy is a copy of the memcached chart in a temporary directory, bound to RolloutGVK
+// by a watches file of its own, for the chart rollout tests: a manager started with
+// --watches-file=WatchesFile carries the copy as it was when the manager started.
+type ChartCopy struct {
+	Dir     string
+	Digests map[string]string // chart version -> rollout digest
+	// Client knows RolloutGVK (a client made before its CRD may not).
+	Client client.Client
+}
+
+// NewChartCopy copies helm-charts/memcached into a temporary directory of t and installs
+// the CRD of RolloutGVK, which it deletes at the end of t (so the test deletes its CRs
+// before).
+func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
+	t.Helper()
+	c := &ChartCopy{Dir: t.TempDir(), Digests: map[string]string{}}
+	if err := os.CopyFS(filepath.Join(c.Dir, "memcached"), os.DirFS(filepath.Join(e.Root, "helm-charts", "memcached"))); err != nil {
+		t.Fatal(err)
+	}
+	watches := fmt.Sprintf("- group: %s\n  version: %s\n  kind: %s\n  chart: %s\n",
+		RolloutGVK.Group, RolloutGVK.Version, RolloutGVK.Kind, filepath.Join(c.Dir, "memcached"))
+	if err := os.WriteFile(c.WatchesFile(), []byte(watches), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Write(t, "0.1.0", "")
+	crd, err := crdgen.Generate(filepath.Join(c.Dir, "memcached"), RolloutGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	// The next test installs the same CRD: the cleanup waits until this one is gone, for an
+	// apply to a CRD still terminating would be lost with it.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := e.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the CRD %s: %v", crd.Name, err)
+			return
+		}
+		err := Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+			err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("CRD %s not gone yet (%v)", crd.Name, err)
+		})
+		if err != nil {
+			t.Errorf("deleting the CRD: %v", err)
+		}
+	})
+	err = Poll(ctx, time.Minute, func(ctx context.Context) error {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+			return err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not established", crd.Name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Client, err = client.New(e.Config, client.Options{Scheme: e.Client.Scheme()}); err != nil {
+		t.Fatal(err)
+	}
+	// Established says the CRD's names are accepted; the apiserver may still answer its
+	// resource with 404 for a moment, so the copy is ready once a list of it succeeds.
+	err = Poll(ctx, time.Minute, func(ctx context.Context) error {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(RolloutGVK.GroupVersion().WithKind(RolloutGVK.Kind + "List"))
+		return c.Client.List(ctx, l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// WatchesFile is the watches file of the copy.
+func (c *ChartCopy) WatchesFile() string { return filepath.Join(c.Dir, "watches.yaml") }
+
+// NewCR is a CR of RolloutGVK with size 1.
+func (c *ChartCopy) NewCR(ns, name string) *unstructured.Unstructured {
+	cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	cr.SetGroupVersionKind(RolloutGVK)
+	cr.SetNamespace(ns)
+	cr.SetName(name)
+	return cr
+}
+
+// List reads the CRs of RolloutGVK in ns, by name.
+func (c *ChartCopy) List(ctx context.Context, ns string) (map[string]*unstructured.Unstructured, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(RolloutGVK.GroupVersion().WithKind(RolloutGVK.Kind + "List"))
+	if err := c.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for i := range l.Items {
+		out[l.Items[i].GetName()] = &l.Items[i]
+	}
+	return out, nil
+}
+
+// DeleteCRs deletes the CRs of RolloutGVK in ns and waits until they are gone (their
+// releases uninstalled by the manager, which must run).
+func (c *ChartCopy) DeleteCRs(ctx context.Context, ns string) error {
+	crs, err := c.List(ctx, ns)
+	if err != nil {
+		return err
+	}
+	for _, cr := range crs {
+		if err := c.Client.Delete(ctx, cr); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return Poll(ctx, 3*time.Minute, func(ctx context.Context) error {
+		left, err := c.List(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("%d %s still there", len(left), RolloutGVK.Kind)
+		}
+		return nil
+	})
+}
+
+// Write makes the copy the chart of version: the chart as shipped for 0.1.0, else with the
+// pod annotation PodChartAnnotation set to the version; with failFor, the template fails
+// for the release of that name. The chart keeps its name; its CRD facts name RolloutGVK.
+func (c *ChartCopy) Write(t testing.TB, version, failFor string) {
+	t.Helper()
+	src := filepath.Join(RepoRoot(), "helm-charts", "memcached")
+	dst := filepath.Join(c.Dir, "memcached")
+	chartYAML, err := os.ReadFile(filepath.Join(src, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(chartYAML), "\n") {
+		switch {
+		case l == "version: 0.1.0":
+			l = "version: " + version
+		case strings.Contains(l, "crd.warpdrive.transwarp.io/plural:"):
+			l = "  crd.warpdrive.transwarp.io/plural: " + RolloutGVR.Resource
+		case strings.Contains(l, "crd.warpdrive.transwarp.io/shortNames:"), strings.Contains(l, "crd.warpdrive.transwarp.io/categories:"):
+			continue
+		}
+		lines = append(lines, l)
+	}
+	chartYAML = []byte(strings.Join(lines, "\n"))
+	deploy, err := os.ReadFile(filepath.Join(src, "templates", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := string(deploy)
+	if version != "0.1.0" {
+		d = strings.Replace(d, "  template:\n    metadata:\n",
+			fmt.Sprintf("  template:\n    metadata:\n      annotations:\n        %s: %q\n", PodChartAnnotation, version), 1)
+	}
+	if failFor != "" {
+		d = fmt.Sprintf("{{- if eq .Release.Name %q }}{{ fail \"chart %s breaks this release\" }}{{ end }}\n", failFor, version) + d
+	}
+	if err := os.WriteFile(filepath.Join(dst, "Chart.yaml"), chartYAML, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "templates", "deployment.yaml"), []byte(d), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Version != version {
+		t.Fatalf("chart copy has version %s, want %s", ch.Metadata.Version, version)
+	}
+	c.Digests[version] = rollout.Digest(ch)
+}
+
+// OnChart reports whether cr's release is on the chart of digest (status.chart.digest) and
+// cr is Ready at its generation.
+func OnChart(cr *unstructured.Unstructured, digest string) bool {
+	d, _, _ := unstructured.NestedString(cr.Object, "status", "chart", "digest")
+	conds, _, _ := unstructured.NestedSlice(cr.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			g, _ := m["observedGeneration"].(int64)
+			return d == digest && m["status"] == "True" && g == cr.GetGeneration()
+		}
+	}
+	return false
+}
+
+// Waves are the waves policy cuts the CRs names of namespace ns into, canary naming the
+// labelled canary (or ""), as the manager cuts them.
+func Waves(policy rollout.Policy, ns string, names []string, canary string) [][]string {
+	members := make([]rollout.Member, len(names))
+	for i, n := range names {
+		members[i] = rollout.Member{Key: ns + "/" + n, Canary: n == canary}
+	}
+	var out [][]string
+	for _, w := range rollout.Decide(policy, "any", members, metav1.Now().Time).Waves {
+		var wave []string
+		for _, k := range w {
+			wave = append(wave, strings.TrimPrefix(k, ns+"/"))
+		}
+		out = append(out, wave)
+	}
+	return out
+}
+
+// WaveOrder checks, from the recorded versions of the CRs and of their Deployments (named
+// like them), that the rollout to chart version (digest) went in waves: every Deployment
+// took the chart, and none of a wave took it before every CR of the waves before read Ready
+// on it and every Deployment of those waves had rolled it out. It returns what it found
+// wrong, and a line per wave for the log.
+func WaveOrder(waves [][]string, crs, deployments *NamespaceLog, version, digest string) (problems, report []string) {
+	readyAt, movedAt, rolledOutAt := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	for _, v := range crs.All() {
+		if _, seen := readyAt[v.Obj.GetName()]; !seen && OnChart(v.Obj, digest) {
+			readyAt[v.Obj.GetName()] = v.RV
+		}
+	}
+	for _, v := range deployments.All() {
+		name := v.Obj.GetName()
+		ann, _, _ := unstructured.NestedString(v.Obj.Object, "spec", "template", "metadata", "annotations", PodChartAnnotation)
+		if ann != version {
+			continue
+		}
+		if _, seen := movedAt[name]; !seen {
+			movedAt[name] = v.RV
+		}
+		if _, seen := rolledOutAt[name]; !seen && rolledOut(v.Obj) {
+			rolledOutAt[name] = v.RV
+		}
+	}
+	var prevDone int64 // the revision by which every CR of the waves before was Ready and rolled out
+	for i, w := range waves {
+		var firstMove, lastDone int64 = -1, 0
+		for _, n := range w {
+			m, ok := movedAt[n]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("wave %d: the Deployment of %s never took chart %s", i+1, n, version))
+				continue
+			}
+			if firstMove < 0 || m < firstMove {
+				firstMove = m
+			}
+			r, ok := readyAt[n]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("wave %d: %s never read Ready on chart %s", i+1, n, version))
+			}
+			o, ok := rolledOutAt[n]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("wave %d: the Deployment of %s never rolled chart %s out", i+1, n, version))
+			}
+			lastDone = max(lastDone, r, o)
+		}
+		report = append(report, fmt.Sprintf("wave %d: %d CRs, first moved at revision %d, all Ready and rolled out by %d",
+			i+1, len(w), firstMove, lastDone))
+		if i > 0 && firstMove >= 0 && firstMove <= prevDone {
+			problems = append(problems, fmt.Sprintf("wave %d started (revision %d) before wave %d was Ready and rolled out (revision %d)",
+				i+1, firstMove, i, prevDone))
+		}
+		prevDone = max(prevDone, lastDone)
+	}
+	return problems, report
+}
+
+// rolledOut reports whether the Deployment d has rolled its spec out: observed, every
+// replica updated and available.
+func rolledOut(d *unstructured.Unstructured) bool {
+	gen := d.GetGeneration()
+	observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+	replicas, found, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	if !found {
+		replicas = 1
+	}
+	updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
+	available, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
+	total, _, _ := unstructured.NestedInt64(d.Object, "status", "replicas")
+	return observed >= gen && updated == replicas && available == replicas && total == replicas
+}
+
+// NamespaceLog records every version of the objects of one resource in a namespace, with
+// their resourceVersions (etcd revisions on the local cluster, which order versions across
+// resources), from a watch that resumes where it was cut.
+type NamespaceLog struct {
+	mu       sync.Mutex
+	versions []Version
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// Version is one recorded version of an object.
+type Version struct {
+	RV  int64
+	Obj *unstructured.Unstructured
+}
+
+// RecordNamespace starts recording gvr in ns until Stop (or the end of t).
+func (e *Env) RecordNamespace(t testing.TB, gvr schema.GroupVersionResource, ns string) *NamespaceLog {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri := dc.Resource(gvr).Namespace(ns)
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &NamespaceLog{cancel: cancel, done: make(chan struct{})}
+	list, err := ri.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		l.add(&list.Items[i])
+	}
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return ri.Watch(ctx, o)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(l.done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+					l.add(u)
+				}
+			}
+		}
+	}()
+	t.Cleanup(l.Stop)
+	return l
+}
+
+func (l *NamespaceLog) add(u *unstructured.Unstructured) {
+	rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.versions = append(l.versions, Version{RV: rv, Obj: u})
+	l.mu.Unlock()
+}
+
+// Stop ends the recording; it may be called more than once.
+func (l *NamespaceLog) Stop() {
+	l.cancel()
+	<-l.done
+}
+
+// All are the versions recorded so far, by resourceVersion.
+func (l *NamespaceLog) All() []Version {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append([]Version(nil), l.versions...)
+	sort.Slice(out, func(i, j int) bool { return out[i].RV < out[j].RV })
+	return out
+}
