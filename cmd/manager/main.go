@@ -50,7 +50,7 @@ func main() {
 	opts.Rollouts = rollout.Policies{}
 	flag.Var(opts.Rollouts, "rollout",
 		"How a new chart rolls out over the CRs of a kind, as Kind=POLICY (repeatable; * names every kind not named): "+
-			"all (every CR at once, the default), waved (a canary, then 10%, 25%, 50%, 100%, each wave Ready within 10m), "+
+			"waved (the default: a canary, then 10%, 25%, 50%, 100%, each wave Ready within 10m), all (every CR at once), "+
 			"or settings over waved: canaries:N,waves:P/P/100,timeout:D,minready:D,onfailure:rollback|hold. See docs/rollouts.md.")
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+

@@ -301,6 +301,16 @@ func statusSchema() apiextv1.JSONSchemaProps {
 					"lastDeployed": {Type: "string", Format: "date-time", Description: "When the release was last deployed."},
 					"behind":       {Type: "boolean", Description: "Whether the operator carries another chart than the release's."},
 					"failedDigest": str("Digest of the chart the operator carries that this resource failed on, halting its rollout."),
+					"baseline": {
+						Type: "object",
+						Description: "How the resource stood on its own chart before the rollout moved it: only a resource healthy " +
+							"before its move, whose spec has not changed since, can fail the new chart and halt its rollout.",
+						Properties: map[string]apiextv1.JSONSchemaProps{
+							"digest":     str("Digest of the chart being rolled out."),
+							"generation": {Type: "integer", Format: "int64", Description: "The resource's generation then."},
+							"healthy":    {Type: "boolean", Description: "Whether it was Ready and not Stalled then."},
+						},
+					},
 				},
 			},
 		},

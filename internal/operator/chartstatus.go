@@ -21,6 +21,7 @@ const (
 	chartLastDeployed = "lastDeployed" // when the release was last deployed
 	chartBehind       = "behind"       // the operator carries another chart
 	chartFailed       = "failedDigest" // the carried chart this CR failed with, halting its rollout
+	chartBaseline     = "baseline"     // the CR's state before its move (rollout.Baseline)
 )
 
 // deployedChart is the chart of a deployed release, recorded in the CR's outcome.
@@ -52,6 +53,8 @@ type rolloutStatus struct {
 	// condition is the ChartRollout condition, failedDigest the failure mark.
 	condition    metav1.Condition
 	failedDigest string
+	// baseline is the CR's state before its move to the carried chart, to record.
+	baseline rollout.Baseline
 }
 
 // statusChart is the status.chart the manager writes for cr: the chart of the release as
@@ -87,7 +90,22 @@ func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map
 	if failed != "" {
 		ch[chartFailed] = failed
 	}
+	baseline := baselineField(rs.baseline)
+	if !rs.known {
+		baseline, _ = old[chartBaseline].(map[string]any)
+	}
+	if baseline != nil {
+		ch[chartBaseline] = baseline
+	}
 	return ch
+}
+
+// baselineField is status.chart.baseline for b; nil for none.
+func baselineField(b rollout.Baseline) map[string]any {
+	if b.Digest == "" {
+		return nil
+	}
+	return map[string]any{"digest": b.Digest, "generation": b.Generation, "healthy": b.Healthy}
 }
 
 // sameChart reports whether status.chart of cr says what ch says.
@@ -101,9 +119,13 @@ func sameChart(cr *unstructured.Unstructured, ch map[string]any) bool {
 
 // chartMember is what the rollout controller observes of cr (rollout.Member).
 func chartMember(cr *unstructured.Unstructured) rollout.Member {
-	m := rollout.Member{Key: cr.GetNamespace() + "/" + cr.GetName(),
-		Canary: cr.GetLabels()[rollout.CanaryLabel] == "true",
+	m := rollout.Member{Key: cr.GetNamespace() + "/" + cr.GetName(), Generation: cr.GetGeneration(),
 		Forced: cr.GetAnnotations()[rollout.ForceAnnotation]}
+	if b, ok, _ := unstructured.NestedMap(cr.Object, "status", "chart", chartBaseline); ok {
+		m.Baseline.Digest, _ = b["digest"].(string)
+		m.Baseline.Healthy, _ = b["healthy"].(bool)
+		m.Baseline.Generation, _, _ = unstructured.NestedInt64(b, "generation")
+	}
 	m.Digest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartDigest)
 	m.FailedDigest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartFailed)
 	if s, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartLastDeployed); s != "" {

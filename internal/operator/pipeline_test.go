@@ -40,7 +40,7 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	rec := record.NewFakeRecorder(20)
 	status := &statusWrites{}
 	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
-	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Default, c, nil, rec, nil)
+	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Policy{AllAtOnce: true}, c, nil, rec, nil)
 	return pipeline{chart: c, gate: gate, locks: newKeyedMutex(),
 		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), versions: newReleaseVersions()}, rec, status
 }

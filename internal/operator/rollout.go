@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -90,8 +92,9 @@ func (k *kindRollout) setup(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: k.gvk.Kind}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("rollout-" + strings.ToLower(k.gvk.Kind)).
+		Named("rollout-"+strings.ToLower(k.gvk.Kind)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(cr), one)).
+		WatchesMetadata(&corev1.Namespace{}, one, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(k)
 }
 
@@ -108,6 +111,10 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	if err := k.reader.List(ctx, list); err != nil {
 		return reconcile.Result{}, err
 	}
+	canaries, err := k.canaryNamespaces(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	crs := make([]*unstructured.Unstructured, 0, len(list.Items))
 	members := make([]rollout.Member, 0, len(list.Items))
 	for i := range list.Items {
@@ -115,8 +122,10 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 		if cr.GetDeletionTimestamp() != nil || (k.selector != nil && !k.selector.Matches(labels.Set(cr.GetLabels()))) {
 			continue
 		}
+		m := chartMember(cr)
+		m.Canary = canaries[cr.GetNamespace()]
 		crs = append(crs, cr)
-		members = append(members, chartMember(cr))
+		members = append(members, m)
 	}
 	plan := rollout.Decide(k.policy, k.carried.digest, members, k.now())
 
@@ -166,6 +175,21 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	return reconcile.Result{RequeueAfter: rolloutPollActive}, nil
 }
 
+// canaryNamespaces are the Namespaces labelled rollout.CanaryLabel "true": the CRs in them
+// are the canaries (only a cluster administrator labels Namespaces).
+func (k *kindRollout) canaryNamespaces(ctx context.Context) (map[string]bool, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := k.reader.List(ctx, list, client.MatchingLabels{rollout.CanaryLabel: "true"}); err != nil {
+		return nil, fmt.Errorf("listing the canary Namespaces: %w", err)
+	}
+	out := make(map[string]bool, len(list.Items))
+	for _, ns := range list.Items {
+		out[ns.Name] = true
+	}
+	return out, nil
+}
+
 // send hands cr to a controller's channel without blocking this one: a full channel means
 // that controller is busy, and the next plan sends again what is still needed.
 func (k *kindRollout) send(ch chan event.GenericEvent, cr client.Object) {
@@ -192,7 +216,7 @@ func (k *kindRollout) statusSays(cr *unstructured.Unstructured, plan rollout.Pla
 	rs := k.statusOf(cr, plan)
 	failed, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartFailed)
 	c := readiness.Find(readiness.Conditions(cr), readiness.ChartRollout)
-	return failed == rs.failedDigest && c != nil && c.Status == rs.condition.Status && c.Reason == rs.condition.Reason &&
+	return failed == rs.failedDigest && chartMember(cr).Baseline == rs.baseline && c != nil && c.Status == rs.condition.Status && c.Reason == rs.condition.Reason &&
 		c.Message == rs.condition.Message
 }
 
@@ -258,5 +282,6 @@ func (k *kindRollout) statusOf(cr *unstructured.Unstructured, plan rollout.Plan)
 	if plan.Failed[m.Key] {
 		rs.failedDigest = plan.Target
 	}
+	rs.baseline = plan.Baseline(m)
 	return rs
 }

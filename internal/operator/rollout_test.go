@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -42,9 +43,26 @@ func received(ch chan event.GenericEvent) []string {
 	return out
 }
 
-// The rollout controller admits the canary first and wakes its helm reconciler; the others
-// are held; once a CR is marked failed, the rollout halts, the failed CR gets an Event, its
-// status is sent to be written, and the gate rolls it back.
+// writeBaselines writes into each CR's status the baseline the rollout controller says, as
+// the readiness controller does.
+func writeBaselines(t *testing.T, k *kindRollout, c client.Client, objs []client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		cr := o.(*unstructured.Unstructured)
+		if b := baselineField(k.status(cr).baseline); b != nil {
+			_ = unstructured.SetNestedMap(cr.Object, b, "status", "chart", chartBaseline)
+		}
+		if err := c.Update(context.Background(), cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The rollout controller first records each CR's baseline, then admits the canary (the CR
+// in the Namespace an administrator labelled; a CR's own label counts for nothing) and
+// wakes its helm reconciler; the others are held; once a CR is marked failed, the rollout
+// halts, the failed CR gets an Event, its status is sent to be written, and the gate rolls
+// it back.
 func TestRolloutController(t *testing.T) {
 	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
 	old := rollout.Digest(v1)
@@ -52,8 +70,11 @@ func TestRolloutController(t *testing.T) {
 	for i := range 5 {
 		objs = append(objs, onChart(fmt.Sprintf("m%d", i), old))
 	}
-	objs[3].SetLabels(map[string]string{rollout.CanaryLabel: "true"})
-	c := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objs...).Build()
+	objs[3].SetNamespace("staging")
+	objs[0].SetLabels(map[string]string{rollout.CanaryLabel: "true"}) // a tenant's own label
+	staging := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "staging", Labels: map[string]string{rollout.CanaryLabel: "true"}}}
+	tenant := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(append(objs, staging, tenant)...).Build()
 	rec := record.NewFakeRecorder(10)
 	notify := make(chan event.GenericEvent, 10)
 	policy := rollout.Policy{Canaries: 1, Waves: []int{100}, Timeout: time.Minute, Rollback: true}
@@ -62,6 +83,16 @@ func TestRolloutController(t *testing.T) {
 	if k.admits(objs[3]) {
 		t.Fatal("a CR admitted before the first plan")
 	}
+	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(k.wake); len(got) != 0 {
+		t.Errorf("woke %v before any baseline was recorded", got)
+	}
+	if got := received(notify); len(got) != 5 {
+		t.Errorf("status to write for %v, want all 5 (none has a baseline)", got)
+	}
+	writeBaselines(t, k, c, objs)
 	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,12 @@ import (
 	"time"
 )
 
-// Labels and annotations people set on a CR.
+// Labels and annotations people set.
 const (
-	// CanaryLabel "true" makes a CR one of its kind's canaries.
+	// CanaryLabel "true" on a Namespace makes the CRs in it the canaries of their kind. It is
+	// read from the Namespace, not the CR: labelling a Namespace is a cluster administrator's
+	// right, while anyone who may edit a CR could label it, and so choose the fleet's
+	// canaries (labelling every CR would make the canary wave the whole fleet).
 	CanaryLabel = "warpdrive.transwarp.io/canary"
 	// ForceAnnotation set to a chart digest moves the CR to that chart now, whatever the
 	// waves and a halt say, and clears its failure: the way to retry a CR that failed, and
@@ -23,7 +26,9 @@ const (
 type Member struct {
 	// Key names the CR: namespace/name.
 	Key string
-	// Canary: the CR carries CanaryLabel "true".
+	// Generation is the CR's metadata.generation: a spec edit changes it.
+	Generation int64
+	// Canary: the CR's Namespace carries CanaryLabel "true".
 	Canary bool
 	// Digest is the digest of the chart of the CR's release (status.chart.digest); "" if
 	// not known yet.
@@ -40,6 +45,24 @@ type Member struct {
 	FailedDigest string
 	// Forced is the value of ForceAnnotation.
 	Forced string
+	// Baseline is the CR's state on its own chart when it was last observed before the move
+	// (status.chart.baseline); zero if none was recorded.
+	Baseline Baseline
+}
+
+// healthy: Ready at its generation and not Stalled.
+func (m Member) healthy() bool { return m.Ready && !m.Stalled }
+
+// Baseline is how a CR stood on its own chart just before the rollout moved it to the chart
+// of Digest: its state on the new chart is judged against it. Only a CR that was healthy
+// before, and whose spec has not changed since, can fail a chart: a CR that was already
+// broken, or that someone edited during its move, says nothing of the chart, and must not
+// halt every other tenant's rollout (a person who may edit one CR could otherwise stop the
+// fleet's upgrades at will).
+type Baseline struct {
+	Digest     string
+	Generation int64
+	Healthy    bool
 }
 
 // Counts are the CRs of a kind by where they stand in the rollout.
@@ -67,6 +90,8 @@ type Plan struct {
 	Failed      map[string]bool
 	NewlyFailed []string
 	Counts      Counts
+	// AllAtOnce is the policy's: no waves, no halt, no baselines.
+	AllAtOnce bool
 }
 
 // Done reports whether every wave is done.
@@ -80,7 +105,7 @@ func (p Plan) Done() bool { return p.Wave >= len(p.Waves) }
 // whoever asks. A failure is marked on the CR (status.chart.failedDigest) by the caller, so
 // that the halt outlives the failed CR's rollback and a restart.
 func Decide(p Policy, target string, members []Member, now time.Time) Plan {
-	plan := Plan{Target: target, Admitted: map[string]bool{}, Failed: map[string]bool{}}
+	plan := Plan{Target: target, Admitted: map[string]bool{}, Failed: map[string]bool{}, AllAtOnce: p.AllAtOnce}
 	order := ordered(members)
 	byKey := make(map[string]*Member, len(members))
 	for i := range members {
@@ -91,8 +116,15 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	} else {
 		plan.Waves = cut(keys(order), canaries(p, order), p.Waves)
 	}
+	// judged: the CR's state on the target chart says something of the chart (Baseline).
+	judged := func(m *Member) bool {
+		return m.Baseline.Digest == target && m.Baseline.Healthy && m.Baseline.Generation == m.Generation
+	}
 	done := func(m *Member) bool {
-		return m.Digest == target && m.Ready && !m.Deployed.IsZero() && now.Sub(m.Deployed) >= p.MinReady
+		if m.Digest != target {
+			return false
+		}
+		return !judged(m) || (m.Ready && !m.Deployed.IsZero() && now.Sub(m.Deployed) >= p.MinReady)
 	}
 	failing := func(m *Member) bool {
 		switch {
@@ -100,7 +132,7 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 			return false // a person asked for another try
 		case m.FailedDigest == target:
 			return true
-		case p.AllAtOnce:
+		case p.AllAtOnce, !judged(m):
 			return false
 		case m.Stalled:
 			return true
@@ -167,7 +199,9 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 			// No further CR moves; those already on the target chart stay there.
 			plan.Admitted[m.Key] = m.Digest == target
 		default:
-			plan.Admitted[m.Key] = i < upTo
+			// A CR moves once its baseline is recorded at its generation (Baseline).
+			plan.Admitted[m.Key] = i < upTo && (m.Digest == target || p.AllAtOnce ||
+				(m.Baseline.Digest == target && m.Baseline.Generation == m.Generation))
 		}
 		switch {
 		case plan.Failed[m.Key]:
@@ -186,6 +220,26 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	}
 	sort.Strings(plan.NewlyFailed)
 	return plan
+}
+
+// Baseline is the baseline to record for m: a CR not yet on the target chart records its
+// state now, until the plan admits it; from then on (and once on the target chart) the one
+// recorded stays, for the move is judged against the state before it, unless a spec edit
+// makes a new one.
+func (p Plan) Baseline(m Member) Baseline {
+	kept := m.Baseline
+	if kept.Digest != p.Target {
+		kept = Baseline{}
+	}
+	switch {
+	case p.AllAtOnce:
+		return Baseline{}
+	case m.Digest == p.Target:
+		return kept // moved, or on the chart before the rollout reached it (nothing to judge)
+	case kept.Digest != "" && p.Admitted[m.Key] && kept.Generation == m.Generation:
+		return kept
+	}
+	return Baseline{Digest: p.Target, Generation: m.Generation, Healthy: m.healthy()}
 }
 
 // ordered sorts the members in rollout order: canaries first, then by a hash of the key
@@ -271,7 +325,7 @@ func (p Plan) Describe(key string, m Member) (onTarget bool, reason, message str
 			"held on its chart: the rollout of chart %s halted after %d resource(s) failed on it; "+
 				"spec edits apply with the chart of its own release. Resume with a fixed chart, "+
 				"or annotate the failed resources %s=%s", p.Target, len(p.Failed), ForceAnnotation, p.Target)
-	case p.Admitted[key]:
+	case p.Admitted[key] || (!p.Halted && wave >= 0 && wave <= p.Wave):
 		return false, "Upgrading", fmt.Sprintf("moving to chart %s in wave %d of %d", p.Target, wave+1, len(p.Waves))
 	default:
 		return false, "Waiting", fmt.Sprintf("waiting for wave %d of %d of the rollout of chart %s (wave %d under way)",

@@ -14,13 +14,24 @@ const (
 	newChart = "new"
 )
 
-// fleet makes n members named ns/cr-00.. on the old chart, Ready for an hour.
+// fleet makes n members named ns/cr-00.. on the old chart, Ready for an hour at generation
+// 1, with the baseline of that state recorded for the new chart.
 func fleet(n int) []Member {
 	ms := make([]Member, n)
 	for i := range ms {
-		ms[i] = Member{Key: fmt.Sprintf("ns/cr-%02d", i), Digest: oldChart, Ready: true, Deployed: now.Add(-time.Hour)}
+		ms[i] = Member{Key: fmt.Sprintf("ns/cr-%02d", i), Generation: 1, Digest: oldChart, Ready: true,
+			Deployed: now.Add(-time.Hour), Baseline: Baseline{Digest: newChart, Generation: 1, Healthy: true}}
 	}
 	return ms
+}
+
+// member runs f on the member of key.
+func member(ms []Member, key string, f func(*Member)) {
+	for i := range ms {
+		if ms[i].Key == key {
+			f(&ms[i])
+		}
+	}
 }
 
 // upgrade puts the members of keys on the new chart, deployed ago, Ready or not.
@@ -179,6 +190,23 @@ func TestDecide(t *testing.T) {
 				}
 			}
 		}, wave: 0, admitted: append(flat(waves, 1), waves[4][0]), counts: Counts{Behind: 48, InProgress: 2}},
+		{name: "a canary broken before the rollout: it moves, and its state on the new chart halts nothing", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), false, 20*time.Minute)
+			member(ms, waves[0][0], func(m *Member) { m.Stalled, m.Baseline.Healthy = true, false })
+		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "a canary edited since its move: its failure is the edit's, not the chart's", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), false, 20*time.Minute)
+			member(ms, waves[0][0], func(m *Member) { m.Stalled, m.Generation = true, 2 })
+		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "no baseline at the CR's generation: it waits for one", observe: func(ms []Member) {
+			member(ms, waves[0][0], func(m *Member) { m.Baseline = Baseline{} })
+		}, wave: 0, admitted: nil, counts: Counts{Behind: 50}},
+		{name: "a baseline recorded for another chart does not count", observe: func(ms []Member) {
+			member(ms, waves[0][0], func(m *Member) { m.Baseline.Digest = "older" })
+		}, wave: 0, admitted: nil, counts: Counts{Behind: 50}},
+		{name: "a baseline of an older generation does not count", observe: func(ms []Member) {
+			member(ms, waves[0][0], func(m *Member) { m.Generation = 2 })
+		}, wave: 0, admitted: nil, counts: Counts{Behind: 50}},
 		{name: "all at once: everything admitted, nothing halts", pol: Policy{AllAtOnce: true}, observe: func(ms []Member) {
 			ms[3].Stalled = true
 		}, wave: 0, admitted: flat(waves, 5), counts: Counts{InProgress: 50}},
@@ -259,5 +287,45 @@ func TestDescribe(t *testing.T) {
 	p = Decide(policy, newChart, ms, now)
 	if r := describe(p, "ns/cr-03"); r != "Upgraded" {
 		t.Errorf("a CR on the new chart: %s, want Upgraded", r)
+	}
+}
+
+func TestBaseline(t *testing.T) {
+	recorded := Baseline{Digest: newChart, Generation: 1, Healthy: true}
+	for _, tc := range []struct {
+		name    string
+		pol     Policy
+		observe func(m *Member)
+		want    Baseline
+	}{
+		{name: "a later wave's CR, healthy: its state now", pol: policy,
+			observe: func(m *Member) { m.Baseline = Baseline{} }, want: recorded},
+		{name: "a later wave's CR that broke: recorded broken", pol: policy,
+			observe: func(m *Member) { m.Stalled = true }, want: Baseline{Digest: newChart, Generation: 1}},
+		{name: "admitted: the baseline stays, whatever happens next", pol: policy, observe: func(m *Member) {
+			m.Key, m.Stalled, m.Ready = "canary", true, false
+		}, want: recorded},
+		{name: "admitted, then edited: a new baseline", pol: policy, observe: func(m *Member) {
+			m.Key, m.Generation, m.Ready = "canary", 2, false
+		}, want: Baseline{Digest: newChart, Generation: 2}},
+		{name: "on the new chart: the baseline stays", pol: policy, observe: func(m *Member) {
+			m.Digest, m.Stalled = newChart, true
+		}, want: recorded},
+		{name: "on the new chart without a baseline: none", pol: policy, observe: func(m *Member) {
+			m.Digest, m.Baseline = newChart, Baseline{}
+		}, want: Baseline{}},
+		{name: "a baseline for another chart is replaced", pol: policy, observe: func(m *Member) {
+			m.Baseline.Digest = "older"
+		}, want: recorded},
+		{name: "all at once: none", pol: Policy{AllAtOnce: true}, observe: func(*Member) {}, want: Baseline{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Member{Key: "ns/later", Generation: 1, Digest: oldChart, Ready: true, Deployed: now.Add(-time.Hour), Baseline: recorded}
+			tc.observe(&m)
+			p := Plan{Target: newChart, Admitted: map[string]bool{"canary": true}, AllAtOnce: tc.pol.AllAtOnce}
+			if got := p.Baseline(m); got != tc.want {
+				t.Errorf("baseline %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

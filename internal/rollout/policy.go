@@ -30,13 +30,13 @@ type Policy struct {
 	Rollback bool
 }
 
-// Default is the policy of a kind no flag names: every CR at once, as before rollouts
-// existed.
-var Default = Policy{AllAtOnce: true}
-
 // Waved is the policy "waved" names: a canary, then 10%, 25%, 50% and 100% of the CRs.
 var Waved = Policy{Canaries: 1, Waves: []int{10, 25, 50, 100}, Timeout: 10 * time.Minute,
 	MinReady: 10 * time.Second, Rollback: true}
+
+// Default is the policy of a kind no flag names: Waved, for a chart that breaks should break
+// one CR, not the fleet; "all" is one flag away.
+var Default = Waved
 
 // String is the policy as Parse reads it.
 func (p Policy) String() string {

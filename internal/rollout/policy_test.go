@@ -45,14 +45,14 @@ func TestPolicies(t *testing.T) {
 	if p := ps.For("Memcached"); p.Canaries != 3 || !reflect.DeepEqual(p.Waves, []int{50, 100}) {
 		t.Errorf("Memcached: %+v", p)
 	}
-	if p := ps.For("Guestbook"); !p.AllAtOnce {
-		t.Errorf("a kind not named: %+v, want all at once", p)
+	if p := ps.For("Guestbook"); !reflect.DeepEqual(p, Waved) {
+		t.Errorf("a kind not named: %+v, want waved", p)
 	}
-	if err := ps.Set("*=waved"); err != nil {
+	if err := ps.Set("*=all"); err != nil {
 		t.Fatal(err)
 	}
-	if p := ps.For("Guestbook"); !reflect.DeepEqual(p, Waved) {
-		t.Errorf("a kind not named, with *=waved: %+v", p)
+	if p := ps.For("Guestbook"); !p.AllAtOnce {
+		t.Errorf("a kind not named, with *=all: %+v", p)
 	}
 	for _, bad := range []string{"Memcached", "=all", "Memcached=sometimes"} {
 		if err := ps.Set(bad); err == nil {

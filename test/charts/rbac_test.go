@@ -45,6 +45,8 @@ var helmOperatorNeeds = []struct {
 }{
 	// Release storage: Helm's secrets driver, and the watch on release Secrets.
 	{"", "secrets", []string{"create", "delete", "get", "list", "update", "watch"}},
+	// The chart rollout's canaries: Namespaces labelled by an administrator.
+	{"", "namespaces", []string{"get", "list", "watch"}},
 	// Events on the CRs and leader-election events.
 	{"", "events", []string{"create", "patch"}},
 	// Leader election.

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,8 +22,9 @@ import (
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-// The rollout policy the chart rollout tests give their kind: two canaries (one labelled),
-// then 10%, 25%, 50% and 100% of the CRs; a CR that fails is rolled back.
+// The rollout policy the chart rollout tests give their kind: two canaries (one in a
+// Namespace labelled as the canaries'), then 10%, 25%, 50% and 100% of the CRs; a CR that
+// fails is rolled back.
 const rolloutPolicy = "canaries:2,waves:10/25/50/100,timeout:3m,minready:3s,onfailure:rollback"
 
 // rolloutCRs is how many CRs the chart rollout tests make.
@@ -32,21 +36,25 @@ const rolloutCRs = 50
 // other manager on the cluster knows the kind.
 type rolloutFleet struct {
 	t        *testing.T
-	ns       string
+	ns       string // the tenants' namespace
+	canaryNS string // a namespace an administrator labelled rollout.CanaryLabel
 	chart    *framework.ChartCopy
 	names    []string
-	canary   string
+	canary   string // the CR in canaryNS
 	manager  *framework.Process
 	sidecar  *framework.Process
 	metrics  string
 	lease    string
+	extra    []string // CRs not in names (brokenTenantCR), in ns
 	policy   chartrollout.Policy
 	starting int // manager starts, to name their logs
 }
 
 // newRolloutFleet writes the chart copy, starts a manager and a sidecar over it and
-// creates the CRs, all Ready on the chart as shipped (0.1.0). At the end the CRs are deleted
-// while that manager runs, then both processes stop.
+// creates the CRs, all Ready on the chart as shipped (0.1.0): one in the canary namespace,
+// the others in the tenants' namespace, where one of them carries the canary label on the
+// CR itself, as a tenant may set it: it must count for nothing. At the end the CRs are
+// deleted while that manager runs, then both processes stop.
 func newRolloutFleet(t *testing.T) *rolloutFleet {
 	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
 		t.Skip("the stock helm-operator has no chart rollouts")
@@ -58,8 +66,12 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &rolloutFleet{t: t, ns: env.Namespace(t), chart: env.NewChartCopy(t), policy: policy,
+	f := &rolloutFleet{t: t, ns: env.Namespace(t), canaryNS: env.Namespace(t), chart: env.NewChartCopy(t), policy: policy,
 		lease: "rollout-e2e-" + rand.String(5)}
+	label := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+chartrollout.CanaryLabel+`":"true"}}}`))
+	if err := env.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.canaryNS}}, label); err != nil {
+		t.Fatal(err)
+	}
 	if f.metrics, err = framework.FreeAddr(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +84,7 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 		if f.manager == nil || f.manager.Exited() {
 			f.start()
 		}
-		if err := f.chart.DeleteCRs(context.Background(), f.ns); err != nil {
+		if err := f.chart.DeleteCRs(context.Background(), f.ns, f.canaryNS); err != nil {
 			t.Errorf("deleting the CRs: %v", err)
 		}
 		f.manager.Stop()
@@ -82,9 +94,12 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 	for i := range rolloutCRs {
 		name := fmt.Sprintf("mc-%02d", i)
 		cr := f.chart.NewCR(f.ns, name)
-		if i == 7 {
-			cr.SetLabels(map[string]string{chartrollout.CanaryLabel: "true"})
+		switch i {
+		case 7:
+			cr.SetNamespace(f.canaryNS)
 			f.canary = name
+		case 3:
+			cr.SetLabels(map[string]string{chartrollout.CanaryLabel: "true"})
 		}
 		if err := f.chart.Client.Create(context.Background(), cr); err != nil {
 			t.Fatal(err)
@@ -93,6 +108,35 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 	}
 	f.waitAllOn("0.1.0", 5*time.Minute)
 	return f
+}
+
+// brokenTenantCR creates, in the tenants' namespace, a CR that is never Ready (its pods
+// request a resource no node offers), with a name that puts it in the canary wave, and
+// returns its name. It is not among f.names: the waves include it, the checks that every CR
+// ends Ready do not.
+func (f *rolloutFleet) brokenTenantCR() string {
+	f.t.Helper()
+	keys := make([]string, len(f.names))
+	for i, n := range f.names {
+		keys[i] = f.nsOf(n) + "/" + n
+	}
+	for i := range 5000 {
+		name := fmt.Sprintf("tenant-%d", i)
+		if !slices.Contains(framework.Waves(f.policy, append(keys, f.ns+"/"+name), f.canaryNS)[0], name) {
+			continue
+		}
+		cr := f.chart.NewCR(f.ns, name)
+		never := "e2e.warpdrive.transwarp.io/never-offered"
+		_ = unstructured.SetNestedMap(cr.Object, map[string]any{"requests": map[string]any{never: "1"},
+			"limits": map[string]any{never: "1"}}, "spec", "resources")
+		if err := f.chart.Client.Create(context.Background(), cr); err != nil {
+			f.t.Fatal(err)
+		}
+		f.extra = append(f.extra, name)
+		return name
+	}
+	f.t.Fatal("no tenant-N name falls in the canary wave")
+	return ""
 }
 
 // start starts a manager that carries the chart copy as it is now.
@@ -117,7 +161,15 @@ func (f *rolloutFleet) restart() {
 
 // list reads the CRs by name.
 func (f *rolloutFleet) list(ctx context.Context) (map[string]*unstructured.Unstructured, error) {
-	return f.chart.List(ctx, f.ns)
+	return f.chart.List(ctx, f.ns, f.canaryNS)
+}
+
+// nsOf is the namespace of the CR name.
+func (f *rolloutFleet) nsOf(name string) string {
+	if name == f.canary {
+		return f.canaryNS
+	}
+	return f.ns
 }
 
 // waitAllOn waits until every CR is Ready on the chart of version.
@@ -144,7 +196,11 @@ func (f *rolloutFleet) waitAllOn(version string, timeout time.Duration) {
 
 // waves are the waves the policy cuts the fleet into, as the manager cuts it.
 func (f *rolloutFleet) waves() [][]string {
-	return framework.Waves(f.policy, f.ns, f.names, f.canary)
+	var keys []string
+	for _, n := range append(f.names, f.extra...) {
+		keys = append(keys, f.nsOf(n)+"/"+n)
+	}
+	return framework.Waves(f.policy, keys, f.canaryNS)
 }
 
 // TestChartRollout: 50 CRs (of the memcached chart), and a new chart version that works rolls out over them in
@@ -163,12 +219,12 @@ func TestChartRollout(t *testing.T) {
 		t.Fatalf("waves of %v, want [2 3 8 12 25]", sizes)
 	}
 	if waves[0][0] != f.canary && waves[0][1] != f.canary {
-		t.Fatalf("canary wave %v lacks the labelled canary %s", waves[0], f.canary)
+		t.Fatalf("canary wave %v lacks the canary namespace's CR %s", waves[0], f.canary)
 	}
 
 	f.chart.Write(t, "0.2.0", "")
-	crLog := env.RecordNamespace(t, framework.RolloutGVR, f.ns)
-	deployLog := env.RecordNamespace(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, f.ns)
+	crLog := env.RecordNamespace(t, framework.RolloutGVR, f.ns, f.canaryNS)
+	deployLog := env.RecordNamespace(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, f.ns, f.canaryNS)
 	f.restart()
 	f.waitAllOn("0.2.0", 8*time.Minute)
 	crLog.Stop()
@@ -197,14 +253,20 @@ func TestChartRollout(t *testing.T) {
 // ChartRollout condition, and an edit of one of them still applies, with its old chart. The
 // broken CR gets a Warning Event and is rolled back to its chart. A fixed chart resumes: every
 // CR ends Ready on it.
+//
+// A tenant's CR that was never Ready (its pods ask for a resource no node offers), named so
+// that it falls in the canary wave, must not halt the rollout, nor hold it up: its state
+// on the new chart says nothing of the chart. Otherwise anyone who may edit one CR could
+// stop every tenant's upgrades.
 func TestChartRolloutHalts(t *testing.T) {
 	f := newRolloutFleet(t)
+	broken := f.brokenTenantCR()
 	waves := f.waves()
 	victim := waves[1][0]
 	f.chart.Write(t, "0.2.0", victim)
 	f.restart()
 
-	broken := f.chart.Digests["0.2.0"]
+	brokenChart := f.chart.Digests["0.2.0"]
 	old := f.chart.Digests["0.1.0"]
 	revisions := map[string]int64{}
 	crs, err := f.list(context.Background())
@@ -219,7 +281,7 @@ func TestChartRolloutHalts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d, _, _ := unstructured.NestedString(crs[victim].Object, "status", "chart", "failedDigest"); d != broken {
+		if d, _, _ := unstructured.NestedString(crs[victim].Object, "status", "chart", "failedDigest"); d != brokenChart {
 			return fmt.Errorf("%s not marked failed yet (failedDigest %q)", victim, d)
 		}
 		if !framework.OnChart(crs[victim], old) {
@@ -255,6 +317,17 @@ func TestChartRolloutHalts(t *testing.T) {
 	if fmt.Sprint(failedEvents) != fmt.Sprint([]string{victim}) {
 		t.Errorf("ChartRolloutFailed Events on %v, want on %s only", failedEvents, victim)
 	}
+	// The tenant's broken CR moved with the canary wave, and failed nothing.
+	crs, err = f.list(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _ := unstructured.NestedString(crs[broken].Object, "status", "chart", "digest"); d != brokenChart {
+		t.Errorf("the tenant's broken CR %s is on chart %s, want %s (it is in the canary wave)", broken, d, brokenChart)
+	}
+	if _, reason, msg := framework.Condition(crs[broken], "ChartRollout"); reason == "RolloutFailed" {
+		t.Errorf("the tenant's broken CR %s counts as failed: %s", broken, msg)
+	}
 
 	// The later waves are untouched, and stay so.
 	time.Sleep(5 * time.Second)
@@ -284,7 +357,7 @@ func TestChartRolloutHalts(t *testing.T) {
 	}
 	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: edited}, d); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.nsOf(edited), Name: edited}, d); err != nil {
 			return err
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {

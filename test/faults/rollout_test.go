@@ -48,18 +48,18 @@ func TestRolloutSurvivesKills(t *testing.T) {
 		}
 	})
 
-	var names []string
+	var names, keys []string
 	for i := range n {
 		name := fmt.Sprintf("mc-%02d", i)
 		if err := chart.Client.Create(context.Background(), chart.NewCR(ns, name)); err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, name)
+		names, keys = append(names, name), append(keys, ns+"/"+name)
 	}
 	waitAllOnChart(t, chart, ns, names, chart.Digests["0.1.0"])
 
 	chart.Write(t, "0.2.0", "")
-	waves := framework.Waves(pol, ns, names, "")
+	waves := framework.Waves(pol, keys)
 	crLog := env.RecordNamespace(t, framework.RolloutGVR, ns)
 	deployLog := env.RecordNamespace(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns)
 	m.Stop()

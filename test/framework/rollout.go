@@ -136,24 +136,27 @@ func (c *ChartCopy) NewCR(ns, name string) *unstructured.Unstructured {
 	return cr
 }
 
-// List reads the CRs of RolloutGVK in ns, by name.
-func (c *ChartCopy) List(ctx context.Context, ns string) (map[string]*unstructured.Unstructured, error) {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(RolloutGVK.GroupVersion().WithKind(RolloutGVK.Kind + "List"))
-	if err := c.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
+// List reads the CRs of RolloutGVK in the namespaces, by name (the tests give them names
+// unique across their namespaces).
+func (c *ChartCopy) List(ctx context.Context, namespaces ...string) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
-	for i := range l.Items {
-		out[l.Items[i].GetName()] = &l.Items[i]
+	for _, ns := range namespaces {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(RolloutGVK.GroupVersion().WithKind(RolloutGVK.Kind + "List"))
+		if err := c.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out[l.Items[i].GetName()] = &l.Items[i]
+		}
 	}
 	return out, nil
 }
 
-// DeleteCRs deletes the CRs of RolloutGVK in ns and waits until they are gone (their
-// releases uninstalled by the manager, which must run).
-func (c *ChartCopy) DeleteCRs(ctx context.Context, ns string) error {
-	crs, err := c.List(ctx, ns)
+// DeleteCRs deletes the CRs of RolloutGVK in the namespaces and waits until they are gone
+// (their releases uninstalled by the manager, which must run).
+func (c *ChartCopy) DeleteCRs(ctx context.Context, namespaces ...string) error {
+	crs, err := c.List(ctx, namespaces...)
 	if err != nil {
 		return err
 	}
@@ -163,7 +166,7 @@ func (c *ChartCopy) DeleteCRs(ctx context.Context, ns string) error {
 		}
 	}
 	return Poll(ctx, 3*time.Minute, func(ctx context.Context) error {
-		left, err := c.List(ctx, ns)
+		left, err := c.List(ctx, namespaces...)
 		if err != nil {
 			return err
 		}
@@ -240,18 +243,25 @@ func OnChart(cr *unstructured.Unstructured, digest string) bool {
 	return false
 }
 
-// Waves are the waves policy cuts the CRs names of namespace ns into, canary naming the
-// labelled canary (or ""), as the manager cuts them.
-func Waves(policy rollout.Policy, ns string, names []string, canary string) [][]string {
-	members := make([]rollout.Member, len(names))
-	for i, n := range names {
-		members[i] = rollout.Member{Key: ns + "/" + n, Canary: n == canary}
+// Waves are the waves policy cuts the CRs of keys (namespace/name) into, as the manager
+// cuts them: the CRs in canaryNamespaces (labelled rollout.CanaryLabel) are the canaries.
+// The waves hold the CRs' names.
+func Waves(policy rollout.Policy, keys []string, canaryNamespaces ...string) [][]string {
+	canary := map[string]bool{}
+	for _, ns := range canaryNamespaces {
+		canary[ns] = true
+	}
+	members := make([]rollout.Member, len(keys))
+	for i, k := range keys {
+		ns, _, _ := strings.Cut(k, "/")
+		members[i] = rollout.Member{Key: k, Canary: canary[ns]}
 	}
 	var out [][]string
 	for _, w := range rollout.Decide(policy, "any", members, metav1.Now().Time).Waves {
 		var wave []string
 		for _, k := range w {
-			wave = append(wave, strings.TrimPrefix(k, ns+"/"))
+			_, name, _ := strings.Cut(k, "/")
+			wave = append(wave, name)
 		}
 		out = append(out, wave)
 	}
@@ -335,10 +345,11 @@ func rolledOut(d *unstructured.Unstructured) bool {
 // their resourceVersions (etcd revisions on the local cluster, which order versions across
 // resources), from a watch that resumes where it was cut.
 type NamespaceLog struct {
-	mu       sync.Mutex
-	versions []Version
-	cancel   context.CancelFunc
-	done     chan struct{}
+	namespaces map[string]bool
+	mu         sync.Mutex
+	versions   []Version
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 // Version is one recorded version of an object.
@@ -347,16 +358,22 @@ type Version struct {
 	Obj *unstructured.Unstructured
 }
 
-// RecordNamespace starts recording gvr in ns until Stop (or the end of t).
-func (e *Env) RecordNamespace(t testing.TB, gvr schema.GroupVersionResource, ns string) *NamespaceLog {
+// RecordNamespace starts recording gvr in the namespaces until Stop (or the end of t).
+func (e *Env) RecordNamespace(t testing.TB, gvr schema.GroupVersionResource, namespaces ...string) *NamespaceLog {
 	t.Helper()
 	dc, err := dynamic.NewForConfig(e.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ri := dc.Resource(gvr).Namespace(ns)
+	var ri dynamic.ResourceInterface = dc.Resource(gvr)
+	if len(namespaces) == 1 {
+		ri = dc.Resource(gvr).Namespace(namespaces[0])
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &NamespaceLog{cancel: cancel, done: make(chan struct{})}
+	l := &NamespaceLog{cancel: cancel, done: make(chan struct{}), namespaces: map[string]bool{}}
+	for _, ns := range namespaces {
+		l.namespaces[ns] = true
+	}
 	list, err := ri.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
@@ -396,7 +413,7 @@ func (e *Env) RecordNamespace(t testing.TB, gvr schema.GroupVersionResource, ns 
 
 func (l *NamespaceLog) add(u *unstructured.Unstructured) {
 	rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	if err != nil {
+	if err != nil || !l.namespaces[u.GetNamespace()] {
 		return
 	}
 	l.mu.Lock()
