@@ -17,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,12 +31,20 @@ const PodEnv = "WARPDRIVE_DEPLOY_POD"
 // realNodeLabel marks the local cluster's real node (hack/node-up.sh).
 const realNodeLabel = "warpdrive.transwarp.io/real-node"
 
+// serviceAccount is the pod's (config/rbac with config/default's prefix).
+const serviceAccount = "warpdrive-operator-controller-manager"
+
+// nonRootUID is the Dockerfile's USER.
+const nonRootUID = 65532
+
 // TestOperatorPod deploys config/local, config/default placed on the real node, and checks
-// the operator as users run it: its pod Ready through its probes under the restricted level
-// with a read-only root filesystem, both Leases held from inside the pod (in-cluster
-// configuration and the ServiceAccount token), the samples of every kind deployed, metrics
-// through the metrics Service's endpoints with a token, and a new pod carrying on after the
-// leader's is deleted. make undeploy then leaves nothing behind.
+// the operator as users run it: its pod admitted under the restricted level and Ready through
+// its probes, with a read-only root filesystem; both Leases held from inside the pod
+// (in-cluster configuration and the ServiceAccount token); the samples of every kind Ready at
+// their generation; metrics through the metrics Service's endpoints with a token; a new pod
+// carrying on after the leader's is deleted; a rollout restart that hands over without running
+// an operation twice; a wave of edits inside the pod's limits. make undeploy then leaves
+// nothing behind, on the cluster or on the node.
 func TestOperatorPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
 		t.Skipf("%s is not set: needs the real node (make node-up image-load)", PodEnv)
@@ -55,13 +64,14 @@ func TestOperatorPod(t *testing.T) {
 			t.Errorf("make undeploy: %v\n%s", err, out)
 		}
 	}()
+	checkRestricted(t)
 	pod := readyPod(t, "")
 	checkPod(t, pod)
 	checkLeases(t, pod.Name)
 
 	ns, crs := createSamples(t)
 	for _, cr := range crs {
-		waitDeployed(t, cr)
+		waitReady(t, cr)
 	}
 	checkMetrics(t)
 
@@ -69,23 +79,32 @@ func TestOperatorPod(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	next := readyPod(t, pod.Name)
-	checkLeases(t, next.Name)
-	// The new pod carries on: a CR created now is deployed by it.
-	after := crs[0].DeepCopy()
-	after.SetName(crs[0].GetName() + "-after")
-	after.SetResourceVersion("")
-	after.SetUID("")
-	if err := env.Client.Create(context.Background(), after); err != nil {
-		t.Fatal(err)
+	pod = readyPod(t, pod.Name)
+	checkPod(t, pod)
+	checkLeases(t, pod.Name)
+	// The new pod carries on: an edit and a new CR are deployed by it, and the status follows.
+	memcached := sampleOf(t, crs, "Memcached")
+	setSize(t, memcached, 2)
+	after := &unstructured.Unstructured{Object: map[string]any{"spec": memcached.Object["spec"]}}
+	after.SetGroupVersionKind(memcached.GroupVersionKind())
+	after.SetNamespace(ns)
+	after.SetName(memcached.GetName() + "-after")
+	env.Create(t, after)
+	for _, cr := range []*unstructured.Unstructured{memcached, after} {
+		if got := waitReady(t, cr); replicas(got) != 2 {
+			t.Errorf("%s: status.replicas %d after spec.size 2", cr.GetName(), replicas(got))
+		}
 	}
-	waitDeployed(t, after)
+
+	pod = rolloutRestart(t, pod, append(crs, after))
+	editWave(t, ns, pod)
 
 	undeployed = true
 	if out, err := runMake(5*time.Minute, nil, "undeploy"); err != nil {
 		t.Fatalf("make undeploy: %v\n%s", err, out)
 	}
 	expectNothingLeft(t, ns)
+	expectNoContainers(t)
 }
 
 // readyPod waits for the one pod of the Deployment, other than not, whose containers are all
@@ -122,8 +141,11 @@ func readyPod(t *testing.T, not string) *corev1.Pod {
 	return ready
 }
 
-// checkPod checks where and how the pod runs: on the real node, both containers started
-// once from the image, non-root with a read-only root filesystem.
+// checkPod checks where and how the pod runs: on the real node; both containers started
+// once from the image, non-root, with a read-only root filesystem as the node's runtime
+// sees it; Ready through HTTP probes of their own; and with no credentials but the
+// ServiceAccount token the kubelet mounts, so that the Leases it takes (checkLeases) show the
+// in-cluster configuration at work.
 func checkPod(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	node := &corev1.Node{}
@@ -133,18 +155,54 @@ func checkPod(t *testing.T, pod *corev1.Pod) {
 	if node.Labels[realNodeLabel] != "true" {
 		t.Errorf("pod %s is on node %s, not the real node", pod.Name, node.Name)
 	}
+	if pod.Spec.ServiceAccountName != serviceAccount || !ptr.Deref(pod.Spec.AutomountServiceAccountToken, true) {
+		t.Errorf("pod %s: ServiceAccount %q, automount %v; want %s with its token", pod.Name,
+			pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken, serviceAccount)
+	}
 	for _, c := range pod.Spec.Containers {
 		sc := c.SecurityContext
 		if sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || !ptr.Deref(sc.RunAsNonRoot, false) {
 			t.Errorf("container %s: securityContext %+v", c.Name, sc)
+		}
+		for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+			if p == nil || p.HTTPGet == nil {
+				t.Errorf("container %s: probe %+v, want an HTTP probe", c.Name, p)
+			}
+		}
+		for _, e := range c.Env {
+			if e.Name == "KUBECONFIG" {
+				t.Errorf("container %s has KUBECONFIG=%s: it must use the in-cluster configuration", c.Name, e.Value)
+			}
+		}
+		for _, a := range append(c.Command, c.Args...) {
+			if strings.HasPrefix(a, "--kubeconfig") {
+				t.Errorf("container %s runs with %s: it must use the in-cluster configuration", c.Name, a)
+			}
+		}
+		tokenMounted := false
+		for _, m := range c.VolumeMounts {
+			tokenMounted = tokenMounted || m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount"
+		}
+		if !tokenMounted {
+			t.Errorf("container %s has no ServiceAccount token mounted", c.Name)
 		}
 	}
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.RestartCount != 0 {
 			t.Errorf("container %s restarted %d times: last state %+v", s.Name, s.RestartCount, s.LastTerminationState)
 		}
+		if s.State.Running == nil || !s.Ready {
+			t.Errorf("container %s: ready=%v, state %+v", s.Name, s.Ready, s.State)
+		}
 		if s.ImageID == "" {
 			t.Errorf("container %s has no image ID: it did not run from the image", s.Name)
+		}
+		spec := runtimeSpec(t, s.ContainerID)
+		if !spec.Root.Readonly {
+			t.Errorf("container %s: the runtime mounts its root filesystem read-write", s.Name)
+		}
+		if spec.Process.User.UID != nonRootUID {
+			t.Errorf("container %s runs as uid %d, want the image's %d", s.Name, spec.Process.User.UID, nonRootUID)
 		}
 	}
 }
