@@ -65,6 +65,8 @@ func TestOperatorPod(t *testing.T) {
 		}
 	}()
 	checkRestricted(t)
+	// A pod of config/default may be there before (kwok played it): wait for config/local's.
+	waitRolledOut(t)
 	pod := readyPod(t, "")
 	checkPod(t, pod)
 	checkLeases(t, pod.Name)
