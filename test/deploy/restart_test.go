@@ -165,8 +165,9 @@ func waitRolledOut(t *testing.T) {
 
 // editWave creates waveCRs Memcached CRs in ns, waits for them, then edits each waveRounds
 // times without waiting (200 edits), and checks that every CR ends Ready at its last
-// generation while the pod stayed inside its limits: the same pod, no container restarted
-// or killed for memory, each container's memory peak below its limit.
+// generation, upgraded at least once and at most once per edit, while the pod stayed inside
+// its limits: the same pod, no container restarted or killed for memory, each container's
+// memory peak below its limit.
 func editWave(t *testing.T, ns string, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
@@ -197,8 +198,14 @@ func editWave(t *testing.T, ns string, pod *corev1.Pod) {
 		}
 	}
 	for _, cr := range crs {
-		if got := waitReadyWithin(t, cr, waveConverge); replicas(got) != size {
+		got := waitReadyWithin(t, cr, waveConverge)
+		if replicas(got) != size {
 			t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
+		}
+		// Edits that arrive together may be deployed as one upgrade, but every upgrade is of
+		// an edit: at least one, at most one per edit.
+		if r := revision(t, got); r < 2 || r > 1+waveRounds {
+			t.Errorf("%s: release revision %d after %d edits, want 2 to %d", crKey(cr), r, waveRounds, 1+waveRounds)
 		}
 	}
 
