@@ -61,12 +61,15 @@ if [[ -f $NODE_DIR/pids/kubelet ]] && kill -0 "$(cat "$NODE_DIR/pids/kubelet")" 
   exit 0
 fi
 
-# --- packages: the runtime and the network plugins come from Debian.
+# --- packages: the runtime, the network plugins and the tools used here come from Debian.
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
 command -v runc >/dev/null || missing+=(runc)
 [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
 command -v iptables >/dev/null || missing+=(iptables)
+command -v ip >/dev/null || missing+=(iproute2)
+command -v sysctl >/dev/null || missing+=(procps)
+command -v jq >/dev/null || missing+=(jq) # hack/node-down.sh reads ctr's JSON with it
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 if ((${#missing[@]})); then
   echo "node-up: installing ${missing[*]} (apt)"
