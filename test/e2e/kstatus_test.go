@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,14 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -82,8 +76,8 @@ func TestStatusContract(t *testing.T) {
 		}
 	})
 
-	crLog := recordObject(t, env.GVR(cr.GetKind()), ns, cr.GetName())
-	deployLog := recordObject(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, deployName)
+	crLog := env.Record(t, env.GVR(cr.GetKind()), cr.GetName(), ns)
+	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, deployName, ns)
 
 	c := &contractRun{t: t, stock: stock, cr: cr, deployName: deployName, chart: chart}
 	mode := map[bool]string{true: "stock", false: "ours"}[stock]
@@ -95,7 +89,7 @@ func TestStatusContract(t *testing.T) {
 		if analyzed {
 			return
 		}
-		a := analyze(t, c, crLog.snapshot(), deployLog.snapshot())
+		a := analyze(t, c, crLog.All(), deployLog.All())
 		if err := os.WriteFile(table, []byte(a.tsv()), 0o644); err == nil {
 			t.Logf("stopped half-way; the versions recorded so far are in %s", table)
 		}
@@ -193,8 +187,8 @@ func TestStatusContract(t *testing.T) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deployName}, d); err != nil {
 		t.Fatal(err)
 	}
-	crVersions := crLog.stopAt(t, mustParseRV(t, last.GetResourceVersion()))
-	deployVersions := deployLog.stopAt(t, mustParseRV(t, d.ResourceVersion))
+	crVersions := crLog.StopAt(t, mustParseRV(t, last.GetResourceVersion()), converge)
+	deployVersions := deployLog.StopAt(t, mustParseRV(t, d.ResourceVersion), converge)
 
 	a := analyze(t, c, crVersions, deployVersions)
 	analyzed = true
@@ -561,131 +555,6 @@ func advertise(t testing.TB, res corev1.ResourceName, on bool) {
 
 // ---- Recording ----
 
-// objectVersion is one version of an object seen by a watch; obj is nil once it is deleted.
-type objectVersion struct {
-	rv  int64
-	obj *unstructured.Unstructured
-}
-
-// objectLog records every version of one object, from a watch that resumes where it was cut.
-type objectLog struct {
-	name     string
-	mu       sync.Mutex
-	versions []objectVersion
-	errs     []string
-	cancel   context.CancelFunc
-	done     chan struct{}
-}
-
-// recordObject starts recording the object name in ns, which need not exist yet.
-func recordObject(t testing.TB, gvr schema.GroupVersionResource, ns, name string) *objectLog {
-	t.Helper()
-	dc, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ri := dc.Resource(gvr).Namespace(ns)
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &objectLog{name: gvr.Resource + "/" + name, cancel: cancel, done: make(chan struct{})}
-	list, err := ri.List(ctx, metav1.ListOptions{FieldSelector: selector})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	for i := range list.Items {
-		l.add(watch.Added, &list.Items[i])
-	}
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.FieldSelector = selector
-		return ri.Watch(ctx, o)
-	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(l.done)
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				switch ev.Type {
-				case watch.Added, watch.Modified, watch.Deleted:
-					if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-						l.add(ev.Type, u)
-					}
-				case watch.Error:
-					l.mu.Lock()
-					l.errs = append(l.errs, fmt.Sprint(ev.Object))
-					l.mu.Unlock()
-				}
-			}
-		}
-	}()
-	t.Cleanup(l.stop)
-	return l
-}
-
-func (l *objectLog) add(typ watch.EventType, u *unstructured.Unstructured) {
-	rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err != nil {
-		l.errs = append(l.errs, fmt.Sprintf("resourceVersion %q is not an integer (not an etcd revision?)", u.GetResourceVersion()))
-		return
-	}
-	v := objectVersion{rv: rv, obj: u}
-	if typ == watch.Deleted {
-		v.obj = nil
-	}
-	l.versions = append(l.versions, v)
-}
-
-func (l *objectLog) stop() {
-	l.cancel()
-	<-l.done
-}
-
-// snapshot returns what the log has so far.
-func (l *objectLog) snapshot() []objectVersion {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]objectVersion(nil), l.versions...)
-}
-
-// stopAt waits until the log has a version at or after rv, stops it and returns what it has.
-func (l *objectLog) stopAt(t testing.TB, rv int64) []objectVersion {
-	t.Helper()
-	framework.Eventually(t, converge, func(context.Context) error {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if n := len(l.versions); n > 0 && l.versions[n-1].rv >= rv {
-			return nil
-		}
-		return fmt.Errorf("the watch of %s has not seen resourceVersion %d yet (errors: %v)", l.name, rv, l.errs)
-	})
-	l.stop()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.errs) > 0 {
-		t.Errorf("the watch of %s: %v", l.name, l.errs)
-	}
-	out := append([]objectVersion(nil), l.versions...)
-	for i := 1; i < len(out); i++ {
-		if out[i].rv <= out[i-1].rv {
-			t.Fatalf("the watch of %s delivered resourceVersion %d after %d", l.name, out[i].rv, out[i-1].rv)
-		}
-	}
-	return out
-}
-
 func mustParseRV(t testing.TB, rv string) int64 {
 	t.Helper()
 	n, err := strconv.ParseInt(rv, 10, 64)
@@ -891,37 +760,37 @@ type row struct {
 type analysis struct {
 	stock   bool
 	rows    []*row
-	deploys []objectVersion
+	deploys []framework.Version
 	// violations of the contract, in the order of the versions they are about.
 	violations []string
 	flagged    []int64 // the resourceVersion of each violation (0: none)
 }
 
-func analyze(t testing.TB, c *contractRun, crVersions, deployVersions []objectVersion) *analysis {
+func analyze(t testing.TB, c *contractRun, crVersions, deployVersions []framework.Version) *analysis {
 	t.Helper()
 	a := &analysis{stock: c.stock, deploys: deployVersions}
 	di := -1 // the last Deployment version at or before the current CR version
 	var deploy *appsv1.Deployment
 	for _, v := range crVersions {
-		if v.obj == nil {
+		if v.Obj == nil {
 			continue // deleted: the test is over
 		}
-		for di+1 < len(deployVersions) && deployVersions[di+1].rv <= v.rv {
+		for di+1 < len(deployVersions) && deployVersions[di+1].RV <= v.RV {
 			di++
-			deploy = toDeployment(t, deployVersions[di].obj)
+			deploy = toDeployment(t, deployVersions[di].Obj)
 		}
-		r := &row{step: stepAt(c.steps, v.rv), rv: v.rv, cr: v.obj, deploy: deploy}
-		r.kstatus, r.kmessage = kstatusOf(v.obj)
+		r := &row{step: stepAt(c.steps, v.RV), rv: v.RV, cr: v.Obj, deploy: deploy}
+		r.kstatus, r.kmessage = kstatusOf(v.Obj)
 		if c.stock {
-			undefaulted := v.obj.DeepCopy()
+			undefaulted := v.Obj.DeepCopy()
 			unstructured.RemoveNestedField(undefaulted.Object, "status", "observedGeneration")
 			r.kstatusStockCRD, _ = kstatusOf(undefaulted)
 		}
 		if di >= 0 {
-			r.deployRV = deployVersions[di].rv
+			r.deployRV = deployVersions[di].RV
 		}
 		if deploy != nil {
-			r.diff = renders(c.chart, v.obj, deploy)
+			r.diff = renders(c.chart, v.Obj, deploy)
 			r.renders = r.diff == ""
 			r.rolledOut = rolledOut(deploy)
 		} else {
@@ -1040,15 +909,15 @@ func (a *analysis) note(rv int64, format string, args ...any) {
 func (a *analysis) stayedRolledOut(from, to int64) bool {
 	current := -1
 	for i, d := range a.deploys {
-		if d.rv <= from {
+		if d.RV <= from {
 			current = i
 		}
 	}
 	if current < 0 {
 		return false
 	}
-	for i := current; i < len(a.deploys) && a.deploys[i].rv <= to; i++ {
-		if a.deploys[i].obj == nil || !rolledOut(toDeployment(nil, a.deploys[i].obj)) {
+	for i := current; i < len(a.deploys) && a.deploys[i].RV <= to; i++ {
+		if a.deploys[i].Obj == nil || !rolledOut(toDeployment(nil, a.deploys[i].Obj)) {
 			return false
 		}
 	}

@@ -223,8 +223,8 @@ func TestChartRollout(t *testing.T) {
 	}
 
 	f.chart.Write(t, "0.2.0", "")
-	crLog := env.RecordNamespace(t, framework.RolloutGVR, f.ns, f.canaryNS)
-	deployLog := env.RecordNamespace(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, f.ns, f.canaryNS)
+	crLog := env.Record(t, framework.RolloutGVR, "", f.ns, f.canaryNS)
+	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", f.ns, f.canaryNS)
 	f.restart()
 	f.waitAllOn("0.2.0", 8*time.Minute)
 	crLog.Stop()

@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -158,7 +154,7 @@ func TestStatusDoesNotFlap(t *testing.T) {
 	memcached := kinds[4]
 	cr := memcached.newCR(t, ns, "noflap", map[string]any{"size": int64(2)})
 
-	rec := watchVersions(t, cr)
+	rec := env.Record(t, env.GVR(cr.GetKind()), cr.GetName(), ns)
 	env.Create(t, cr)
 	waitStatus(t, cr, 2)
 
@@ -186,7 +182,13 @@ func TestStatusDoesNotFlap(t *testing.T) {
 	waitWorkload(t, memcached, cr, 3)
 	waitStatus(t, cr, 3)
 
-	versions := rec.stop()
+	rec.Stop()
+	var versions []*unstructured.Unstructured
+	for _, v := range rec.All() {
+		if v.Obj != nil {
+			versions = append(versions, v.Obj)
+		}
+	}
 	set, helmWrites := false, 0
 	var lastHelmStatus string
 	for _, v := range versions {
@@ -217,48 +219,6 @@ func TestStatusDoesNotFlap(t *testing.T) {
 		t.Errorf("only %d helm-operator status writes after the sidecar's first: the test did not exercise the overwrite", helmWrites)
 	}
 	t.Logf("%d versions recorded, %d helm-operator status writes after availableReplicas was set", len(versions), helmWrites)
-}
-
-// versionRecorder keeps every version of one CR seen by a watch.
-type versionRecorder struct {
-	mu       sync.Mutex
-	versions []*unstructured.Unstructured
-	w        watch.Interface
-	done     chan struct{}
-}
-
-func watchVersions(t testing.TB, cr *unstructured.Unstructured) *versionRecorder {
-	t.Helper()
-	dc, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dc.Resource(env.GVR(cr.GetKind())).Namespace(cr.GetNamespace()).Watch(context.Background(),
-		metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", cr.GetName()).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &versionRecorder{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for ev := range w.ResultChan() {
-			if u, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				r.mu.Lock()
-				r.versions = append(r.versions, u)
-				r.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(w.Stop)
-	return r
-}
-
-func (r *versionRecorder) stop() []*unstructured.Unstructured {
-	r.w.Stop()
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.versions
 }
 
 // TestSidecarFailover: a standby sidecar writes nothing while the leader lives; when the

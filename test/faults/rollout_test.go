@@ -60,8 +60,8 @@ func TestRolloutSurvivesKills(t *testing.T) {
 
 	chart.Write(t, "0.2.0", "")
 	waves := framework.Waves(pol, keys)
-	crLog := env.RecordNamespace(t, framework.RolloutGVR, ns)
-	deployLog := env.RecordNamespace(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns)
+	crLog := env.Record(t, framework.RolloutGVR, "", ns)
+	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", ns)
 	m.Stop()
 	m = startManager()
 	for w := 1; w <= 3; w++ {

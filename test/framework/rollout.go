@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
@@ -273,14 +266,20 @@ func Waves(policy rollout.Policy, keys []string, canaryNamespaces ...string) [][
 // took the chart, and none of a wave took it before every CR of the waves before read Ready
 // on it and every Deployment of those waves had rolled it out. It returns what it found
 // wrong, and a line per wave for the log.
-func WaveOrder(waves [][]string, crs, deployments *NamespaceLog, version, digest string) (problems, report []string) {
+func WaveOrder(waves [][]string, crs, deployments *VersionLog, version, digest string) (problems, report []string) {
 	readyAt, movedAt, rolledOutAt := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	for _, v := range crs.All() {
+		if v.Obj == nil {
+			continue
+		}
 		if _, seen := readyAt[v.Obj.GetName()]; !seen && OnChart(v.Obj, digest) {
 			readyAt[v.Obj.GetName()] = v.RV
 		}
 	}
 	for _, v := range deployments.All() {
+		if v.Obj == nil {
+			continue
+		}
 		name := v.Obj.GetName()
 		ann, _, _ := unstructured.NestedString(v.Obj.Object, "spec", "template", "metadata", "annotations", PodChartAnnotation)
 		if ann != version {
@@ -339,99 +338,4 @@ func rolledOut(d *unstructured.Unstructured) bool {
 	available, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
 	total, _, _ := unstructured.NestedInt64(d.Object, "status", "replicas")
 	return observed >= gen && updated == replicas && available == replicas && total == replicas
-}
-
-// NamespaceLog records every version of the objects of one resource in a namespace, with
-// their resourceVersions (etcd revisions on the local cluster, which order versions across
-// resources), from a watch that resumes where it was cut.
-type NamespaceLog struct {
-	namespaces map[string]bool
-	mu         sync.Mutex
-	versions   []Version
-	cancel     context.CancelFunc
-	done       chan struct{}
-}
-
-// Version is one recorded version of an object.
-type Version struct {
-	RV  int64
-	Obj *unstructured.Unstructured
-}
-
-// RecordNamespace starts recording gvr in the namespaces until Stop (or the end of t).
-func (e *Env) RecordNamespace(t testing.TB, gvr schema.GroupVersionResource, namespaces ...string) *NamespaceLog {
-	t.Helper()
-	dc, err := dynamic.NewForConfig(e.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ri dynamic.ResourceInterface = dc.Resource(gvr)
-	if len(namespaces) == 1 {
-		ri = dc.Resource(gvr).Namespace(namespaces[0])
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &NamespaceLog{cancel: cancel, done: make(chan struct{}), namespaces: map[string]bool{}}
-	for _, ns := range namespaces {
-		l.namespaces[ns] = true
-	}
-	list, err := ri.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	for i := range list.Items {
-		l.add(&list.Items[i])
-	}
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return ri.Watch(ctx, o)
-	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(l.done)
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if u, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-					l.add(u)
-				}
-			}
-		}
-	}()
-	t.Cleanup(l.Stop)
-	return l
-}
-
-func (l *NamespaceLog) add(u *unstructured.Unstructured) {
-	rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	if err != nil || !l.namespaces[u.GetNamespace()] {
-		return
-	}
-	l.mu.Lock()
-	l.versions = append(l.versions, Version{RV: rv, Obj: u})
-	l.mu.Unlock()
-}
-
-// Stop ends the recording; it may be called more than once.
-func (l *NamespaceLog) Stop() {
-	l.cancel()
-	<-l.done
-}
-
-// All are the versions recorded so far, by resourceVersion.
-func (l *NamespaceLog) All() []Version {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := append([]Version(nil), l.versions...)
-	sort.Slice(out, func(i, j int) bool { return out[i].RV < out[j].RV })
-	return out
 }

@@ -2,7 +2,8 @@
 // bound to the built-in "edit" ClusterRole in its own namespace only, with the operator's
 // aggregated editor roles applied) and tries to make the operator, which has cluster-wide
 // rights, act outside that namespace: forged, tampered and deleted Helm release records, two
-// kinds racing for one release name, pools naming classes they do not own, oversized specs.
+// kinds racing for one release name, pools naming classes they do not own, oversized specs,
+// a chart rollout steered by canary labels and a CR kept broken.
 //
 // Each case snapshots every object the operator may touch outside the tenant's namespace
 // (and every cluster-scoped one) before the attack and compares after it: nothing may have

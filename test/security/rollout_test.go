@@ -1,0 +1,196 @@
+package security
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// TestTenantCannotSteerAChartRollout: a chart rollout spans every tenant's CRs, and a
+// namespace editor tries to steer it. They label each of their CRs a canary, to make the
+// first wave theirs (and as large as they like), and they keep one CR broken (its pods ask
+// for a resource no node offers), named to fall in the first wave, so that its failure would
+// halt the rollout for everyone. The rollout must go in the waves the administrator's choices
+// make (canaries come from labelled Namespaces only, and there are none), mark no CR failed,
+// and end with every working CR Ready on the new chart.
+func TestTenantCannotSteerAChartRollout(t *testing.T) {
+	if stock {
+		t.Skip("the stock helm-operator has no chart rollouts")
+	}
+	if env.Impersonating() {
+		t.Skip("the test kind's CRD is not in the operator's RBAC")
+	}
+	const policy = "canaries:1,waves:25/50/100,timeout:2m,minready:2s"
+	pol, err := rollout.Parse(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tn := newTenant(t)
+	others := env.Namespace(t)
+	chart := env.NewChartCopy(t)
+	grantRolloutKind(t, tn.ns)
+
+	// The operator of the test kind: a manager over the chart copy, and a sidecar.
+	lease := "security-rollout"
+	start := func() *framework.Process {
+		p, err := env.StartManager(framework.ProcessOptions{Name: lease + "-manager", WatchesFile: chart.WatchesFile(),
+			Flags: []string{"--leader-election-id=" + lease + "-manager", "--rollout=" + framework.RolloutGVK.Kind + "=" + policy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	manager := start()
+	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: lease + "-sidecar", WatchesFile: chart.WatchesFile(),
+		Flags: []string{"--leader-election-id=" + lease + "-sidecar"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := chart.DeleteCRs(context.Background(), tn.ns, others); err != nil {
+			t.Errorf("deleting the CRs: %v", err)
+		}
+		manager.Stop()
+		sidecar.Stop()
+	})
+
+	// Other tenants' CRs, and the editor's, each labelled a canary.
+	var keys, working []string
+	for i := range 12 {
+		name := fmt.Sprintf("app-%02d", i)
+		if err := chart.Client.Create(ctx, chart.NewCR(others, name)); err != nil {
+			t.Fatal(err)
+		}
+		keys, working = append(keys, others+"/"+name), append(working, name)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("mine-%d", i)
+		cr := chart.NewCR(tn.ns, name)
+		cr.SetLabels(map[string]string{rollout.CanaryLabel: "true"})
+		if err := tn.client.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+		keys, working = append(keys, tn.ns+"/"+name), append(working, name)
+	}
+	// The broken CR, named to be the first wave (the one canary) of the administrator's order.
+	var broken string
+	for i := range 5000 {
+		name := fmt.Sprintf("broken-%d", i)
+		if slices.Contains(framework.Waves(pol, append(keys, tn.ns+"/"+name))[0], name) {
+			broken = name
+			break
+		}
+	}
+	if broken == "" {
+		t.Fatal("no broken-N name falls in the first wave")
+	}
+	cr := chart.NewCR(tn.ns, broken)
+	never := "security.warpdrive.transwarp.io/never-offered"
+	_ = unstructured.SetNestedMap(cr.Object, map[string]any{"requests": map[string]any{never: "1"},
+		"limits": map[string]any{never: "1"}}, "spec", "resources")
+	if err := tn.client.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	keys = append(keys, tn.ns+"/"+broken)
+	waitOnChart(t, chart, working, chart.Digests["0.1.0"], tn.ns, others)
+
+	// A new chart, and a manager that carries it.
+	chart.Write(t, "0.2.0", "")
+	crLog := env.Record(t, framework.RolloutGVR, "", tn.ns, others)
+	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", tn.ns, others)
+	manager.Stop()
+	manager = start()
+	waitOnChart(t, chart, working, chart.Digests["0.2.0"], tn.ns, others)
+	crLog.Stop()
+	deployLog.Stop()
+
+	// The waves as the administrator's order cuts them, without the broken CR, which is never
+	// Ready: every wave started only once the waves before were Ready and rolled out.
+	var waves [][]string
+	for _, w := range framework.Waves(pol, keys) {
+		if w = slices.DeleteFunc(w, func(n string) bool { return n == broken }); len(w) > 0 {
+			waves = append(waves, w)
+		}
+	}
+	problems, report := framework.WaveOrder(waves, crLog, deployLog, "0.2.0", chart.Digests["0.2.0"])
+	for _, r := range report {
+		t.Log(r)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	crs, err := chart.List(ctx, tn.ns, others)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cr := range crs {
+		if d, _, _ := unstructured.NestedString(cr.Object, "status", "chart", "failedDigest"); d != "" {
+			t.Errorf("%s is marked failed on chart %s", name, d)
+		}
+	}
+	if d, _, _ := unstructured.NestedString(crs[broken].Object, "status", "chart", "digest"); d != chart.Digests["0.2.0"] {
+		t.Errorf("the broken CR %s is on chart %s, want the new one (it was in the first wave)", broken, d)
+	}
+	for _, ns := range []string{tn.ns, others} {
+		events := &corev1.EventList{}
+		if err := env.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == "ChartRolloutFailed" {
+				t.Errorf("%s/%s: %s", ns, e.InvolvedObject.Name, e.Message)
+			}
+		}
+	}
+}
+
+// grantRolloutKind lets the tenant of ns edit the test kind there, as an editor role of the
+// kind would.
+func grantRolloutKind(t *testing.T, ns string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rollouttest-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{framework.RolloutGVK.Group}, Resources: []string{framework.RolloutGVR.Resource},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rollouttest-editor"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}}}
+	for _, o := range []client.Object{role, rb} {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitOnChart waits until every CR of names is Ready on the chart of digest.
+func waitOnChart(t *testing.T, chart *framework.ChartCopy, names []string, digest string, namespaces ...string) {
+	t.Helper()
+	framework.Eventually(t, 5*time.Minute, func(ctx context.Context) error {
+		crs, err := chart.List(ctx, namespaces...)
+		if err != nil {
+			return err
+		}
+		var off []string
+		for _, n := range names {
+			if cr := crs[n]; cr == nil || !framework.OnChart(cr, digest) {
+				off = append(off, n)
+			}
+		}
+		if len(off) > 0 {
+			return fmt.Errorf("%d CRs not Ready on chart %s yet, e.g. %v", len(off), digest, off[:min(5, len(off))])
+		}
+		return nil
+	})
+}
