@@ -16,7 +16,7 @@ import (
 
 // What the real node's container runtime says about the operator's containers: the node's
 // containerd (hack/node-up.sh) listens on $CLUSTER_DIR/node/containerd.sock, and its cgroups
-// (cgroup v1, cgroupfs driver) are this machine's.
+// (cgroupfs driver) are this machine's.
 
 // ociSpec is the part of a container's OCI runtime spec the tests read.
 type ociSpec struct {
@@ -71,7 +71,8 @@ type cgroupUsage struct {
 	MaxMemory, MemoryLimit, Throttled int64
 }
 
-// containerUsage reads a container's cgroups (v1) on this machine.
+// containerUsage reads a container's cgroups on this machine: the v1 hierarchies (the
+// machines here), or the unified v2 one (memory.peak needs Linux 5.19).
 func containerUsage(t *testing.T, containerID string) cgroupUsage {
 	t.Helper()
 	path := runtimeSpec(t, containerID).Linux.CgroupsPath
@@ -96,6 +97,13 @@ func containerUsage(t *testing.T, containerID string) cgroupUsage {
 			t.Fatalf("%s of %s: %v", file, path, err)
 		}
 		return n
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return cgroupUsage{
+			MaxMemory:   read("", "memory.peak"),
+			MemoryLimit: read("", "memory.max"),
+			Throttled:   read("", "cpu.stat"),
+		}
 	}
 	return cgroupUsage{
 		MaxMemory:   read("memory", "memory.max_usage_in_bytes"),
