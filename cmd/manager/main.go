@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
@@ -69,16 +68,12 @@ func main() {
 	}
 
 	mgrOpts := common.Manager()
-	ws, err := watchfile.Load(opts.WatchesFile)
-	if err != nil {
+	// The watches file as the sidecar reads it: strictly, so that a typo fails here.
+	if _, err := watchfile.Load(opts.WatchesFile); err != nil {
 		log.Error(err, "loading the watches file")
 		os.Exit(1)
 	}
-	crs := make([]schema.GroupVersionKind, 0, len(ws))
-	for _, w := range ws {
-		crs = append(crs, w.GroupVersionKind())
-	}
-	mgrOpts.Cache = operator.CacheOptions(crs)
+	mgrOpts.Cache = operator.CacheOptions()
 	mgr, err := mgropts.NewManager(mgrOpts, log)
 	if err != nil {
 		log.Error(err, "creating the manager")

@@ -2,10 +2,15 @@ package operator
 
 import (
 	"context"
+	"maps"
+	"reflect"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -15,21 +20,27 @@ import (
 // The objects of each release are watched so that a hand edit is repaired at once: every
 // update of one starts a full reconcile of its CR (a dry-run upgrade). But most updates are
 // the reconciler's own: the upgrade it has just applied, or the workload controller's
-// bookkeeping (a Deployment's revision annotation). They need no reconcile: the object
-// already is what the release says.
+// bookkeeping (a Deployment's status, its revision annotation). They need no reconcile: the
+// object already is what the release says.
 //
-// So an update of a release object is held for settleDelay and then passed on only if the
-// object, as the cache has it then, differs from the release's manifest in a field the
-// manifest sets; or if that cannot be told (no owning CR, no manifest, the object not in it).
-// The delay lets the reconciler that applied the change record the new release in the CR's
-// status first (the revision; releasemanifests.go reads its manifest). A deleted object is passed on at once, unless its CR is being deleted (the
-// uninstall deleted it); everything else passes unchanged.
+// The manager caches release objects as metadata only (filteringCache.GetInformer): at 1000
+// CRs it would otherwise hold 1000 Deployments, spec and all, that only this check reads. So
+// an update is first judged from its metadata: an object that has a generation (Deployments,
+// StatefulSets, PodDisruptionBudgets) whose generation, labels, annotations, owners and
+// finalizers did not change had only its status written, and is dropped. Any other update is
+// held for settleDelay, then the object is read from the API server and passed on only if it
+// differs from the release's manifest in a field the manifest sets; or if that cannot be told
+// (no owning CR, no manifest, the object not in it). The delay lets the reconciler that
+// applied the change record the new release in the CR's status first (the revision;
+// releasemanifests.go reads its manifest). A deleted object is passed on at once, unless its
+// CR is being deleted (the uninstall deleted it); everything else passes unchanged.
 var settleDelay = 500 * time.Millisecond
 
 // driftCheckingInformer checks the objects of one kind of release object (gvk) for the
 // reconciler of one CR kind (owner); its wrap is given to the informer's handlers.
 type driftCheckingInformer struct {
-	reader    client.Reader
+	reader    client.Reader // the CRs: the manager's cache
+	live      client.Reader // the release objects, whole: the API server (reader if nil)
 	manifests *releaseManifests
 	owner     schema.GroupVersionKind
 	gvk       schema.GroupVersionKind
@@ -44,8 +55,15 @@ type onlyDrift struct {
 	inf driftCheckingInformer
 }
 
+func (h onlyDrift) OnAdd(obj any, initial bool) {
+	h.ResourceEventHandler.OnAdd(h.inf.unstructured(obj), initial)
+}
+
 func (h onlyDrift) OnUpdate(oldObj, newObj any) {
-	u, ok := newObj.(*unstructured.Unstructured)
+	if statusOnly(oldObj, newObj) {
+		return
+	}
+	u, ok := h.inf.unstructured(newObj).(*unstructured.Unstructured)
 	if !ok {
 		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
 		return
@@ -53,14 +71,55 @@ func (h onlyDrift) OnUpdate(oldObj, newObj any) {
 	key := client.ObjectKeyFromObject(u)
 	time.AfterFunc(settleDelay, func() {
 		if h.inf.drifted(context.Background(), key) {
-			h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+			// The reconciler's update predicate passes an update only if the two versions
+			// differ beyond status and resourceVersion, and these hold only metadata: an
+			// empty old version makes the drift count, whatever field it is in.
+			old := &unstructured.Unstructured{}
+			old.SetGroupVersionKind(h.inf.gvk)
+			h.ResourceEventHandler.OnUpdate(old, u)
 		}
 	})
+}
+
+// statusOnly reports whether an update, seen as metadata, wrote only the status: the object
+// has a generation (bumped by every change of its spec), and neither it nor the labels,
+// annotations, owners, finalizers or deletion changed.
+func statusOnly(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 || n.GetGeneration() == 0 {
+		return false
+	}
+	return o.GetGeneration() == n.GetGeneration() &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
+		reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
+		slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
+		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+}
+
+// unstructured is obj (of the metadata informer) as the reconciler's handlers take it: an
+// unstructured object of the kind, with only its metadata.
+func (i driftCheckingInformer) unstructured(obj any) any {
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return obj
+		}
+		u := &unstructured.Unstructured{Object: content}
+		u.SetGroupVersionKind(i.gvk)
+		return u
+	case toolscache.DeletedFinalStateUnknown:
+		o.Obj = i.unstructured(o.Obj)
+		return o
+	}
+	return obj
 }
 
 // OnDelete passes a deleted object on, unless its CR is being deleted or gone: then the
 // object went with the release's uninstall, and a reconcile would only wait for the CR.
 func (h onlyDrift) OnDelete(obj any) {
+	obj = h.inf.unstructured(obj)
 	if u, ok := obj.(*unstructured.Unstructured); ok && h.inf.ownerGone(context.Background(), u) {
 		return
 	}
@@ -94,7 +153,11 @@ func (i driftCheckingInformer) ownerName(obj *unstructured.Unstructured) string 
 func (i driftCheckingInformer) drifted(ctx context.Context, key types.NamespacedName) bool {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(i.gvk)
-	if err := i.reader.Get(ctx, key, live); err != nil {
+	objects := i.live
+	if objects == nil {
+		objects = i.reader
+	}
+	if err := objects.Get(ctx, key, live); err != nil {
 		return true
 	}
 	ownerName := i.ownerName(live)

@@ -213,3 +213,64 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 		}
 	}
 }
+
+// An update seen as metadata is dropped when it only wrote the status of an object that has a
+// generation; otherwise the object is read whole and, if it drifted, the update goes on with
+// an empty old version (so that the reconciler's update predicate, which compares the two
+// versions it gets, lets a drift in any field through).
+func TestOnlyDriftFromMetadata(t *testing.T) {
+	defer func(d time.Duration) { settleDelay = d }(settleDelay)
+	settleDelay = 10 * time.Millisecond
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	meta := func(rv string, generation int64, labels map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", ResourceVersion: rv,
+			Generation: generation, Labels: labels, OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1",
+				Kind: "Memcached", Name: "m", UID: "u", Controller: ptrTo(true)}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *metav1.PartialObjectMetadata
+		replicas int64
+		want     int32
+	}{
+		{"status only: dropped unread", meta("1", 2, nil), meta("2", 2, nil), 5, 0},
+		{"spec edited (generation), drifted", meta("1", 2, nil), meta("2", 3, nil), 5, 1},
+		{"spec edited (generation), as the release says", meta("1", 2, nil), meta("2", 3, nil), 3, 0},
+		{"labels edited", meta("1", 2, nil), meta("2", 2, map[string]string{"x": "y"}), 5, 1},
+		{"no generation (a ConfigMap): read", meta("1", 0, nil), meta("2", 0, nil), 5, 1},
+	} {
+		var gotOld, gotNew any
+		h := &recordingHandler{onUpdate: func(o, n any) { gotOld, gotNew = o, n }}
+		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(liveDeployment(tc.replicas, "m")),
+			owner: memcachedGVK, gvk: deploymentGVK}
+		inf.wrap(h).OnUpdate(tc.old, tc.new)
+		time.Sleep(20 * settleDelay)
+		if got := h.updates.Load(); got != tc.want {
+			t.Errorf("%s: %d updates passed on, want %d", tc.name, got, tc.want)
+			continue
+		}
+		if tc.want == 0 {
+			continue
+		}
+		o, _ := gotOld.(*unstructured.Unstructured)
+		n, _ := gotNew.(*unstructured.Unstructured)
+		if o == nil || len(o.GetOwnerReferences()) != 0 || o.GroupVersionKind() != deploymentGVK {
+			t.Errorf("%s: old version %#v, want an empty Deployment", tc.name, gotOld)
+		}
+		if n == nil || len(n.GetOwnerReferences()) != 1 || n.GroupVersionKind() != deploymentGVK {
+			t.Errorf("%s: new version %#v, want the Deployment's metadata", tc.name, gotNew)
+		}
+	}
+}
+
+type recordingHandler struct {
+	countingHandler
+	onUpdate func(o, n any)
+}
+
+func (h *recordingHandler) OnUpdate(o, n any) {
+	h.onUpdate(o, n)
+	h.updates.Add(1)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -35,7 +36,8 @@ type statusFilteringManager struct {
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
 func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests) ctrl.Manager {
-	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), gvk: gvk, manifests: manifests}}
+	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
+		gvk: gvk, manifests: manifests}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
@@ -43,6 +45,7 @@ func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
 // filteringCache is the cache of a statusFilteringManager; gvk is the CR kind.
 type filteringCache struct {
 	cache.Cache
+	live      client.Reader // uncached: release objects are cached as metadata only
 	gvk       schema.GroupVersionKind
 	manifests *releaseManifests // what the drift filter compares release objects with
 }
@@ -51,21 +54,31 @@ type filteringCache struct {
 // release objects (the unstructured kinds of the reconciler's dependent watches) to pass on
 // only the updates that drift from the release (drift.go). Others, such as the release
 // Secrets' informer, are left as they are.
+//
+// A release object's informer is a metadata-only one (see driftCheckingInformer): its
+// handlers get the objects as unstructured ones that hold only their metadata.
 func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if _, ok := obj.(*unstructured.Unstructured); ok && gvk != c.gvk {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(gvk)
+		inf, err := c.Cache.GetInformer(ctx, meta, opts...)
+		if err != nil {
+			return inf, err
+		}
+		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk}
+		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
+	}
 	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		return inf, err
 	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk == c.gvk {
 		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
 			return skipStatusUpdates{h}
 		}}, nil
 	}
 	switch obj.(type) {
-	case *unstructured.Unstructured:
-		drift := driftCheckingInformer{reader: c.Cache, manifests: c.manifests, owner: c.gvk, gvk: gvk}
-		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
 	case *corev1.Secret:
 		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
 			return deletionsOnly{h}

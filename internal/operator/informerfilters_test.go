@@ -2,9 +2,11 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -73,10 +75,61 @@ func (s stubInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandl
 type stubCache struct {
 	cache.Cache
 	added *toolscache.ResourceEventHandler
+	asked *[]string // the type of each informer asked for
 }
 
-func (c stubCache) GetInformer(context.Context, client.Object, ...cache.InformerGetOption) (cache.Informer, error) {
+func (c stubCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	if c.asked != nil {
+		*c.asked = append(*c.asked, fmt.Sprintf("%T", obj))
+	}
 	return stubInformer{added: c.added}, nil
+}
+
+// capturing records the objects its handler methods get.
+type capturing struct{ got []any }
+
+func (c *capturing) OnAdd(obj any, _ bool)   { c.got = append(c.got, obj) }
+func (c *capturing) OnUpdate(_, newObj any) { c.got = append(c.got, newObj) }
+func (c *capturing) OnDelete(obj any)        { c.got = append(c.got, obj) }
+
+// A release object's informer is a metadata informer, and the reconciler's handlers get its
+// objects as unstructured ones of the kind; an update that only wrote the status (the
+// generation and the rest of the metadata as they were) does not reach them.
+func TestFilteringCacheReleaseObjectsAsMetadata(t *testing.T) {
+	var added toolscache.ResourceEventHandler
+	var asked []string
+	c := filteringCache{Cache: stubCache{added: &added, asked: &asked}, gvk: memcachedGVK}
+	d := &unstructured.Unstructured{}
+	d.SetGroupVersionKind(deploymentGVK)
+	inf, err := c.GetInformer(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(asked) != "[*v1.PartialObjectMetadata]" {
+		t.Fatalf("informers asked for: %v, want a metadata one", asked)
+	}
+	rec := &capturing{}
+	if _, err := inf.AddEventHandlerWithOptions(rec, toolscache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	meta := func(rv string, generation int64) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", ResourceVersion: rv,
+			Generation: generation, Labels: map[string]string{"app": "m"}}}
+	}
+	added.OnAdd(meta("1", 1), false)
+	added.OnUpdate(meta("1", 1), meta("2", 1)) // the status only
+	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/m", Obj: meta("3", 1)})
+	if len(rec.got) != 2 {
+		t.Fatalf("the handler got %d events, want the add and the delete: %v", len(rec.got), rec.got)
+	}
+	u, ok := rec.got[0].(*unstructured.Unstructured)
+	if !ok || u.GroupVersionKind() != deploymentGVK || u.GetName() != "m" || u.GetLabels()["app"] != "m" {
+		t.Errorf("added: %#v, want the Deployment's metadata as an unstructured Deployment", rec.got[0])
+	}
+	tomb, ok := rec.got[1].(toolscache.DeletedFinalStateUnknown)
+	if _, isU := tomb.Obj.(*unstructured.Unstructured); !ok || !isU {
+		t.Errorf("deleted: %#v, want a tombstone of an unstructured Deployment", rec.got[1])
+	}
 }
 
 // TestFilteringCache: handlers on the CR kind's informer miss status-only updates and get

@@ -7,23 +7,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// CacheOptions is the manager's cache: what the reconcilers read, and no more. crs are the
-// CR kinds (watches.yaml); every other unstructured object in the cache is a release object.
-func CacheOptions(crs []schema.GroupVersionKind) cache.Options {
+// CacheOptions is the manager's cache: what the reconcilers read, and no more.
+func CacheOptions() cache.Options {
 	return cache.Options{
 		// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
-		// a large part of every object (see stripUnread). Nor the status of a release object
-		// (see withoutReleaseObjectStatus).
-		DefaultTransform: withoutReleaseObjectStatus(crs),
+		// a large part of every object (see stripUnread). Release objects are cached as
+		// metadata only (drift.go).
+		DefaultTransform: stripUnread,
 		// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
 		// releases through its own client): without a selector the cache would hold every
 		// Secret of the cluster, and with their data every release, chart included.
@@ -80,23 +76,6 @@ func stripUnread(obj any) (any, error) {
 	return obj, nil
 }
 
-// withoutReleaseObjectStatus is stripUnread, and drops the status of release objects: every
-// unstructured object of a kind other than crs. The release objects are cached only for the
-// drift filter (drift.go), which compares the fields their manifest sets (never status), and
-// for the reconcilers' watches, which read owner references and annotations. A Deployment's
-// status is about a quarter of it; at 1000 CRs the manager caches 1000 Deployments.
-func withoutReleaseObjectStatus(crs []schema.GroupVersionKind) toolscache.TransformFunc {
-	isCR := make(map[schema.GroupVersionKind]bool, len(crs))
-	for _, gvk := range crs {
-		isCR[gvk] = true
-	}
-	return func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok && !isCR[u.GroupVersionKind()] {
-			delete(u.Object, "status")
-		}
-		return stripUnread(obj)
-	}
-}
 
 // dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no
 // managed fields: a per-object transform replaces the default one).

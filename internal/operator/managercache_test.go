@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The cache keeps no managed fields and no last-applied copy, of CRs and of Secrets.
@@ -37,25 +36,3 @@ func TestCacheTransformsDropWhatIsNotRead(t *testing.T) {
 	}
 }
 
-// Release objects lose their status in the cache; CRs keep theirs (the readiness controller
-// and the drift filter read it).
-func TestCacheDropsReleaseObjectStatus(t *testing.T) {
-	transform := withoutReleaseObjectStatus([]schema.GroupVersionKind{memcachedGVK})
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
-	d := liveDeployment(3, "m")
-	d.Object["status"] = map[string]any{"replicas": int64(3)}
-	for _, obj := range []any{cr, d} {
-		if _, err := transform(obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, ok := cr.Object["status"]; !ok {
-		t.Error("the CR's status was dropped")
-	}
-	if _, ok := d.Object["status"]; ok {
-		t.Error("the Deployment's status was kept")
-	}
-	if r, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); r != 3 {
-		t.Error("the Deployment's spec, which the drift filter compares, was dropped")
-	}
-}

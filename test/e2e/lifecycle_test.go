@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,6 +50,13 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("editing %s by hand: %v", w.GetName(), err)
 			}
 			waitWorkload(t, kc, cr, want)
+
+			for _, child := range kc.children(cr) {
+				if _, ok := child.(*corev1.Service); ok {
+					t.Log("drift: a hand edit of an object without a generation (a label of the Service) is reverted")
+					expectLabelRepaired(t, child)
+				}
+			}
 
 			t.Log("drift: a deleted object is recreated")
 			victim := w
@@ -118,6 +128,37 @@ func expectRecreated(t testing.TB, obj client.Object) {
 		}
 		if obj.GetUID() == oldUID {
 			return fmt.Errorf("%T %s not yet deleted and recreated", obj, obj.GetName())
+		}
+		return nil
+	})
+}
+
+// expectLabelRepaired changes by hand the value of a label that the chart gave obj, an object
+// without a generation (its updates cannot be told from status writes by their metadata), and
+// waits until the operator sets it back.
+func expectLabelRepaired(t testing.TB, obj client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	if err := get(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	labels := obj.GetLabels()
+	keys := slices.Sorted(maps.Keys(labels))
+	if len(keys) == 0 {
+		t.Fatalf("%T %s has no label to edit", obj, obj.GetName())
+	}
+	key, want := keys[0], labels[keys[0]]
+	labels[key] = "edited-by-hand"
+	obj.SetLabels(labels)
+	if err := env.Client.Update(ctx, obj); err != nil {
+		t.Fatalf("editing %s by hand: %v", obj.GetName(), err)
+	}
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		if err := get(ctx, obj); err != nil {
+			return err
+		}
+		if got := obj.GetLabels()[key]; got != want {
+			return fmt.Errorf("%T %s: label %s is %q, want %q back", obj, obj.GetName(), key, got, want)
 		}
 		return nil
 	})
