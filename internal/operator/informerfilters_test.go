@@ -88,9 +88,9 @@ func (c stubCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.
 // capturing records the objects its handler methods get.
 type capturing struct{ got []any }
 
-func (c *capturing) OnAdd(obj any, _ bool)   { c.got = append(c.got, obj) }
+func (c *capturing) OnAdd(obj any, _ bool)  { c.got = append(c.got, obj) }
 func (c *capturing) OnUpdate(_, newObj any) { c.got = append(c.got, newObj) }
-func (c *capturing) OnDelete(obj any)        { c.got = append(c.got, obj) }
+func (c *capturing) OnDelete(obj any)       { c.got = append(c.got, obj) }
 
 // A release object's informer is a metadata informer, and the reconciler's handlers get its
 // objects as unstructured ones of the kind; an update that only wrote the status (the

@@ -76,7 +76,6 @@ func stripUnread(obj any) (any, error) {
 	return obj, nil
 }
 
-
 // dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no
 // managed fields: a per-object transform replaces the default one).
 func dropSecretData(obj any) (any, error) {

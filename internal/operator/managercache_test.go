@@ -35,4 +35,3 @@ func TestCacheTransformsDropWhatIsNotRead(t *testing.T) {
 		t.Errorf("secret after the transform: %+v", s)
 	}
 }
-
