@@ -3,6 +3,8 @@
 
 # Image of the manager pod (helm-operator + sidecar, built from one Dockerfile).
 IMG ?= warpdrive-operator:latest
+# The pod sandbox image of the local cluster's real node (make node-up).
+PAUSE_IMAGE ?= localhost/warpdrive-pause:1
 
 # Where tools and binaries go. Everything is built from the Go module proxy at the
 # versions pinned in go.mod and hack/tools/*/go.mod; nothing is downloaded from release pages.
@@ -56,14 +58,16 @@ vet: ## Run go vet.
 UNIT_PACKAGES = $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults -e /test/security -e /test/integration)
 
 .PHONY: test
-test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite, deploy e2e and faults on the local cluster (started if needed).
+test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite, deploy e2e (with the operator's pod on a real node) and faults on the local cluster (started if needed).
 	go vet ./...
 	$(MAKE) test-unit
 	$(MAKE) lint
 	$(MAKE) bundle
 	$(MAKE) test-e2e
 	$(MAKE) test-security
-	$(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
+	$(MAKE) node-up image-load 2>&1 | tee $(CLUSTER_DIR)/node-up.log
+	WARPDRIVE_DEPLOY_POD=1 $(MAKE) test-deploy KUBECONFIG=$(LOCAL_KUBECONFIG) 2>&1 | tee $(CLUSTER_DIR)/deploy-e2e.log
+	$(MAKE) node-down
 	$(MAKE) test-faults
 
 # kustomize renders config/default, whose Deployment gives the binaries their flags
@@ -122,6 +126,17 @@ test-faults: build tools ## Fault suite on the local cluster (started if needed)
 test-deploy: build $(KUSTOMIZE) ## Deploy e2e on $KUBECONFIG: make deploy, the e2e suite as the manager's ServiceAccount, make undeploy.
 	KUBECONFIG=$(KUBECONFIG) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-deploy.sh
 
+# The operator's pod alone (test/deploy's TestOperatorPod), without the rest of the deploy
+# e2e: make deploy with config/local on the real node, then make undeploy and make node-down.
+.PHONY: test-node
+test-node: build tools ## The operator's real pod on the local cluster's real node (needs root): make node-up image-load, TestOperatorPod, make node-down.
+	$(MAKE) cluster-up
+	$(MAKE) node-up image-load 2>&1 | tee $(CLUSTER_DIR)/node-up.log
+	WARPDRIVE_DEPLOY_POD=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) \
+		WARPDRIVE_E2E_IMPERSONATE=warpdrive-operator-system/warpdrive-operator-controller-manager \
+		go test $(GO_TEST_FLAGS) -timeout 30m -v -run 'TestOperatorPod$$' ./test/deploy/ 2>&1 | tee $(CLUSTER_DIR)/node-e2e.log
+	$(MAKE) node-down
+
 .PHONY: bench
 bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs (several hours): docs/bench/.
 	$(MAKE) cluster-up
@@ -141,6 +156,10 @@ bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period 
 .PHONY: demo
 demo: ## Start the local cluster, run the operator, apply the five samples and show them converge.
 	hack/demo.sh
+
+.PHONY: demo-deploy
+demo-deploy: build ## The same with the operator in its pod: real node, image from the Dockerfile, make deploy (needs root).
+	hack/demo-deploy.sh
 
 ##@ Build
 
@@ -167,6 +186,24 @@ run: build $(KUSTOMIZE) ## Run the manager and the sidecar in the foreground aga
 docker-build: ## Build the manager image (needs a Docker engine).
 	docker build -t $(IMG) .
 
+# The same image without a container engine: the binaries are built the way the Dockerfile's
+# builder stage builds them, then hack/image applies the Dockerfile's runtime stage (COPY,
+# WORKDIR, USER, ENTRYPOINT) on a distroless-like base; its test checks the two agree.
+IMAGE_TAR ?= $(LOCALBIN)/operator-image.tar
+IMAGE_FLAGS := -trimpath -ldflags "-s -w"
+
+.PHONY: image
+image: ## Build the manager image $(IMG) from the Dockerfile without Docker, into bin/operator-image.tar.
+	mkdir -p $(LOCALBIN)/image
+	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/manager ./cmd/manager
+	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/sidecar ./cmd/sidecar
+	go run ./hack/image operator -dockerfile Dockerfile -context . -from builder:/out=$(LOCALBIN)/image \
+		-tag $(IMG) -o $(IMAGE_TAR)
+
+.PHONY: image-load
+image-load: image ## Load the manager image into the real node's containerd (make node-up).
+	ctr --address $(CLUSTER_DIR)/node/containerd.sock -n k8s.io images import $(IMAGE_TAR)
+
 .PHONY: docker-push
 docker-push: ## Push the manager image.
 	docker push $(IMG)
@@ -184,6 +221,14 @@ cluster-up: tools ## Start etcd, kube-apiserver, controller-manager, scheduler a
 cluster-down: ## Stop the local cluster and delete its state.
 	CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster-down.sh
 
+.PHONY: node-up
+node-up: kubelet pause-image ## Join a real node (kubelet, Debian's containerd) to the local cluster, tainted for the operator's pod only (needs root).
+	CLUSTER_DIR=$(CLUSTER_DIR) PAUSE_IMAGE=$(PAUSE_IMAGE) hack/node-up.sh
+
+.PHONY: node-down
+node-down: ## Remove the real node: Node object, kubelet, containers, containerd, mounts, bridge and iptables rule.
+	CLUSTER_DIR=$(CLUSTER_DIR) hack/node-down.sh
+
 .PHONY: kubeconfig
 kubeconfig: ## Print the path of the local cluster's kubeconfig (use with make -s).
 	@echo $(LOCAL_KUBECONFIG)
@@ -198,12 +243,16 @@ install: manifests $(KUSTOMIZE) ## Install the CRDs into the cluster in $KUBECON
 uninstall: $(KUSTOMIZE) ## Uninstall the CRDs (deletes every CR: their releases are uninstalled only while the operator runs).
 	$(KUSTOMIZE) build config/crd | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) delete --ignore-not-found -f -
 
+# The kustomization make deploy applies; config/local is config/default on the local
+# cluster's real node (make demo-deploy).
+DEPLOY_CONFIG ?= config/default
+
 # Server-side apply; --force-conflicts because these manifests are the truth about what the
 # operator's objects should be, whoever (such as the e2e suite's CRD install) set a field last.
 .PHONY: deploy
-deploy: manifests $(KUSTOMIZE) ## Deploy the operator (config/default) to the cluster in $KUBECONFIG.
+deploy: manifests $(KUSTOMIZE) ## Deploy the operator ($DEPLOY_CONFIG, by default config/default) to the cluster in $KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side --force-conflicts -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | KUBECONFIG=$(KUBECONFIG) $(KUBECTL) apply --server-side --force-conflicts -f -
 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove the operator from $KUBECONFIG: CRs first (releases uninstalled), then all of config/default.
@@ -235,6 +284,19 @@ $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	touch $(LOCALBIN)/kube-apiserver $(LOCALBIN)/kube-controller-manager $(LOCALBIN)/kube-scheduler $(LOCALBIN)/kubectl
+
+# The real node's kubelet, from the same module and version as the control plane.
+.PHONY: kubelet
+kubelet: $(LOCALBIN)/kubelet ## Build bin/kubelet (hack/tools/kube, the control plane's k8s.io/kubernetes).
+$(LOCALBIN)/kubelet: hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
+# The real node's pod sandbox image: no registry is reachable, so it is built from hack/pause.
+.PHONY: pause-image
+pause-image: ## Build the pod sandbox image of the real node into bin/pause-image.tar.
+	mkdir -p $(LOCALBIN)/image
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/image/pause ./hack/pause
+	go run ./hack/image pause -binary $(LOCALBIN)/image/pause -tag $(PAUSE_IMAGE) -o $(LOCALBIN)/pause-image.tar
 
 $(LOCALBIN)/etcd: hack/tools/etcd/go.mod
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3

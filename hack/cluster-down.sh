@@ -4,6 +4,12 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
 
+# The real node first (hack/node-up.sh): its containers, mounts and network live under
+# $CLUSTER_DIR/node and outside it.
+if [[ -d $CLUSTER_DIR/node ]]; then
+  CLUSTER_DIR=$CLUSTER_DIR "$ROOT/hack/node-down.sh"
+fi
+
 # Stop in the reverse order of start, so that nothing logs errors about what is already gone.
 for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   pidfile=$CLUSTER_DIR/pids/$name

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # make test-deploy: the deploy e2e, on the cluster of $KUBECONFIG.
 #
-# No image can be built or pulled on the development machine, so the operator's pod cannot
-# run its containers. The test applies the deploy manifests as a user would, and then runs
-# bin/manager and bin/sidecar locally with a kubeconfig that impersonates the pod's
-# ServiceAccount: the operator has exactly the RBAC of config/rbac.
+# The test applies the deploy manifests as a user would, and then runs bin/manager and
+# bin/sidecar locally with a kubeconfig that impersonates the pod's ServiceAccount: the
+# operator has exactly the RBAC of config/rbac. The pod itself runs only on the local
+# cluster's real node (make node-up image-load; step 3).
 #
 #  1. make deploy: config/default (namespace, CRDs, RBAC, the manager Deployment and Service);
 #  2. the whole e2e suite (test/e2e) with the binaries running as the ServiceAccount;
 #  3. test/deploy: the manager pod admitted by the restricted namespace, what the
 #     ServiceAccount may not do, then make undeploy with the operator running and with it
-#     gone, and nothing left behind either time.
+#     gone, and nothing left behind either time; with WARPDRIVE_DEPLOY_POD=1 (make test sets
+#     it after make node-up image-load), also the operator's real pod on the local cluster's
+#     real node (test/deploy/pod_test.go: make deploy DEPLOY_CONFIG=config/local).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

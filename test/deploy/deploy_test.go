@@ -87,15 +87,8 @@ func runMake(timeout time.Duration, extraEnv []string, target string) (string, e
 // while a pod that breaks the level is refused.
 func TestManagerPodAdmitted(t *testing.T) {
 	deploy(t)
+	checkRestricted(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		t.Fatal(err)
-	}
-	if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
-		t.Fatalf("namespace %s enforces %q, want restricted", namespace, got)
-	}
-
 	d := &appsv1.Deployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, d); err != nil {
 		t.Fatal(err)
@@ -119,7 +112,20 @@ func TestManagerPodAdmitted(t *testing.T) {
 		}
 		return nil
 	})
+}
 
+// checkRestricted checks that the operator's namespace enforces the restricted Pod Security
+// level: it says so, and the apiserver refuses a pod that breaks the level.
+func checkRestricted(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+		t.Fatalf("namespace %s enforces %q, want restricted", namespace, got)
+	}
 	// A pod that breaks the restricted level: root, privilege escalation allowed.
 	bad := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "not-restricted"},

@@ -1,0 +1,315 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// The edit wave of TestOperatorPod: waveCRs Memcached CRs, each edited waveRounds times in a
+// burst (200 edits).
+const (
+	waveCRs    = 40
+	waveRounds = 5
+	// waveConverge bounds the wait for the wave; it only stops a broken run from hanging.
+	waveConverge = 10 * time.Minute
+)
+
+// rolloutRestart edits the Memcached sample and at once runs `kubectl rollout restart` of the
+// operator's Deployment, then checks the handover: the old pod's containers exit 0 (they
+// stopped within their grace period, not killed), the new pod is the only one and holds both
+// Leases, and after it has reconciled every CR (a forced reconcile it reports handled) each
+// release was upgraded exactly as often as its CR changed: once for the edited CR, never for
+// the others. It returns the new pod.
+func rolloutRestart(t *testing.T, old *corev1.Pod, crs []*unstructured.Unstructured) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	before := map[string]int64{}
+	for _, cr := range crs {
+		before[crKey(cr)] = revision(t, getCR(t, cr))
+	}
+	final := watchToDeletion(t, old)
+
+	memcached := sampleOf(t, crs, "Memcached")
+	size := setSize(t, memcached, 3)
+	t.Logf("rollout restart of %s (leader %s)", deployment, old.Name)
+	if out, err := env.Kubectl("-n", namespace, "rollout", "restart", "deployment/"+deployment); err != nil {
+		t.Fatalf("kubectl rollout restart: %v\n%s", err, out)
+	}
+	var gone *corev1.Pod
+	select {
+	case gone = <-final:
+	case <-time.After(converge):
+	}
+	if gone == nil {
+		t.Fatalf("pod %s: no deletion seen within %s of the rollout restart", old.Name, converge)
+	}
+	for _, s := range gone.Status.ContainerStatuses {
+		if term := s.State.Terminated; term == nil || term.ExitCode != 0 {
+			t.Errorf("old pod's container %s ended in state %+v, want exit code 0 (a graceful stop)", s.Name, s.State)
+		}
+	}
+	waitRolledOut(t)
+	pod := readyPod(t, old.Name)
+	checkPod(t, pod)
+	checkLeases(t, pod.Name)
+
+	// The new leader has reconciled every CR once it has handled a forced reconcile of each.
+	requested := "restart-" + rand.String(6)
+	for _, cr := range crs {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readiness.RequestAnnotation, requested)
+		if err := env.Client.Patch(ctx, cr, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cr := range crs {
+		got := waitReady(t, cr)
+		framework.Eventually(t, converge, func(ctx context.Context) error {
+			got = getCR(t, cr)
+			if h, _, _ := unstructured.NestedString(got.Object, "status", "lastHandledReconcileAt"); h != requested {
+				return fmt.Errorf("%s: status.lastHandledReconcileAt %q, want %q", crKey(cr), h, requested)
+			}
+			return nil
+		})
+		want := before[crKey(cr)]
+		if crKey(cr) == crKey(memcached) {
+			want++
+			if replicas(got) != size {
+				t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
+			}
+		}
+		if r := revision(t, got); r != want {
+			t.Errorf("%s: release revision %d after the restart, want %d (was %d)", crKey(cr), r, want, before[crKey(cr)])
+		}
+	}
+	return pod
+}
+
+// watchToDeletion watches pod until it is deleted and sends its last state (the kubelet
+// reports its containers' end before the pod goes); the channel closes without it when the
+// watch ends first.
+func watchToDeletion(t *testing.T, pod *corev1.Pod) <-chan *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	pod, err := env.Clientset.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := env.Clientset.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := make(chan *corev1.Pod, 1)
+	go func() {
+		defer close(final)
+		defer w.Stop()
+		last := pod
+		for ev := range w.ResultChan() {
+			switch p, ok := ev.Object.(*corev1.Pod); {
+			case ev.Type == watch.Error:
+				t.Errorf("watching pod %s: %v", pod.Name, apierrors.FromObject(ev.Object))
+				return
+			case ok:
+				last = p
+			}
+			if ev.Type == watch.Deleted {
+				final <- last
+				return
+			}
+		}
+	}()
+	return final
+}
+
+// waitRolledOut waits until the operator's Deployment has one pod, of its current template,
+// and Ready.
+func waitRolledOut(t *testing.T) {
+	t.Helper()
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, d); err != nil {
+			return err
+		}
+		s := d.Status
+		if s.ObservedGeneration != d.Generation || s.Replicas != 1 || s.UpdatedReplicas != 1 || s.ReadyReplicas != 1 {
+			return fmt.Errorf("Deployment %s not rolled out: %+v", deployment, s)
+		}
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%d pods of %s, want 1", len(pods.Items), deployment)
+		}
+		return nil
+	})
+}
+
+// editWave creates waveCRs Memcached CRs in ns, waits for them, then edits each waveRounds
+// times without waiting (200 edits), and checks that every CR ends Ready at its last
+// generation, upgraded at least once and at most once per edit, while the pod stayed inside
+// its limits: the same pod, no container restarted or killed for memory, each container's
+// memory peak below its limit.
+func editWave(t *testing.T, ns string, pod *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	var crs []*unstructured.Unstructured
+	for i := range waveCRs {
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(framework.GVK("Memcached"))
+		cr.SetNamespace(ns)
+		cr.SetName(fmt.Sprintf("wave-%02d", i))
+		if err := unstructured.SetNestedField(cr.Object, int64(1), "spec", "size"); err != nil {
+			t.Fatal(err)
+		}
+		env.Create(t, cr)
+		crs = append(crs, cr)
+	}
+	for _, cr := range crs {
+		waitReady(t, cr)
+	}
+	t.Logf("%d edits over %d CRs", waveCRs*waveRounds, waveCRs)
+	size := int64(0)
+	for round := 1; round <= waveRounds; round++ {
+		size = int64(1 + round%2)
+		for _, cr := range crs {
+			patch := fmt.Sprintf(`{"spec":{"size":%d}}`, size)
+			if err := env.Client.Patch(ctx, cr, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, cr := range crs {
+		got := waitReadyWithin(t, cr, waveConverge)
+		if replicas(got) != size {
+			t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
+		}
+		// Edits that arrive together may be deployed as one upgrade, but every upgrade is of
+		// an edit: at least one, at most one per edit.
+		if r := revision(t, got); r < 2 || r > 1+waveRounds {
+			t.Errorf("%s: release revision %d after %d edits, want 2 to %d", crKey(cr), r, waveRounds, 1+waveRounds)
+		}
+	}
+
+	now := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), now); err != nil {
+		t.Fatalf("the operator's pod after the wave: %v", err)
+	}
+	limits := map[string]corev1.ResourceList{}
+	for _, c := range now.Spec.Containers {
+		limits[c.Name] = c.Resources.Limits
+	}
+	for _, s := range now.Status.ContainerStatuses {
+		if s.RestartCount != 0 || s.LastTerminationState.Terminated != nil {
+			t.Errorf("container %s restarted %d times during the wave: last state %+v", s.Name, s.RestartCount, s.LastTerminationState)
+		}
+		u := containerUsage(t, s.ContainerID)
+		l := limits[s.Name]
+		limit := l.Memory().Value()
+		t.Logf("container %s: memory peak %d MiB of its %d MiB limit (cgroup %d MiB); CPU limit %s, throttled %d times",
+			s.Name, u.MaxMemory>>20, limit>>20, u.MemoryLimit>>20, l.Cpu(), u.Throttled)
+		if u.MemoryLimit != limit {
+			t.Errorf("container %s: cgroup memory limit %d, want the pod's %d", s.Name, u.MemoryLimit, limit)
+		}
+		if u.MaxMemory >= limit {
+			t.Errorf("container %s reached its memory limit: peak %d of %d bytes", s.Name, u.MaxMemory, limit)
+		}
+	}
+}
+
+// sampleOf returns the CR of kind among crs.
+func sampleOf(t *testing.T, crs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	for _, cr := range crs {
+		if cr.GetKind() == kind {
+			return cr
+		}
+	}
+	t.Fatalf("no %s among the samples", kind)
+	return nil
+}
+
+// setSize sets a Memcached CR's spec.size and returns it.
+func setSize(t *testing.T, cr *unstructured.Unstructured, size int64) int64 {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"size":%d}}`, size)
+	if err := env.Client.Patch(context.Background(), cr, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	return size
+}
+
+func crKey(cr *unstructured.Unstructured) string {
+	return cr.GetKind() + " " + cr.GetNamespace() + "/" + cr.GetName()
+}
+
+func getCR(t *testing.T, cr *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(cr.GroupVersionKind())
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cr), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// revision is the Helm release revision a CR's status reports.
+func revision(t *testing.T, cr *unstructured.Unstructured) int64 {
+	t.Helper()
+	r, ok, err := unstructured.NestedInt64(cr.Object, "status", "deployedRelease", "revision")
+	if !ok || err != nil {
+		t.Fatalf("%s: no status.deployedRelease.revision (%v): %v", crKey(cr), err, cr.Object["status"])
+	}
+	return r
+}
+
+// replicas is the replica count the sidecar reports in a CR's status.
+func replicas(cr *unstructured.Unstructured) int64 {
+	r, _, _ := unstructured.NestedInt64(cr.Object, "status", "replicas")
+	return r
+}
+
+// waitReady waits until cr is Ready at its current generation (status.observedGeneration
+// and the Ready condition's) and returns it as it was then.
+func waitReady(t *testing.T, cr *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	return waitReadyWithin(t, cr, converge)
+}
+
+func waitReadyWithin(t *testing.T, cr *unstructured.Unstructured, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var got *unstructured.Unstructured
+	framework.Eventually(t, timeout, func(ctx context.Context) error {
+		got = &unstructured.Unstructured{}
+		got.SetGroupVersionKind(cr.GroupVersionKind())
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+			return err
+		}
+		observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
+		status, reason, message := framework.Condition(got, "Ready")
+		if observed != got.GetGeneration() || status != "True" {
+			return fmt.Errorf("%s: generation %d, observed %d, Ready=%s %s: %s", crKey(cr), got.GetGeneration(), observed,
+				status, reason, strings.TrimSpace(message))
+		}
+		return nil
+	})
+	return got
+}
