@@ -160,7 +160,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)
 		}
 		policy := opts.Rollouts.For(w.GroupVersionKind.Kind)
-		roll := newKindRollout(w.GroupVersionKind, selector, policy, w.Chart, mgr.GetClient(), recorder, outcomes.notify)
+		// The rollout lists every CR of the kind at each plan, and plans on every CR event: from
+		// the cache (which its watch fills anyway). The client would read unstructured objects
+		// from the API server, N CRs decoded per event: O(N^2) through a wave of creates or
+		// deletes (docs/bench/memory.md, "the rollout's list").
+		roll := newKindRollout(w.GroupVersionKind, selector, policy, w.Chart, mgr.GetCache(), recorder, outcomes.notify)
 		getter := pipeline{chart: w.Chart, gate: roll, locks: locks, ops: ops, status: cl, outcomes: outcomes,
 			versions: versions, cluster: cluster, recorder: recorder}.build(engine)
 		r, err := reconciler.New(

@@ -108,7 +108,9 @@ func (k *kindRollout) wakeSource() source.Source {
 func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
-	if err := k.reader.List(ctx, list); err != nil {
+	// Read in place from the cache (no copy of every CR at each plan): nothing here or in the
+	// controllers the CRs are sent to writes to them.
+	if err := k.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
 	canaries, err := k.canaryNamespaces(ctx)
