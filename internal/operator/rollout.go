@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +40,8 @@ const (
 const (
 	rolloutPollActive = 2 * time.Second
 	rolloutPollIdle   = time.Minute
+	// rolloutBatch is how long events wait to share a plan (planSoon).
+	rolloutBatch = time.Second
 )
 
 // kindRollout is the chart rollout of one kind: a controller, leader-elected with the
@@ -88,14 +91,36 @@ func newKindRollout(gvk schema.GroupVersionKind, selector labels.Selector, polic
 func (k *kindRollout) setup(mgr ctrl.Manager) error {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(k.gvk)
-	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: k.gvk.Kind}}}
-	})
+	one := k.planSoon()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rollout-"+strings.ToLower(k.gvk.Kind)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(cr), one)).
 		WatchesMetadata(&corev1.Namespace{}, one, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(k)
+}
+
+// planSoon is the rollout's event handler: every event of a CR or a Namespace asks for one
+// plan of the kind, rolloutBatch later. A plan reads every CR, and through a wave of creates,
+// edits or deletes the CRs' events come many a second: plans back to back cost O(N) each,
+// for nothing a plan a second later would not see as well. Events within the delay share
+// one plan (the queue keeps one request, at its earliest time).
+func (k *kindRollout) planSoon() handler.EventHandler {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: k.gvk.Kind}}
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(req, rolloutBatch) }
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+	}
 }
 
 // wakeSource is the helm reconciler's extra watch: the CRs the rollout admits.
