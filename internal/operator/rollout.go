@@ -176,7 +176,7 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 		case plan.Admitted[m.Key] && m.Digest != plan.Target && (first || !prev.Admitted[m.Key]):
 			k.send(k.wake, cr)
 		}
-		if !k.statusSays(cr, plan) {
+		if !k.statusSays(cr, m, plan) {
 			k.send(k.notify, cr)
 		}
 	}
@@ -238,13 +238,13 @@ func failureOf(cr *unstructured.Unstructured) string {
 	return "not Ready within the timeout"
 }
 
-// statusSays reports whether cr's status already says what plan says of it.
-func (k *kindRollout) statusSays(cr *unstructured.Unstructured, plan rollout.Plan) bool {
-	rs := k.statusOf(cr, plan)
-	failed, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartFailed)
+// statusSays reports whether cr's status already says what plan says of it; m is what the
+// plan observed of cr (chartMember), read once per plan.
+func (k *kindRollout) statusSays(cr *unstructured.Unstructured, m rollout.Member, plan rollout.Plan) bool {
+	rs := k.statusOf(m, plan)
 	c := readiness.Find(readiness.Conditions(cr), readiness.ChartRollout)
-	return failed == rs.failedDigest && chartMember(cr).Baseline == rs.baseline && c != nil && c.Status == rs.condition.Status && c.Reason == rs.condition.Reason &&
-		c.Message == rs.condition.Message
+	return m.FailedDigest == rs.failedDigest && m.Baseline == rs.baseline && c != nil && c.Status == rs.condition.Status &&
+		c.Reason == rs.condition.Reason && c.Message == rs.condition.Message
 }
 
 // carries implements chartGate.
@@ -283,12 +283,12 @@ func (k *kindRollout) status(cr *unstructured.Unstructured) rolloutStatus {
 	if !planned {
 		return rolloutStatus{targetVersion: k.version, targetDigest: k.carried.digest}
 	}
-	return k.statusOf(cr, plan)
+	return k.statusOf(chartMember(cr), plan)
 }
 
-func (k *kindRollout) statusOf(cr *unstructured.Unstructured, plan rollout.Plan) rolloutStatus {
+// statusOf is what plan says of the CR observed as m.
+func (k *kindRollout) statusOf(m rollout.Member, plan rollout.Plan) rolloutStatus {
 	rs := rolloutStatus{targetVersion: k.version, targetDigest: k.carried.digest, known: true}
-	m := chartMember(cr)
 	_, inPlan := plan.Admitted[m.Key]
 	var reason, msg string
 	switch {
@@ -305,7 +305,7 @@ func (k *kindRollout) statusOf(cr *unstructured.Unstructured, plan rollout.Plan)
 		status = metav1.ConditionTrue
 	}
 	rs.condition = metav1.Condition{Type: readiness.ChartRollout, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: cr.GetGeneration()}
+		ObservedGeneration: m.Generation}
 	if plan.Failed[m.Key] {
 		rs.failedDigest = plan.Target
 	}
