@@ -106,7 +106,7 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 		}
 		f.names = append(f.names, name)
 	}
-	f.waitAllOn("0.1.0", 5*time.Minute)
+	f.chart.WaitOnChart(f.t, 5*time.Minute, "0.1.0", f.names, f.ns, f.canaryNS)
 	return f
 }
 
@@ -172,28 +172,6 @@ func (f *rolloutFleet) nsOf(name string) string {
 	return f.ns
 }
 
-// waitAllOn waits until every CR is Ready on the chart of version.
-func (f *rolloutFleet) waitAllOn(version string, timeout time.Duration) {
-	f.t.Helper()
-	digest := f.chart.Digests[version]
-	framework.Eventually(f.t, timeout, func(ctx context.Context) error {
-		crs, err := f.list(ctx)
-		if err != nil {
-			return err
-		}
-		var off []string
-		for _, n := range f.names {
-			if cr := crs[n]; cr == nil || !framework.OnChart(cr, digest) {
-				off = append(off, n)
-			}
-		}
-		if len(off) > 0 {
-			return fmt.Errorf("%d CRs not Ready on chart %s (%s), e.g. %v", len(off), version, digest, off[:min(5, len(off))])
-		}
-		return nil
-	})
-}
-
 // waves are the waves the policy cuts the fleet into, as the manager cuts it.
 func (f *rolloutFleet) waves() [][]string {
 	var keys []string
@@ -226,7 +204,7 @@ func TestChartRollout(t *testing.T) {
 	crLog := env.Record(t, framework.RolloutGVR, "", f.ns, f.canaryNS)
 	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", f.ns, f.canaryNS)
 	f.restart()
-	f.waitAllOn("0.2.0", 8*time.Minute)
+	f.chart.WaitOnChart(f.t, 8*time.Minute, "0.2.0", f.names, f.ns, f.canaryNS)
 	crLog.Stop()
 	deployLog.Stop()
 	problems, report := framework.WaveOrder(waves, crLog, deployLog, "0.2.0", f.chart.Digests["0.2.0"])
@@ -378,7 +356,7 @@ func TestChartRolloutHalts(t *testing.T) {
 	// A fixed chart resumes the rollout.
 	f.chart.Write(t, "0.3.0", "")
 	f.restart()
-	f.waitAllOn("0.3.0", 8*time.Minute)
+	f.chart.WaitOnChart(f.t, 8*time.Minute, "0.3.0", f.names, f.ns, f.canaryNS)
 	crs, err = f.list(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -156,18 +155,9 @@ func installSecretHolderCRD(t *testing.T) {
 		t.Fatalf("creating the CRD of %s: %v", secretHolderGVK.Kind, err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
-	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
-			return err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("CRD %s not established", crd.Name)
-	})
+	if err := env.WaitCRDEstablished(ctx, crd.Name); err != nil {
+		t.Fatal(err)
+	}
 	if !env.Impersonating() {
 		return
 	}

@@ -56,7 +56,7 @@ func TestRolloutSurvivesKills(t *testing.T) {
 		}
 		names, keys = append(names, name), append(keys, ns+"/"+name)
 	}
-	waitAllOnChart(t, chart, ns, names, chart.Digests["0.1.0"])
+	chart.WaitOnChart(t, convergeTimeout(), "0.1.0", names, ns)
 
 	chart.Write(t, "0.2.0", "")
 	waves := framework.Waves(pol, keys)
@@ -82,7 +82,7 @@ func TestRolloutSurvivesKills(t *testing.T) {
 		m.Kill()
 		m = startManager()
 	}
-	waitAllOnChart(t, chart, ns, names, chart.Digests["0.2.0"])
+	chart.WaitOnChart(t, convergeTimeout(), "0.2.0", names, ns)
 	crLog.Stop()
 	deployLog.Stop()
 	problems, report := framework.WaveOrder(waves, crLog, deployLog, "0.2.0", chart.Digests["0.2.0"])
@@ -92,25 +92,4 @@ func TestRolloutSurvivesKills(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-}
-
-// waitAllOnChart waits until every CR of names is Ready on the chart of digest.
-func waitAllOnChart(t testing.TB, chart *framework.ChartCopy, ns string, names []string, digest string) {
-	t.Helper()
-	framework.Eventually(t, convergeTimeout(), func(ctx context.Context) error {
-		crs, err := chart.List(ctx, ns)
-		if err != nil {
-			return err
-		}
-		var off []string
-		for _, n := range names {
-			if cr := crs[n]; cr == nil || !framework.OnChart(cr, digest) {
-				off = append(off, n)
-			}
-		}
-		if len(off) > 0 {
-			return fmt.Errorf("%d CRs not Ready on chart %s, e.g. %v", len(off), digest, off[:min(5, len(off))])
-		}
-		return nil
-	})
 }

@@ -129,19 +129,7 @@ func (e *Env) InstallCRDs(ctx context.Context) error {
 		e.CRDs = append(e.CRDs, crd)
 	}
 	for _, crd := range e.CRDs {
-		err := Poll(ctx, time.Minute, func(ctx context.Context) error {
-			got := &apiextensionsv1.CustomResourceDefinition{}
-			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
-				return err
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-			return fmt.Errorf("CRD %s not established", crd.Name)
-		})
-		if err != nil {
+		if err := e.WaitCRDEstablished(ctx, crd.Name); err != nil {
 			return err
 		}
 	}
@@ -153,6 +141,26 @@ func (e *Env) InstallCRDs(ctx context.Context) error {
 	}
 	e.Client = c
 	return nil
+}
+
+// WaitCRDEstablished waits, for up to a minute, until the CRD of name (plural.group) has
+// the condition Established=True. A CRD just created or applied is not served at once:
+// until the apiserver has accepted its names, a CR of its kind is refused, so whoever
+// installs a CRD waits here before making CRs or clients of its kind. Established alone
+// does not promise that a list of the kind succeeds yet (see NewChartCopy).
+func (e *Env) WaitCRDEstablished(ctx context.Context, name string) error {
+	return Poll(ctx, time.Minute, func(ctx context.Context) error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return err
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not established", name)
+	})
 }
 
 // GVR returns the resource of a kind installed by InstallCRDs.

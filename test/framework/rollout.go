@@ -86,19 +86,7 @@ func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
 			t.Errorf("deleting the CRD: %v", err)
 		}
 	})
-	err = Poll(ctx, time.Minute, func(ctx context.Context) error {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
-			return err
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("CRD %s not established", crd.Name)
-	})
-	if err != nil {
+	if err := e.WaitCRDEstablished(ctx, crd.Name); err != nil {
 		t.Fatal(err)
 	}
 	if c.Client, err = client.New(e.Config, client.Options{Scheme: e.Client.Scheme()}); err != nil {
@@ -165,6 +153,42 @@ func (c *ChartCopy) DeleteCRs(ctx context.Context, namespaces ...string) error {
 		}
 		if len(left) > 0 {
 			return fmt.Errorf("%d %s still there", len(left), RolloutGVK.Kind)
+		}
+		return nil
+	})
+}
+
+// WaitOnChart fails t unless, within timeout, every CR of names (looked up by name across
+// namespaces, see List) is Ready on the chart of version as last written to the copy (see
+// OnChart): the point the rollout tests start from, and the end they wait for, once a
+// manager carries that chart.
+//
+// It takes the version, not its digest, so that it can say both when it fails, and so that
+// it fails at once for a version never written: the digest would be empty, and an empty
+// digest could match a CR whose status names no chart. For the same reason it refuses to
+// wait for no CRs, or in no namespace, which would succeed, or time out, for nothing.
+func (c *ChartCopy) WaitOnChart(t testing.TB, timeout time.Duration, version string, names []string, namespaces ...string) {
+	t.Helper()
+	digest, ok := c.Digests[version]
+	if !ok {
+		t.Fatalf("the chart copy has no version %s: Write it first", version)
+	}
+	if len(names) == 0 || len(namespaces) == 0 {
+		t.Fatalf("waiting for CRs %v in namespaces %v: want at least one of each", names, namespaces)
+	}
+	Eventually(t, timeout, func(ctx context.Context) error {
+		crs, err := c.List(ctx, namespaces...)
+		if err != nil {
+			return err
+		}
+		var off []string
+		for _, n := range names {
+			if cr := crs[n]; cr == nil || !OnChart(cr, digest) {
+				off = append(off, n)
+			}
+		}
+		if len(off) > 0 {
+			return fmt.Errorf("%d CRs not Ready on chart %s (%s) yet, e.g. %v", len(off), version, digest, off[:min(5, len(off))])
 		}
 		return nil
 	})

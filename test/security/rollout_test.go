@@ -105,7 +105,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys = append(keys, tn.ns+"/"+broken)
-	waitOnChart(t, chart, working, chart.Digests["0.1.0"], tn.ns, others)
+	chart.WaitOnChart(t, 5*time.Minute, "0.1.0", working, tn.ns, others)
 
 	// A new chart, and a manager that carries it.
 	chart.Write(t, "0.2.0", "")
@@ -113,7 +113,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", tn.ns, others)
 	manager.Stop()
 	manager = start()
-	waitOnChart(t, chart, working, chart.Digests["0.2.0"], tn.ns, others)
+	chart.WaitOnChart(t, 5*time.Minute, "0.2.0", working, tn.ns, others)
 	crLog.Stop()
 	deployLog.Stop()
 
@@ -172,25 +172,4 @@ func grantRolloutKind(t *testing.T, ns string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// waitOnChart waits until every CR of names is Ready on the chart of digest.
-func waitOnChart(t *testing.T, chart *framework.ChartCopy, names []string, digest string, namespaces ...string) {
-	t.Helper()
-	framework.Eventually(t, 5*time.Minute, func(ctx context.Context) error {
-		crs, err := chart.List(ctx, namespaces...)
-		if err != nil {
-			return err
-		}
-		var off []string
-		for _, n := range names {
-			if cr := crs[n]; cr == nil || !framework.OnChart(cr, digest) {
-				off = append(off, n)
-			}
-		}
-		if len(off) > 0 {
-			return fmt.Errorf("%d CRs not Ready on chart %s yet, e.g. %v", len(off), digest, off[:min(5, len(off))])
-		}
-		return nil
-	})
 }
