@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Memory of the operator's two processes at N AppService CRs (docs/bench/memory.md):
 #
-#   hack/memory.sh N <variant>...      variant: <label>[:<bin dir>[:<env>...]]
+#   hack/memory.sh N <variant>...      variant: <label>[:<bin dir>[:<env or --flag>...]]
 #
-# e.g. hack/memory.sh 1000 ours before:/tmp/bin-main gogc50:bin:GOGC=50
+# e.g. hack/memory.sh 1000 ours before:/tmp/bin-main gogc50:bin:GOGC=50 norelease:bin:--idle-memory-release=0
 #
 # Creates N AppService CRs (a Deployment of 2 replicas and a Service each) in the namespace
 # memory-bench with the first variant's processes running, and waits until every CR is
 # Ready. Then, for each variant in turn, it runs <bin dir>/manager and <bin dir>/sidecar
 # (default bin/) against $KUBECONFIG with the flags of config/manager/manager.yaml (plus
-# --pprof-bind-address on loopback) and the given environment variables, waits WINDOW
+# --pprof-bind-address on loopback), the given environment variables and flags (a flag is
+# given to both processes), waits WINDOW
 # seconds (default 150; the first variant: IDLE seconds, default 60, after all are Ready),
 # and writes to $OUT/<label> (default .cluster/memory/<label>):
 #   rss.tsv                 VmRSS, VmHWM, RssAnon and RssFile of each process, from
@@ -48,13 +49,16 @@ podargs() {
 }
 mapfile -t manager_args < <(podargs -container=manager)
 mapfile -t sidecar_args < <(podargs -container=sidecar)
-# start <bin dir> <out dir> <env>...: the two containers' processes.
+# start <bin dir> <out dir> <env or --flag>...: the two containers' processes.
 start() {
-  local bin=$1 out=$2
+  local bin=$1 out=$2 arg envs=() flags=()
   shift 2
-  env "$@" "$bin/manager" "${manager_args[@]}" --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
+  for arg in "$@"; do
+    if [[ $arg == --* ]]; then flags+=("$arg"); else envs+=("$arg"); fi
+  done
+  env "${envs[@]}" "$bin/manager" "${manager_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
   manager=$!
-  env "$@" "$bin/sidecar" "${sidecar_args[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
+  env "${envs[@]}" "$bin/sidecar" "${sidecar_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
   sidecar=$!
 }
 stop() {

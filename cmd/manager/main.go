@@ -79,6 +79,10 @@ func main() {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
 	}
+	if err := common.AddMemoryRelease(mgr, log); err != nil {
+		log.Error(err, "adding the memory release")
+		os.Exit(1)
+	}
 	if err := operator.Setup(mgr, opts); err != nil {
 		log.Error(err, "setting up the reconcilers")
 		os.Exit(1)

@@ -56,6 +56,10 @@ func main() {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
+	if err := common.AddMemoryRelease(mgr, log); err != nil {
+		log.Error(err, "adding the memory release")
+		os.Exit(1)
+	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := sidecar.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "Unable to set up controllers")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
@@ -22,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"transwarp.io/tos/warpdrive-operator/internal/memrelease"
 )
 
 // Leader election keeps a Lease (client-go's LeaseLock reads, creates and updates it;
@@ -44,7 +47,10 @@ type Options struct {
 	// PprofAddr is where the process serves net/http/pprof ("0": nowhere), to take heap and
 	// CPU profiles of a running process (docs/bench/memory.md).
 	PprofAddr string
-	Zap       zap.Options
+	// MemoryRelease is how often the process looks whether it went idle holding free heap
+	// to give back (internal/memrelease); 0 never.
+	MemoryRelease time.Duration
+	Zap           zap.Options
 }
 
 // Flags is what differs between the two processes in the shared flags: the defaults, and
@@ -70,7 +76,25 @@ func (o *Options) BindFlags(fs *flag.FlagSet, f Flags) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0",
 		"Address of the pprof endpoints, /debug/pprof/ (0 disables them). They show the process's memory, which holds "+
 			"the cached objects: bind them to a loopback address.")
+	fs.DurationVar(&o.MemoryRelease, "idle-memory-release", 30*time.Second,
+		"How often to look whether the process is idle with free heap left by a burst of work, and if so give it "+
+			"back to the system (0: never; the Go runtime then keeps it until its next collections).")
 	o.Zap.BindFlags(fs)
+}
+
+// AddMemoryRelease adds to mgr the releaser of --idle-memory-release, unless it is 0.
+func (o *Options) AddMemoryRelease(mgr ctrl.Manager, log logr.Logger) error {
+	if o.MemoryRelease <= 0 {
+		return nil
+	}
+	log = log.WithName("memory")
+	return mgr.Add(&memrelease.Releaser{
+		Interval: o.MemoryRelease,
+		Policy:   memrelease.Default,
+		Released: func(held, live uint64) {
+			log.V(1).Info("idle: heap given back", "heldMiB", held>>20, "liveMiB", live>>20)
+		},
+	})
 }
 
 // SetLogger makes the logger the flags describe controller-runtime's (ctrl.Log).
