@@ -7,20 +7,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
 )
-
-type delayQueue struct {
-	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	after []time.Duration
-}
-
-func (q *delayQueue) Add(reconcile.Request) { q.after = append(q.after, 0) }
-func (q *delayQueue) AddAfter(_ reconcile.Request, d time.Duration) {
-	q.after = append(q.after, d)
-}
 
 // A pool's events keep its class in the books (the new version's on update, none once
 // deleted) and enqueue the pool once per event, after the coalescing delay.
@@ -34,7 +25,7 @@ func TestPoolEventsIndexTheClassAndEnqueueAfterTheDelay(t *testing.T) {
 		return u
 	}
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
-	q := &delayQueue{}
+	q := &queuetest.Queue{}
 	ctx := context.Background()
 	classes := func() string { return r.Books.classes[key] }
 
@@ -50,12 +41,9 @@ func TestPoolEventsIndexTheClassAndEnqueueAfterTheDelay(t *testing.T) {
 	if _, ok := r.Books.classes[key]; ok {
 		t.Fatal("a deleted pool is still in the books")
 	}
-	if len(q.after) != 3 {
-		t.Fatalf("enqueued %d times, want once per event", len(q.after))
-	}
-	for _, d := range q.after {
-		if d != 150*time.Millisecond {
-			t.Fatalf("enqueued with delay %v, want the coalesce delay", d)
-		}
+	// The pool once per event, after the coalescing delay.
+	enqueued := queuetest.Action{Request: reconcile.Request{NamespacedName: key}, After: 150 * time.Millisecond}
+	if diff := q.Diff(enqueued, enqueued, enqueued); diff != "" {
+		t.Fatal(diff)
 	}
 }

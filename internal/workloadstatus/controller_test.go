@@ -31,6 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
 )
 
 var poolGVK = schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"}
@@ -680,42 +682,24 @@ func TestCRInputsChanged(t *testing.T) {
 	}
 }
 
-// recordingQueue records how requests are enqueued.
-type recordingQueue struct {
-	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	added []reconcile.Request
-	after []time.Duration
-}
-
-func (q *recordingQueue) Add(r reconcile.Request) { q.added = append(q.added, r) }
-func (q *recordingQueue) AddAfter(r reconcile.Request, d time.Duration) {
-	q.added = append(q.added, r)
-	q.after = append(q.after, d)
-}
-
 func TestEnqueueAfterDelay(t *testing.T) {
 	r := &StatusReconciler{GVK: poolGVK, Kinds: testKinds, CoalesceDelay: 150 * time.Millisecond}
 	h := r.enqueueAfterDelay(func(obj client.Object) []reconcile.Request {
 		return requestsForWorkload(obj, poolGVK.GroupKind(), testKinds)
 	})
-	q := &recordingQueue{}
+	q := &queuetest.Queue{}
 	old := readyDeployment("web", poolOwner(), nil, 3, 2, 2)
 	moved := old.DeepCopy()
 	moved.OwnerReferences = []metav1.OwnerReference{ownerRef("tos.transwarp.io/v1alpha1", "WarpdrivePool", "pool-b", "uid-b")}
 	h.Update(context.Background(), event.UpdateEvent{ObjectOld: old, ObjectNew: moved}, q)
 	h.Create(context.Background(), event.CreateEvent{Object: readyDeployment("x", nil, nil, 1, 1, 1)}, q)
 
-	want := []reconcile.Request{req("ns1", "pool-a"), req("ns1", "pool-b")}
-	if len(q.added) != 2 || q.added[0] != want[0] || q.added[1] != want[1] {
-		t.Fatalf("enqueued %v, want %v", q.added, want)
-	}
-	for _, d := range q.after {
-		if d != 150*time.Millisecond {
-			t.Fatalf("enqueued with delay %v, want the coalesce delay", d)
-		}
-	}
-	if len(q.after) != len(q.added) {
-		t.Fatal("requests must be enqueued with AddAfter, not Add")
+	// Both owners, old and new, after the coalescing delay; nothing for the unowned one.
+	if diff := q.Diff(
+		queuetest.Action{Request: req("ns1", "pool-a"), After: 150 * time.Millisecond},
+		queuetest.Action{Request: req("ns1", "pool-b"), After: 150 * time.Millisecond},
+	); diff != "" {
+		t.Fatal(diff)
 	}
 }
 
