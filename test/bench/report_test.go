@@ -225,7 +225,7 @@ func plotVsN(dir string, results []result) error {
 		p.X.Label.Text = "CRs"
 		p.Y.Label.Text = m.unit
 		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, labelledTicks{}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top, p.Legend.Left = true, true
 		for i, v := range []string{stockName, ourName} {
@@ -252,4 +252,24 @@ func plotVsN(dir string, results []result) error {
 		}
 	}
 	return nil
+}
+
+// labelledTicks are the log scale's ticks when they label at least two values in the axis's
+// range, else the
+// linear ones: a range within one power of ten (RSS from 100 to 1000 CRs) has at most one
+// labelled log tick, and the axis would show no values.
+type labelledTicks struct{}
+
+func (labelledTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.LogTicks{Prec: -1}.Ticks(min, max)
+	labelled := 0
+	for _, t := range ticks {
+		if t.Label != "" && t.Value >= min && t.Value <= max {
+			labelled++
+		}
+	}
+	if labelled >= 2 {
+		return ticks
+	}
+	return plot.DefaultTicks{}.Ticks(min, max)
 }
