@@ -34,7 +34,8 @@ type Sample struct {
 	Held uint64
 }
 
-// Policy says when a look ends in a release. Its zero value never releases.
+// Policy says when a look ends in a release. With its zero value, any allocation counts as
+// busy and any free heap is worth giving back.
 type Policy struct {
 	// Quiet is the most the heap may have allocated since the last look for the process
 	// to count as idle: below it, waiting for the runtime's own collection would hold the
@@ -53,9 +54,9 @@ func (p Policy) Release(prev, cur Sample) bool {
 	return cur.Held > cur.Live && cur.Held-cur.Live > p.Slack
 }
 
-// Default is the policy both processes run with: idle below 4 MiB of allocations per look
-// (an idle manager allocates under 1 MiB a minute: leader election, watch bookmarks; one
-// reconcile allocates several MiB), and a release when more than 16 MiB would go back.
+// Default is the policy both processes run with: idle below 4 MiB of allocations per look,
+// about one reconcile's worth (the manager allocated 3.4 GB restarting over 1000 CRs,
+// docs/bench/memory.md), and a release when more than 16 MiB would go back.
 var Default = Policy{Quiet: 4 << 20, Slack: 16 << 20}
 
 // Releaser looks at the runtime every Interval and releases by Policy. It is a

@@ -255,9 +255,8 @@ func plotVsN(dir string, results []result) error {
 }
 
 // labelledTicks are the log scale's ticks when they label at least two values in the axis's
-// range, else the
-// linear ones: a range within one power of ten (RSS from 100 to 1000 CRs) has at most one
-// labelled log tick, and the axis would show no values.
+// range, else the linear ones: a range within one power of ten (RSS from 100 to 1000 CRs)
+// has at most one labelled log tick, and the axis would show no values.
 type labelledTicks struct{}
 
 func (labelledTicks) Ticks(min, max float64) []plot.Tick {
