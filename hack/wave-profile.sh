@@ -4,6 +4,9 @@
 #
 #   hack/wave-profile.sh N        OUT (default .cluster/wave-profile) receives the figures
 #
+# MANAGER_FLAGS are added after the pod's arguments (the last of a flag wins), to measure
+# another value: MANAGER_FLAGS=--max-concurrent-reconciles=8 hack/wave-profile.sh 500
+#
 # Runs bin/manager and bin/sidecar against $KUBECONFIG with the arguments of config/default's
 # Deployment (as make run does) plus pprof on loopback; creates N AppServices in the
 # namespace wave-profile and waits until all are Ready; deletes them and waits until they and
@@ -13,6 +16,10 @@
 #                      (go tool pprof -sample_index=alloc_space -base allocs0.pb.gz allocs1.pb.gz)
 #   create-cpu.pb.gz   a 40 s CPU profile from the start of the creates
 #   delete-cpu.pb.gz   a 30 s CPU profile from the start of the deletes
+#   create-processes,  CPU-s of each process of the cluster and the operator through each
+#   delete-processes   wave: what the wave cost the machine, not only the manager
+#   create-requests,   the apiserver's requests through each wave, from every client, per
+#   delete-requests    CR, by verb, resource, subresource and code, most first
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
@@ -28,7 +35,8 @@ mkdir -p "$OUT"
 podargs() { go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" -container="$1"; }
 mapfile -t margs < <(podargs manager)
 mapfile -t sargs < <(podargs sidecar)
-bin/manager "${margs[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
+read -ra extra <<<"${MANAGER_FLAGS:-}"
+bin/manager "${margs[@]}" "${extra[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
 m=$!
 bin/sidecar "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
 s=$!
@@ -37,27 +45,65 @@ sleep 8
 pprof() { curl -sf "http://127.0.0.1:16060/debug/pprof/$1" -o "$OUT/$2"; }
 cpu() { awk '{print ($14 + $15) / 100}' "/proc/$m/stat"; }
 rss() { awk '/^(VmRSS|VmHWM|RssAnon|RssFile):/ {printf "%s %d ", $1, $2 / 1024} END {print ""}' "/proc/$1/status"; }
+# procs prints "name CPU-s" for the cluster's processes and the operator's two.
+procs() {
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+    pgrep -f "^$ROOT/bin/$name " | while read -r pid; do awk -v n="$name" '{print n, ($14 + $15) / 100}' "/proc/$pid/stat"; done
+  done
+  awk '{print "manager", ($14 + $15) / 100}' "/proc/$m/stat"
+  awk '{print "sidecar", ($14 + $15) / 100}' "/proc/$s/stat"
+}
+cpuDiff() { awk 'NR == FNR { a[$1] = $2; next } { printf "%-24s %7.2f CPU-s\n", $1, $2 - a[$1] }' "$1" "$2"; }
+# idle is the machine's idle CPU time so far, in seconds of one core (/proc/stat).
+idle() { awk '/^cpu / {print $5 / 100}' /proc/stat; }
 since() { echo "$(date +%s.%N) - $1" | bc; }
+# requests prints the apiserver's request counters, one "verb resource/subresource code count"
+# per line; perCR turns two such snapshots into the difference per CR, most first.
+requests() {
+  "$K" get --raw /metrics | awk '/^apiserver_request_total\{/ {
+    match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+    match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+    match($0, /subresource="[^"]*"/); sr = substr($0, RSTART + 13, RLENGTH - 14)
+    match($0, /code="[^"]*"/); c = substr($0, RSTART + 6, RLENGTH - 7)
+    print v, r (sr == "" ? "" : "/" sr), c, $NF }'
+}
+perCR() {
+  awk -v n="$N" 'NR == FNR { before[$1 " " $2 " " $3] = $4; next }
+    { d = $4 - before[$1 " " $2 " " $3]; if (d > 0) { printf "%8.2f %s %s %s\n", d / n, $1, $2, $3; total += d } }
+    END { printf "%8.2f total\n", total / n }' "$1" "$2" | sort -rn
+}
 
 pprof allocs allocs0.pb.gz
-t0=$(date +%s.%N) c0=$(cpu)
+requests >"$OUT/.requests0"
+procs >"$OUT/.procs0"
+t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 for i in $(seq 0 $((N - 1))); do
   printf 'apiVersion: appcontroller.k8s.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%04d\n  namespace: %s\nspec:\n  deploymentName: app-%04d\n  replicas: 2\n---\n' "$i" "$NS" "$i"
 done | "$K" create -f - >/dev/null
 pprof "profile?seconds=40" create-cpu.pb.gz &
 p=$!
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
-echo "create: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s" | tee "$OUT/summary"
+echo "create: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee "$OUT/summary"
+requests >"$OUT/.requests1"
+procs >"$OUT/.procs1"
 wait "$p"
 pprof allocs allocs1.pb.gz
 echo "manager: $(rss $m)" | tee -a "$OUT/summary"
 echo "sidecar: $(rss $s)" | tee -a "$OUT/summary"
 
-t0=$(date +%s.%N) c0=$(cpu)
+requests >"$OUT/.requests2"
+procs >"$OUT/.procs2"
+t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 "$K" delete appservices --all -n "$NS" --wait=false >/dev/null
 pprof "profile?seconds=30" delete-cpu.pb.gz &
 p=$!
 while [ "$("$K" get appservices -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
 while [ "$("$K" get deployments,services -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
-echo "delete: all gone after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s" | tee -a "$OUT/summary"
+echo "delete: all gone after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
+requests >"$OUT/.requests3"
+procs >"$OUT/.procs3"
+cpuDiff "$OUT/.procs0" "$OUT/.procs1" >"$OUT/create-processes"
+cpuDiff "$OUT/.procs2" "$OUT/.procs3" >"$OUT/delete-processes"
+perCR "$OUT/.requests0" "$OUT/.requests1" >"$OUT/create-requests"
+perCR "$OUT/.requests2" "$OUT/.requests3" >"$OUT/delete-requests"
 wait "$p"
