@@ -53,6 +53,9 @@ func (w statusKeepingWriter) Update(ctx context.Context, obj client.Object, opts
 	if !ok || len(opts) > 0 {
 		return w.SubResourceWriter.Update(ctx, obj, opts...)
 	}
+	if goneOnceUninstalled(u) {
+		return nil
+	}
 	apply, err := helmStatusApply(u)
 	if err != nil {
 		return err
@@ -67,6 +70,36 @@ func (w statusKeepingWriter) Update(ctx context.Context, obj client.Object, opts
 		u.SetResourceVersion(apply.GetResourceVersion())
 	}
 	return err
+}
+
+// uninstallFinalizer is the finalizer by which helm-operator-plugins' reconciler uninstalls a
+// CR's release before the CR goes.
+const uninstallFinalizer = "uninstall-helm-release"
+
+// goneOnceUninstalled reports whether u is the status the reconciler writes when it has
+// uninstalled the release of a CR that is being deleted and that no finalizer but its own
+// holds. The reconciler then removes that finalizer, and the API server deletes the CR, status
+// and all: nobody would read the write. It is one of the dozen requests of each uninstall, all
+// in a row, and a wave of deletions is bound by the API server's CPU (docs/bench/delete.md).
+//
+// If the finalizer's removal fails, the next reconcile uninstalls again (the release is gone:
+// "not found") and comes back here; meanwhile the CR's deletionTimestamp already tells
+// kstatus and `kubectl wait --for=delete` that it is going. A CR that another finalizer keeps,
+// or whose uninstall failed, gets its status written.
+func goneOnceUninstalled(u *unstructured.Unstructured) bool {
+	if u.GetDeletionTimestamp() == nil {
+		return false
+	}
+	if f := u.GetFinalizers(); len(f) != 1 || f[0] != uninstallFinalizer {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Deployed" {
+			return m["status"] == "False" && m["reason"] == "UninstallSuccessful"
+		}
+	}
+	return false
 }
 
 // notHelmConditions are the condition types written by others: the manager's readiness

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -158,6 +159,52 @@ func TestStatusUpdateSkipsNoChange(t *testing.T) {
 		}).Build()
 		c := statusKeepingClient{Client: cl, current: cl}
 		if err := c.Status().Update(context.Background(), memcached(tc.status)); err != nil {
+			t.Fatal(err)
+		}
+		if sent := writes > 0; sent != tc.sent {
+			t.Errorf("%s: sent %v, want %v", tc.name, sent, tc.sent)
+		}
+	}
+}
+
+// The status the reconciler writes once it has uninstalled the release of a CR being deleted
+// is not sent when the finalizer it removes next is the CR's last: the CR goes with it. Any
+// other status of a CR being deleted is.
+func TestStatusUpdateSkipsTheUninstalledCRsLastStatus(t *testing.T) {
+	uninstalled := map[string]any{"conditions": []any{
+		map[string]any{"type": "ReleaseFailed", "status": "False"},
+		map[string]any{"type": "Deployed", "status": "False", "reason": "UninstallSuccessful"},
+	}}
+	failed := map[string]any{"conditions": []any{
+		map[string]any{"type": "ReleaseFailed", "status": "True", "reason": "UninstallError"},
+		map[string]any{"type": "Deployed", "status": "True", "reason": "UpgradeSuccessful"},
+	}}
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name       string
+		deleting   bool
+		finalizers []string
+		status     map[string]any
+		sent       bool
+	}{
+		{"uninstalled, only the uninstall finalizer left", true, []string{uninstallFinalizer}, uninstalled, false},
+		{"uninstalled, another finalizer keeps the CR", true, []string{"example.com/keep", uninstallFinalizer}, uninstalled, true},
+		{"the uninstall failed", true, []string{uninstallFinalizer}, failed, true},
+		{"not being deleted", false, []string{uninstallFinalizer}, uninstalled, true},
+	} {
+		writes := 0
+		cl := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+				writes++
+				return nil
+			},
+		}).Build()
+		cr := memcached(tc.status)
+		cr.SetFinalizers(tc.finalizers)
+		if tc.deleting {
+			cr.SetDeletionTimestamp(&now)
+		}
+		if err := (statusKeepingClient{Client: cl, current: cl}).Status().Update(context.Background(), cr); err != nil {
 			t.Fatal(err)
 		}
 		if sent := writes > 0; sent != tc.sent {
