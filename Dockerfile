@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 
-# ---- build stage: the helm-operator (helm-operator-plugins, version pinned in go.mod) and the sidecar
+# ---- build stage: the helm-operator (helm-operator-plugins, version pinned in go.mod), whose
+# `manager sidecar` is the pod's second container
 FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
@@ -17,8 +18,7 @@ COPY . .
 # helm-operator-plugins version that go.mod resolves, so its startup log reports it.
 RUN set -eu; \
     export CGO_ENABLED=0 GOOS="${TARGETOS:-linux}" GOARCH="${TARGETARCH:-$(go env GOARCH)}"; \
-    go build -trimpath -ldflags "-s -w" -o /out/manager ./cmd/manager; \
-    go build -trimpath -ldflags "-s -w" -o /out/sidecar ./cmd/sidecar
+    go build -trimpath -ldflags "-s -w" -o /out/manager ./cmd/manager
 
 # ---- runtime stage
 FROM gcr.io/distroless/static:nonroot
@@ -27,7 +27,6 @@ FROM gcr.io/distroless/static:nonroot
 # helm-operator resolves against its working directory.
 WORKDIR /opt/helm
 COPY --from=builder /out/manager /manager
-COPY --from=builder /out/sidecar /sidecar
 COPY watches.yaml /opt/helm/watches.yaml
 COPY helm-charts/ /opt/helm/helm-charts/
 

@@ -81,7 +81,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/tools/lint, configur
 	$(GOLANGCI_LINT) run ./...
 
 # The integration test runs operator.Setup in the test process against the apiserver; the e2e
-# suite runs bin/manager and bin/sidecar as the pod would.
+# suite runs bin/manager's two commands as the pod would.
 .PHONY: test-e2e
 test-e2e: build helm-operator tools ## Integration test and e2e suite on the local cluster (started if needed).
 	$(MAKE) cluster-up
@@ -164,19 +164,15 @@ demo-deploy: build ## The same with the operator in its pod: real node, image fr
 ##@ Build
 
 .PHONY: build
-build: manager sidecar ## Build bin/manager (the helm-operator of this project) and bin/sidecar.
+build: manager ## Build bin/manager: the helm-operator of this project, and its sidecar (bin/manager sidecar).
 
 .PHONY: manager
-manager: ## Build bin/manager: helm-operator-plugins' reconciler for every kind in watches.yaml.
+manager: ## Build bin/manager: helm-operator-plugins' reconciler for every kind in watches.yaml, and the sidecar.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: helm-operator
 helm-operator: ## Build bin/helm-operator, the stock helm-operator (version pinned in go.mod), for comparison.
 	go build -o $(LOCALBIN)/helm-operator github.com/operator-framework/helm-operator-plugins
-
-.PHONY: sidecar
-sidecar: ## Build bin/sidecar.
-	go build -o $(LOCALBIN)/sidecar ./cmd/sidecar
 
 .PHONY: run
 run: build $(KUSTOMIZE) ## Run the manager and the sidecar in the foreground against $KUBECONFIG, with the arguments of config/default's Deployment.
@@ -196,7 +192,6 @@ IMAGE_FLAGS := -trimpath -ldflags "-s -w"
 image: ## Build the manager image $(IMG) from the Dockerfile without Docker, into bin/operator-image.tar.
 	mkdir -p $(LOCALBIN)/image
 	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/manager ./cmd/manager
-	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/sidecar ./cmd/sidecar
 	go run ./hack/image operator -dockerfile Dockerfile -context . -from builder:/out=$(LOCALBIN)/image \
 		-tag $(IMG) -o $(IMAGE_TAR)
 

@@ -7,14 +7,16 @@
 #
 # Creates N AppService CRs (a Deployment of 2 replicas and a Service each) in the namespace
 # memory-bench with the first variant's processes running, and waits until every CR is
-# Ready. Then, for each variant in turn, it runs <bin dir>/manager and <bin dir>/sidecar
+# Ready. Then, for each variant in turn, it runs <bin dir>/manager and its sidecar
 # (default bin/) against $KUBECONFIG with the flags of config/manager/manager.yaml (plus
 # --pprof-bind-address on loopback), the given environment variables and flags (a flag is
 # given to both processes), waits WINDOW
 # seconds (default 150; the first variant: IDLE seconds, default 60, after all are Ready),
 # and writes to $OUT/<label> (default .cluster/memory/<label>):
 #   rss.tsv                 VmRSS, VmHWM, RssAnon and RssFile of each process, from
-#                           /proc/<pid>/status, in KiB (RssFile: the binary's own pages)
+#                           /proc/<pid>/status, and its Pss from /proc/<pid>/smaps_rollup,
+#                           in KiB (RssFile: the binary's own pages, which the two processes
+#                           share: their Pss sums to what the pod costs, their VmRSS does not)
 #   <process>-heap.pb.gz    its heap profile (after a GC), for go tool pprof
 #   <process>-memstats.txt  the Go runtime's memory statistics
 # Every variant after the first thus starts with N CRs in place: its manager reconciles each
@@ -58,7 +60,7 @@ start() {
   done
   env "${envs[@]}" "$bin/manager" "${manager_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
   manager=$!
-  env "${envs[@]}" "$bin/sidecar" "${sidecar_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
+  env "${envs[@]}" "$bin/manager" "${sidecar_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
   sidecar=$!
 }
 stop() {
@@ -81,13 +83,14 @@ cleanup() {
 trap cleanup EXIT
 
 rss() {
-  awk -v p="$1" '/^(VmRSS|VmHWM|RssAnon|RssFile):/ {v[$1]=$2}
-    END {print p "\t" v["VmRSS:"] "\t" v["VmHWM:"] "\t" v["RssAnon:"] "\t" v["RssFile:"]}' "/proc/$2/status"
+  awk -v p="$1" '/^(VmRSS|VmHWM|RssAnon|RssFile|Pss):/ {v[$1]=$2}
+    END {print p "\t" v["VmRSS:"] "\t" v["VmHWM:"] "\t" v["RssAnon:"] "\t" v["RssFile:"] "\t" v["Pss:"]}' \
+    "/proc/$2/status" "/proc/$2/smaps_rollup"
 }
 measure() {
   local out=$1
   {
-    printf 'process\tVmRSS_KiB\tVmHWM_KiB\tRssAnon_KiB\tRssFile_KiB\n'
+    printf 'process\tVmRSS_KiB\tVmHWM_KiB\tRssAnon_KiB\tRssFile_KiB\tPss_KiB\n'
     rss manager "$manager"
     rss sidecar "$sidecar"
   } | tee "$out/rss.tsv"

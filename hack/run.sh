@@ -30,7 +30,7 @@ mapfile -t sidecar_args <<<"$sidecar_args"
 # Further arguments go to the manager, after the pod's (the last of a flag wins).
 "$BIN/manager" "${manager_args[@]}" "$@" &
 operator=$!
-"$BIN/sidecar" "${sidecar_args[@]}" &
+"$BIN/manager" "${sidecar_args[@]}" &
 sidecar=$!
 
 stop() { kill "$operator" "$sidecar" 2>/dev/null; wait "$operator" "$sidecar" 2>/dev/null; }

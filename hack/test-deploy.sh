@@ -2,7 +2,7 @@
 # make test-deploy: the deploy e2e, on the cluster of $KUBECONFIG.
 #
 # The test applies the deploy manifests as a user would, and then runs bin/manager and
-# bin/sidecar locally with a kubeconfig that impersonates the pod's ServiceAccount: the
+# its sidecar locally with a kubeconfig that impersonates the pod's ServiceAccount: the
 # operator has exactly the RBAC of config/rbac. The pod itself runs only on the local
 # cluster's real node (make node-up image-load; step 3).
 #

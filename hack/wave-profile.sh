@@ -7,7 +7,7 @@
 # MANAGER_FLAGS are added after the pod's arguments (the last of a flag wins), to measure
 # another value: MANAGER_FLAGS=--max-concurrent-reconciles=8 hack/wave-profile.sh 500
 #
-# Runs bin/manager and bin/sidecar against $KUBECONFIG with the arguments of config/default's
+# Runs bin/manager and its sidecar against $KUBECONFIG with the arguments of config/default's
 # Deployment (as make run does) plus pprof on loopback; creates N AppServices in the
 # namespace wave-profile and waits until all are Ready; deletes them and waits until they and
 # their Deployments and Services are gone. Writes to OUT:
@@ -38,13 +38,13 @@ mapfile -t sargs < <(podargs sidecar)
 read -ra extra <<<"${MANAGER_FLAGS:-}"
 bin/manager "${margs[@]}" "${extra[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
 m=$!
-bin/sidecar "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
+bin/manager "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
 s=$!
 trap 'kill $m $s 2>/dev/null || true; "$K" delete namespace $NS --wait=false >/dev/null 2>&1 || true' EXIT
 sleep 8
 pprof() { curl -sf "http://127.0.0.1:16060/debug/pprof/$1" -o "$OUT/$2"; }
 cpu() { awk '{print ($14 + $15) / 100}' "/proc/$m/stat"; }
-rss() { awk '/^(VmRSS|VmHWM|RssAnon|RssFile):/ {printf "%s %d ", $1, $2 / 1024} END {print ""}' "/proc/$1/status"; }
+rss() { awk '/^(VmRSS|VmHWM|RssAnon|RssFile|Pss):/ {printf "%s %d ", $1, $2 / 1024} END {print ""}' "/proc/$1/status" "/proc/$1/smaps_rollup"; }
 # procs prints "name CPU-s" for the cluster's processes and the operator's two.
 procs() {
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do

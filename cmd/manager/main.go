@@ -2,6 +2,8 @@
 // watches.yaml into Helm releases of its chart, with helm-operator-plugins as the Helm
 // engine (see internal/operator for how it differs from the stock `helm-operator run`).
 // Its flags are those of `helm-operator run`, so either binary runs with the same arguments.
+//
+// `manager sidecar` runs the pod's second container instead (sidecar.go).
 package main
 
 import (
@@ -19,6 +21,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sidecar" {
+		runSidecar(os.Args[2:])
+		return
+	}
 	var (
 		opts       operator.Options
 		common     mgropts.Options

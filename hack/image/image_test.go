@@ -240,7 +240,7 @@ func walkContext(t *testing.T, src, dest string, want map[string][]byte) {
 // the image exists in its /etc/passwd, the entrypoint is executable, and /tmp (where the
 // pod mounts its emptyDir) and the CA bundle are there.
 func TestImageUserCanRunIt(t *testing.T) {
-	img := buildThroughTarball(t, map[string][]byte{"manager": []byte("m"), "sidecar": []byte("s")})
+	img := buildThroughTarball(t, map[string][]byte{"manager": []byte("m")})
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package mgropts holds what the two processes, cmd/manager and cmd/sidecar, set up alike
+// Package mgropts holds what the two processes, the manager and `manager sidecar`, set up alike
 // around their controller-runtime manager: the flags of the metrics endpoint, the health
 // probes, leader election and logging; the manager options built from them; and the
 // manager itself, with its health checks and the namespaces it watches.

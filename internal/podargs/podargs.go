@@ -2,9 +2,9 @@
 // Deployment that config/default renders, and translates them for a process on the host.
 //
 // The rendered Deployment is the one source of the flags the operator runs with: `make
-// deploy` applies it, and `make run`, the e2e, security, fault and bench suites start bin/manager
-// and bin/sidecar with its arguments, so that their figures and results describe the
-// configuration that is deployed. Only what cannot be the same outside the pod differs, and
+// deploy` applies it, and `make run`, the e2e, security, fault and bench suites start
+// bin/manager with each container's arguments (the sidecar's begin with its subcommand), so
+// that their figures and results describe the configuration that is deployed. Only what cannot be the same outside the pod differs, and
 // HostArgs is the one place where it does.
 package podargs
 
@@ -28,6 +28,9 @@ const (
 	deploymentSuffix = "controller-manager"
 	Manager          = "manager"
 	Sidecar          = "sidecar"
+	// Binary is the command of both containers: the image's one binary (bin/manager on the
+	// host).
+	Binary = "/manager"
 )
 
 // Render runs kustomize (the binary make deploy uses) on dir (config/default) and returns the
@@ -44,7 +47,9 @@ func Render(kustomize, dir string) (map[string][]string, error) {
 }
 
 // Parse finds the manager pod's Deployment in a stream of YAML documents and returns the
-// arguments of each of its containers, by container name.
+// arguments of each of its containers, by container name: the words of its command after the
+// binary (a subcommand: `/manager sidecar`), then its args. Both containers run the image's
+// one binary, /manager.
 func Parse(manifests []byte) (map[string][]string, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
 	var found map[string][]string
@@ -77,6 +82,14 @@ func Parse(manifests []byte) (map[string][]string, error) {
 		}
 		found = map[string][]string{}
 		for _, c := range d.Spec.Template.Spec.Containers {
+			if len(c.Command) == 0 || c.Command[0] != Binary {
+				return nil, fmt.Errorf("container %s: command %q, want %s and its subcommand, if any", c.Name, c.Command, Binary)
+			}
+			for _, w := range c.Command[1:] {
+				if FlagName(w) != "" {
+					return nil, fmt.Errorf("container %s: command %q: flags belong in args", c.Name, c.Command)
+				}
+			}
 			// HostArgs replaces flags by name: a value in an argument of its own would be
 			// left behind.
 			for _, a := range c.Args {
@@ -84,7 +97,7 @@ func Parse(manifests []byte) (map[string][]string, error) {
 					return nil, fmt.Errorf("container %s: argument %q: write flags as --name=value", c.Name, a)
 				}
 			}
-			found[c.Name] = append([]string(nil), c.Args...)
+			found[c.Name] = append(append([]string(nil), c.Command[1:]...), c.Args...)
 		}
 	}
 	if found == nil {

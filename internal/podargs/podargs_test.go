@@ -19,8 +19,10 @@ spec:
     spec:
       containers:
       - name: manager
+        command: ["/manager"]
         args: ["--watches-file=/opt/helm/watches.yaml", "--leader-elect", "--metrics-bind-address=0", "--reconcile-period=10h", "--metrics-bind-address=:8443", "--metrics-secure"]
       - name: sidecar
+        command: ["/manager", "sidecar"]
         args: ["--health-probe-bind-address=:8083"]
 `
 
@@ -39,8 +41,13 @@ func TestHostArgs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
-	if got, _ := (Host{SecureMetrics: true}).HostArgs(pod[Sidecar]); !slices.Contains(got, "--metrics-secure") {
-		t.Errorf("SecureMetrics: %v", got)
+	// The sidecar's subcommand comes first, as in the pod.
+	got, err = Host{WatchesFile: "w.yaml", SecureMetrics: true}.HostArgs(pod[Sidecar])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sidecar", "--watches-file=w.yaml", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--metrics-secure"}; !slices.Equal(got, want) {
+		t.Errorf("sidecar: got %v\nwant %v", got, want)
 	}
 	if _, err := (Host{}).HostArgs(pod[Manager]); err == nil {
 		t.Error("leader election without a Lease namespace accepted")
@@ -50,8 +57,10 @@ func TestHostArgs(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	for name, doc := range map[string]string{
 		"no Deployment":   "kind: Service\nmetadata: {name: x-controller-manager}\n",
-		"no sidecar":      "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager}]}}}\n",
-		"separate value":  "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, args: [--reconcile-period, 1m]}, {name: sidecar}]}}}\n",
+		"no sidecar":      "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, command: [/manager]}]}}}\n",
+		"separate value":  "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, command: [/manager], args: [--reconcile-period, 1m]}, {name: sidecar, command: [/manager, sidecar]}]}}}\n",
+		"other binary":    "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, command: [/manager]}, {name: sidecar, command: [/sidecar]}]}}}\n",
+		"flag in command": "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, command: [/manager, --leader-elect]}, {name: sidecar, command: [/manager, sidecar]}]}}}\n",
 		"two Deployments": manifests + "---\n" + manifests,
 	} {
 		if _, err := Parse([]byte(doc)); err == nil {

@@ -1,4 +1,4 @@
-// Package sidecar composes the sidecar process (cmd/sidecar): for every kind in
+// Package sidecar composes the sidecar process (`manager sidecar`): for every kind in
 // watches.yaml, a status controller that writes the live state of each CR's workloads into
 // the CR's status (internal/workloadstatus), and for the pool kind the books of each
 // WarpdrivePool's claims (internal/poolstatus). It is to the sidecar what internal/operator

@@ -105,13 +105,14 @@ func (e *Env) StartManager(o ProcessOptions) (*Process, error) {
 	return e.Run(processName(o, ManagerBinary(o.Stock)), ManagerBinary(o.Stock), args...)
 }
 
-// StartSidecar runs the sidecar container from bin/ as StartManager runs the manager.
+// StartSidecar runs the sidecar container as StartManager runs the manager: bin/manager, whose
+// subcommand `sidecar` the container's arguments begin with.
 func (e *Env) StartSidecar(o ProcessOptions) (*Process, error) {
 	args, err := e.SidecarArgs(o)
 	if err != nil {
 		return nil, err
 	}
-	return e.Run(processName(o, "sidecar"), "sidecar", args...)
+	return e.Run(processName(o, "sidecar"), ManagerBinary(false), args...)
 }
 
 // ManagerArgs is the command line StartManager runs the manager (or the stock helm-operator)

@@ -12,11 +12,12 @@ import (
 )
 
 // flagValues maps each flag of args to its value ("" for a bare boolean flag); the last of a
-// flag wins, as with Go's flag package.
+// flag wins, as with Go's flag package. A subcommand before the flags is left out
+// (subcommand).
 func flagValues(t *testing.T, args []string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
-	for _, a := range args {
+	for _, a := range args[len(subcommand(args)):] {
 		name := podargs.FlagName(a)
 		if name == "" {
 			t.Fatalf("argument %q is not a flag", a)
@@ -25,6 +26,15 @@ func flagValues(t *testing.T, args []string) map[string]string {
 		m[name] = v
 	}
 	return m
+}
+
+// subcommand is the words of args before its first flag.
+func subcommand(args []string) []string {
+	i := slices.IndexFunc(args, func(a string) bool { return podargs.FlagName(a) != "" })
+	if i < 0 {
+		return args
+	}
+	return args[:i]
 }
 
 // The suites run the binaries with the flags of the Deployment that make deploy applies:
@@ -45,6 +55,9 @@ func TestSuitesRunThePodsFlags(t *testing.T) {
 			host, err := c.args(ProcessOptions{MetricsAddr: "127.0.0.1:1"})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if w, g := subcommand(pod[c.container]), subcommand(host); !slices.Equal(w, g) {
+				t.Errorf("subcommand: the pod runs %q, the suites %q", w, g)
 			}
 			want, got := flagValues(t, pod[c.container]), flagValues(t, host)
 			if len(want) < 3 {

@@ -1,9 +1,3 @@
-// Command sidecar runs as a second container beside the helm-operator and
-// writes the live state of each CR's workloads (replicas, readyReplicas,
-// availableReplicas, selector and the RolledOut condition) into the CR's status, for
-// every kind listed in watches.yaml (see internal/workloadstatus), and keeps
-// the books of each WarpdrivePool's claims in status.pool (see
-// internal/poolstatus). internal/sidecar composes them.
 package main
 
 import (
@@ -17,13 +11,24 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
-func main() {
+// runSidecar is `manager sidecar`, the pod's second container: it writes the live state of
+// each CR's workloads (replicas, readyReplicas, availableReplicas, selector and the
+// RolledOut condition) into the CR's status, for every kind listed in watches.yaml (see
+// internal/workloadstatus), and keeps the books of each WarpdrivePool's claims in
+// status.pool (see internal/poolstatus). internal/sidecar composes them.
+//
+// It is a subcommand of the manager's binary, not a binary of its own, so that the node keeps
+// one binary's pages for both containers: most of a process's resident memory here is its
+// binary's text, and the two share the runtime, client-go and controller-runtime
+// (docs/bench/memory.md, "One binary").
+func runSidecar(args []string) {
 	var (
 		watchesFile string
 		common      mgropts.Options
 	)
-	flag.StringVar(&watchesFile, "watches-file", "./watches.yaml", "Path to the helm-operator's watches file; a status controller runs for each kind in it.")
-	common.BindFlags(flag.CommandLine, mgropts.Flags{
+	fs := flag.NewFlagSet("sidecar", flag.ExitOnError)
+	fs.StringVar(&watchesFile, "watches-file", "./watches.yaml", "Path to the helm-operator's watches file; a status controller runs for each kind in it.")
+	common.BindFlags(fs, mgropts.Flags{
 		MetricsAddr:                  ":8082",
 		MetricsAddrUsage:             "Address the metrics endpoint binds to; \"0\" disables it.",
 		ProbeAddr:                    ":8083",
@@ -32,7 +37,7 @@ func main() {
 		LeaderElectionID:             "warpdrive-sidecar.transwarp.io",
 		LeaderElectionNamespaceUsage: "Namespace of the leader election Lease; defaults to the pod's namespace in-cluster.",
 	})
-	flag.Parse()
+	_ = fs.Parse(args) // ExitOnError: exits on a bad flag
 	common.SetLogger()
 	log := ctrl.Log.WithName("setup")
 	if limit := mgropts.SetMemoryLimit(); limit > 0 {
