@@ -95,6 +95,8 @@ type result struct {
 	sidecarIdleMilli   float64
 	rssMiB, peakRSSMiB float64 // operator RSS at the end of the idle window, and its peak
 	sidecarRSSMiB      float64
+	pssMiB             float64 // operator PSS at the end of the idle window (pssMiB)
+	sidecarPSSMiB      float64
 	driftP50, driftMax float64 // a Deployment scaled by hand -> scaled back, seconds
 	deleteS            float64 // CRs deleted -> all Deployments gone
 	statusP50          float64 // a Deployment's available count changed -> the CR's status shows it
@@ -261,6 +263,7 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	r.sidecarIdleMilli = (sidecar.cpu() - sc0) / elapsed * 1000
 	r.rssMiB, r.peakRSSMiB = procs.rss()
 	r.sidecarRSSMiB, _ = sidecar.rss()
+	r.pssMiB, r.sidecarPSSMiB = procs.pss(), sidecar.pss()
 
 	// Drift: Deployments scaled by hand, all at once; each repaired when back to the spec.
 	r.driftP50, r.driftMax = drift(t, ns, min(s.drift, n), ed.replicas)

@@ -52,6 +52,24 @@ func rssMiB(pid int) (now, peak float64, err error) {
 	return now, peak, nil
 }
 
+// pssMiB is a process's proportional set size in MiB (/proc/<pid>/smaps_rollup): its pages,
+// each shared page divided by the number of processes that map it. The manager and the
+// sidecar run one binary, whose pages the node holds once: summed, their PSS is what the pod
+// costs the node, where summed VmRSS would count those pages twice.
+func pssMiB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kib, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+			return kib / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/smaps_rollup has no Pss", pid)
+}
+
 // processes is a set of processes measured together (the operator's pod: manager + sidecar).
 type processes []int
 
@@ -75,4 +93,14 @@ func (p processes) rss() (now, peak float64) {
 		}
 	}
 	return now, peak
+}
+
+func (p processes) pss() float64 {
+	var sum float64
+	for _, pid := range p {
+		if v, err := pssMiB(pid); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

@@ -33,7 +33,7 @@ func writeReport(dir string, s settings, results []result) error {
 		"Both operators run with the arguments of their pods: ours those of config/default's Deployment, the stock one "+
 		"operator-sdk's scaffolded ones (docs/bench/README.md).\n\n",
 		host, time.Now().UTC().Format("2006-01-02"), s.idle, s.drift)
-	b.WriteString("![idle CPU](idle-cpu.png) ![create CPU](create-cpu.png) ![edit CPU](edit-cpu.png) ![RSS](rss.png)\n\n")
+	b.WriteString("![idle CPU](idle-cpu.png) ![create CPU](create-cpu.png) ![edit CPU](edit-cpu.png) ![memory](memory.png)\n\n")
 	for _, n := range s.sizes {
 		byName := map[string]result{}
 		for _, r := range results {
@@ -86,10 +86,12 @@ func writeReport(dir string, s settings, results []result) error {
 		row("operator CPU per CR edit", "CPU-ms", 0, 1000*perCR(stock.editCPU), 1000*perCR(ours.editCPU), false)
 		row("idle CPU", "millicores", 0, stock.idleMilli, ours.idleMilli, false)
 		row("  of which the sidecar", "millicores", 0, 0, ours.sidecarIdleMilli, false)
-		row("RSS after idle", "MiB", 0, stock.rssMiB, ours.rssMiB, false)
+		row("memory after idle (PSS)", "MiB", 0, stock.pssMiB, ours.pssMiB, false)
+		row("  of which the sidecar", "MiB", 0, 0, ours.sidecarPSSMiB, false)
+		row("memory after idle per CR (PSS)", "MiB", 0, perCR(stock.pssMiB), perCR(ours.pssMiB), false)
+		row("RSS after idle (VmRSS summed)", "MiB", 0, stock.rssMiB, ours.rssMiB, false)
 		row("  of which the sidecar", "MiB", 0, 0, ours.sidecarRSSMiB, false)
 		row("peak RSS", "MiB", 0, stock.peakRSSMiB, ours.peakRSSMiB, false)
-		row("RSS after idle per CR", "MiB", 0, perCR(stock.rssMiB), perCR(ours.rssMiB), false)
 		row("drift repaired, p50", "s", 0, stock.driftP50, ours.driftP50, false)
 		row("drift repaired, max", "s", 0, stock.driftMax, ours.driftMax, false)
 		row("delete -> all gone", "s", floor.deleteS, stock.deleteS, ours.deleteS, true)
@@ -97,7 +99,9 @@ func writeReport(dir string, s settings, results []result) error {
 		row("status follows the workload, p99", "s", 0, 0, ours.statusP99, false)
 		b.WriteString("\n")
 	}
-	b.WriteString("CPU and RSS are the operator's processes (for this operator: manager + sidecar), read from /proc. " +
+	b.WriteString("CPU and memory are the operator's processes (for this operator: manager + sidecar), read from /proc. " +
+		"Memory is PSS (smaps_rollup), which counts a page the two processes share once: they run one binary, whose pages the node holds once; " +
+		"summed VmRSS counts them twice. " +
 		"A phase's CPU, and its apiserver requests (the apiserver's apiserver_request_total, from every client: the controllers, kwok and the benchmark's own count too, so kubectl apply is the floor), " +
 		"run from its start to 10 s after all Deployments are available, so that trailing reconciles count. " +
 		"etcd in use is etcd_mvcc_db_total_size_in_use_in_bytes, of the whole cluster. " +
@@ -129,7 +133,7 @@ func plotRatios(path string, sizes []int, results []result) error {
 		{"create", func(r result) float64 { return r.createS }},
 		{"edit CPU", func(r result) float64 { return r.editCPU }},
 		{"idle CPU", func(r result) float64 { return r.idleMilli }},
-		{"RSS", func(r result) float64 { return r.rssMiB }},
+		{"memory", func(r result) float64 { return r.pssMiB }},
 		{"drift p50", func(r result) float64 { return r.driftP50 }},
 		{"delete", func(r result) float64 { return r.deleteS }},
 	}
@@ -182,8 +186,8 @@ func plotRatios(path string, sizes []int, results []result) error {
 	return p.Save(18*vg.Centimeter, 10*vg.Centimeter, path)
 }
 
-// marginalRSS is what each further CR costs in RSS, between consecutive sizes: RSS per CR at
-// one size also holds the process's fixed cost.
+// marginalRSS is what each further CR costs in memory (PSS), between consecutive sizes:
+// memory per CR at one size also holds the process's fixed cost.
 func marginalRSS(sizes []int, results []result) string {
 	var b strings.Builder
 	rss := map[string]map[int]float64{}
@@ -191,14 +195,14 @@ func marginalRSS(sizes []int, results []result) string {
 		if rss[r.variant] == nil {
 			rss[r.variant] = map[int]float64{}
 		}
-		rss[r.variant][r.n] = r.rssMiB
+		rss[r.variant][r.n] = r.pssMiB
 	}
 	for i := 1; i < len(sizes); i++ {
 		lo, hi := sizes[i-1], sizes[i]
 		for _, v := range []string{stockName, ourName} {
 			a, z := rss[v][lo], rss[v][hi]
 			if a > 0 && z > 0 && hi > lo {
-				fmt.Fprintf(&b, "\n- %s: RSS grows by %.3g KiB per CR from %d to %d CRs.", v, (z-a)*1024/float64(hi-lo), lo, hi)
+				fmt.Fprintf(&b, "\n- %s: memory (PSS) grows by %.3g KiB per CR from %d to %d CRs.", v, (z-a)*1024/float64(hi-lo), lo, hi)
 			}
 		}
 	}
@@ -218,7 +222,7 @@ func plotVsN(dir string, results []result) error {
 		{"idle-cpu.png", "idle CPU", "millicores", func(r result) float64 { return r.idleMilli }},
 		{"create-cpu.png", "CPU to create N CRs", "CPU-seconds", func(r result) float64 { return r.createCPU }},
 		{"edit-cpu.png", "CPU to edit N CRs", "CPU-seconds", func(r result) float64 { return r.editCPU }},
-		{"rss.png", "RSS after idle", "MiB", func(r result) float64 { return r.rssMiB }},
+		{"memory.png", "memory after idle (PSS)", "MiB", func(r result) float64 { return r.pssMiB }},
 	} {
 		p := plot.New()
 		p.Title.Text = m.title
