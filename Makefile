@@ -149,7 +149,7 @@ bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle wi
 		WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run TestCompare ./test/bench/
 
 .PHONY: bench-tune
-bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period and an edit wave by --max-concurrent-reconciles (about 25 minutes): docs/bench/tune.md.
+bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period, and edit and delete waves by --max-concurrent-reconciles (about 35 minutes): docs/bench/tune-*.md.
 	$(MAKE) cluster-up
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 120m -v -run TestTune ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-tune.log
 
