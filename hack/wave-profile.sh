@@ -58,14 +58,16 @@ cpuDiff() { awk 'NR == FNR { a[$1] = $2; next } { printf "%-24s %7.2f CPU-s\n", 
 idle() { awk '/^cpu / {print $5 / 100}' /proc/stat; }
 since() { echo "$(date +%s.%N) - $1" | bc; }
 # requests prints the apiserver's request counters, one "verb resource/subresource code count"
-# per line; perCR turns two such snapshots into the difference per CR, most first.
+# per line, summed over the other labels (group, version, scope, component); perCR turns two
+# such snapshots into the difference per CR, most first.
 requests() {
   "$K" get --raw /metrics | awk '/^apiserver_request_total\{/ {
     match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
-    match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+    match($0, /[{,]resource="[^"]*"/); r = substr($0, RSTART + 11, RLENGTH - 12)
     match($0, /subresource="[^"]*"/); sr = substr($0, RSTART + 13, RLENGTH - 14)
     match($0, /code="[^"]*"/); c = substr($0, RSTART + 6, RLENGTH - 7)
-    print v, r (sr == "" ? "" : "/" sr), c, $NF }'
+    n[v " " r (sr == "" ? "" : "/" sr) " " c] += $NF }
+    END { for (k in n) print k, n[k] }'
 }
 perCR() {
   awk -v n="$N" 'NR == FNR { before[$1 " " $2 " " $3] = $4; next }
