@@ -61,41 +61,19 @@ func main() {
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
 	flag.Parse()
-	common.SetLogger()
-	log := ctrl.Log.WithName("setup")
-	if limit := mgropts.SetMemoryLimit(); limit > 0 {
-		log.Info("soft memory limit", "bytes", limit)
-	}
+	log := setupLog(&common)
 	opts.LeaderElection = common.LeaderElect
 	var err error
-	if opts.SigningKey, err = operator.SigningKeySecret(signingKey, common.LeaderElectionNamespace); err != nil {
-		log.Error(err, "locating the release signing key")
-		os.Exit(1)
-	}
+	opts.SigningKey, err = operator.SigningKeySecret(signingKey, common.LeaderElectionNamespace)
+	exitOn(err, log, "locating the release signing key")
 
 	mgrOpts := common.Manager()
 	// The watches file as the sidecar reads it: strictly, so that a typo fails here.
-	if _, err := watchfile.Load(opts.WatchesFile); err != nil {
-		log.Error(err, "loading the watches file")
-		os.Exit(1)
-	}
+	_, err = watchfile.Load(opts.WatchesFile)
+	exitOn(err, log, "loading the watches file")
 	mgrOpts.Cache = operator.CacheOptions()
-	mgr, err := mgropts.NewManager(mgrOpts, log)
-	if err != nil {
-		log.Error(err, "creating the manager")
-		os.Exit(1)
-	}
-	if err := common.AddMemoryRelease(mgr, log); err != nil {
-		log.Error(err, "adding the memory release")
-		os.Exit(1)
-	}
-	if err := operator.Setup(mgr, opts); err != nil {
-		log.Error(err, "setting up the reconcilers")
-		os.Exit(1)
-	}
+	mgr := newManager(&common, mgrOpts, log)
+	exitOn(operator.Setup(mgr, opts), log, "setting up the reconcilers")
 	log.Info("starting the manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "running the manager")
-		os.Exit(1)
-	}
+	exitOn(mgr.Start(ctrl.SetupSignalHandler()), log, "running the manager")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -38,42 +37,18 @@ func runSidecar(args []string) {
 		LeaderElectionNamespaceUsage: "Namespace of the leader election Lease; defaults to the pod's namespace in-cluster.",
 	})
 	_ = fs.Parse(args) // ExitOnError: exits on a bad flag
-	common.SetLogger()
-	log := ctrl.Log.WithName("setup")
-	if limit := mgropts.SetMemoryLimit(); limit > 0 {
-		log.Info("soft memory limit", "bytes", limit)
-	}
+	log := setupLog(&common)
 
 	ws, err := watchfile.Load(watchesFile)
-	if err != nil {
-		log.Error(err, "Unable to load watches")
-		os.Exit(1)
-	}
+	exitOn(err, log, "Unable to load watches")
 	opts := sidecar.Options{Watches: ws}
 
 	mgrOpts := common.Manager()
-	if err := sidecar.ManagerOptions(&mgrOpts, opts); err != nil {
-		log.Error(err, "Unable to build the manager options")
-		os.Exit(1)
-	}
-	mgr, err := mgropts.NewManager(mgrOpts, log)
-	if err != nil {
-		log.Error(err, "Unable to create manager")
-		os.Exit(1)
-	}
-	if err := common.AddMemoryRelease(mgr, log); err != nil {
-		log.Error(err, "adding the memory release")
-		os.Exit(1)
-	}
+	exitOn(sidecar.ManagerOptions(&mgrOpts, opts), log, "Unable to build the manager options")
+	mgr := newManager(&common, mgrOpts, log)
 	ctx := ctrl.SetupSignalHandler()
-	if err := sidecar.Setup(ctx, mgr, opts); err != nil {
-		log.Error(err, "Unable to set up controllers")
-		os.Exit(1)
-	}
+	exitOn(sidecar.Setup(ctx, mgr, opts), log, "Unable to set up controllers")
 
 	log.Info("Starting manager", "kinds", len(ws), "leaderElection", common.LeaderElect)
-	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "Manager exited with an error")
-		os.Exit(1)
-	}
+	exitOn(mgr.Start(ctx), log, "Manager exited with an error")
 }
