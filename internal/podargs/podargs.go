@@ -4,8 +4,8 @@
 // The rendered Deployment is the one source of the flags the operator runs with: `make
 // deploy` applies it, and `make run`, the e2e, security, fault and bench suites start
 // bin/manager with each container's arguments (the sidecar's begin with its subcommand), so
-// that their figures and results describe the configuration that is deployed. Only what cannot be the same outside the pod differs, and
-// HostArgs is the one place where it does.
+// that their figures and results describe the configuration that is deployed. Only what
+// cannot be the same outside the pod differs, and HostArgs is the one place where it does.
 package podargs
 
 import (
