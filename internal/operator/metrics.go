@@ -15,41 +15,10 @@ import (
 )
 
 // The manager's own metrics, beside controller-runtime's: one series per CR for the fleet
-// (labels kind, namespace and name only, so that a thousand CRs are a thousand series per
-// metric), and one per kind for its chart rollout. config/grafana and config/prometheus use
-// them; TestDashboardsUseExportedMetrics checks that every name they use is here.
+// (fleet, below), and one per kind for its chart rollout. config/grafana and
+// config/prometheus use them; TestDashboardsUseExportedMetrics checks that every name they use
+// is here.
 var (
-	crLabels = []string{"kind", "namespace", "name"}
-
-	crReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_cr_ready",
-		Help: "1 while the CR's Ready condition is True at its generation, else 0.",
-	}, crLabels)
-	crStalled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_cr_stalled",
-		Help: "1 while the CR's Stalled condition is True, else 0.",
-	}, crLabels)
-	crBehind = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_cr_chart_behind",
-		Help: "1 while the CR's release is on another chart than the one the operator carries, else 0.",
-	}, crLabels)
-	releaseRevision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_release_revision",
-		Help: "Revision of the CR's Helm release, as last deployed.",
-	}, crLabels)
-	releaseChartInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_release_chart_info",
-		Help: "1, labelled with the version of the chart of the CR's release (one series per CR).",
-	}, append(crLabels, "version"))
-	helmOperationSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_helm_last_operation_duration_seconds",
-		Help: "How long the last install or upgrade of the CR's release took.",
-	}, crLabels)
-	helmOperationSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "warpdrive_helm_last_operation_success",
-		Help: "1 if the last install or upgrade of the CR's release succeeded, 0 if it failed.",
-	}, crLabels)
-
 	rolloutCRs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "warpdrive_rollout_crs",
 		Help: "CRs of a kind by where they stand in the rollout of the chart the operator carries: " +
@@ -71,79 +40,153 @@ var (
 
 // managerCollectors are the metrics above, registered once with controller-runtime's
 // registry, which the manager serves.
-var managerCollectors = []prometheus.Collector{crReady, crStalled, crBehind, releaseRevision, releaseChartInfo,
-	helmOperationSeconds, helmOperationSuccess, rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves}
+var managerCollectors = []prometheus.Collector{fleet, rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves}
 
 func init() {
 	metrics.Registry.MustRegister(managerCollectors...)
 }
 
-// releaseMetrics writes the per-CR series; it remembers each CR's chart version label, so
-// that a new version replaces the series rather than adding one.
-type releaseMetrics struct {
-	mu       sync.Mutex
-	versions map[string]string
+// The per-CR series, labelled kind, namespace and name (and version, for the chart's).
+var (
+	crLabels = []string{"kind", "namespace", "name"}
+
+	crReady = prometheus.NewDesc("warpdrive_cr_ready",
+		"1 while the CR's Ready condition is True at its generation, else 0.", crLabels, nil)
+	crStalled = prometheus.NewDesc("warpdrive_cr_stalled",
+		"1 while the CR's Stalled condition is True, else 0.", crLabels, nil)
+	crBehind = prometheus.NewDesc("warpdrive_cr_chart_behind",
+		"1 while the CR's release is on another chart than the one the operator carries, else 0.", crLabels, nil)
+	releaseRevision = prometheus.NewDesc("warpdrive_release_revision",
+		"Revision of the CR's Helm release, as last deployed.", crLabels, nil)
+	releaseChartInfo = prometheus.NewDesc("warpdrive_release_chart_info",
+		"1, labelled with the version of the chart of the CR's release (one series per CR).",
+		[]string{"kind", "namespace", "name", "version"}, nil)
+	helmOperationSeconds = prometheus.NewDesc("warpdrive_helm_last_operation_duration_seconds",
+		"How long the last install or upgrade of the CR's release took.", crLabels, nil)
+	helmOperationSuccess = prometheus.NewDesc("warpdrive_helm_last_operation_success",
+		"1 if the last install or upgrade of the CR's release succeeded, 0 if it failed.", crLabels, nil)
+)
+
+// fleet holds the per-CR series of every kind.
+var fleet = &fleetSeries{crs: map[crKey]*crSeries{}}
+
+// fleetSeries is the collector of the per-CR metrics. It keeps each CR's values in a small
+// struct and builds the series only when scraped: a GaugeVec keeps every series as a metric
+// with its label pairs, about 1 KB each, and seven series per CR made these the largest part
+// of the manager's heap after its caches (7 MiB at 1000 CRs: docs/bench/memory.md, sixth run).
+// A scrape costs the same either way: every series is encoded.
+type fleetSeries struct {
+	mu  sync.Mutex
+	crs map[crKey]*crSeries
 }
 
-func newReleaseMetrics() *releaseMetrics { return &releaseMetrics{versions: map[string]string{}} }
+type crKey struct{ kind, namespace, name string }
 
-// observe sets cr's series from the status the readiness controller decided.
-func (m *releaseMetrics) observe(kind string, cr *unstructured.Unstructured, f managerFields) {
-	l := prometheus.Labels{"kind": kind, "namespace": cr.GetNamespace(), "name": cr.GetName()}
-	ready, stalled := 0.0, 0.0
-	for _, c := range f.conditions {
+// crSeries is what the series of one CR say; a series is exported once its value is known.
+type crSeries struct {
+	observed       bool // ready and stalled are known (the readiness controller decided)
+	ready, stalled bool
+	chartKnown     bool // behind and version are known
+	behind         bool
+	version        string
+	revisionKnown  bool
+	revision       int64
+	opKnown        bool // an install or upgrade ended
+	opSeconds      float64
+	opSucceeded    bool
+}
+
+// series returns the values of key, creating them; f.mu is held.
+func (f *fleetSeries) series(key crKey) *crSeries {
+	s := f.crs[key]
+	if s == nil {
+		s = &crSeries{}
+		f.crs[key] = s
+	}
+	return s
+}
+
+// observe sets cr's series from the status the readiness controller decided. While the
+// release's chart is unknown, the chart's series keep their last values.
+func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, mf managerFields) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.series(crKey{kind, cr.GetNamespace(), cr.GetName()})
+	s.observed, s.ready, s.stalled = true, false, false
+	for _, c := range mf.conditions {
 		switch {
 		case c.Type == readiness.Ready && c.Status == metav1.ConditionTrue:
-			ready = 1
+			s.ready = true
 		case c.Type == readiness.Stalled && c.Status == metav1.ConditionTrue:
-			stalled = 1
+			s.stalled = true
 		}
 	}
-	crReady.With(l).Set(ready)
-	crStalled.With(l).Set(stalled)
-	if f.chart == nil {
+	if mf.chart == nil {
 		return
 	}
-	behind := 0.0
-	if b, _ := f.chart[chartBehind].(bool); b {
-		behind = 1
+	s.chartKnown = true
+	s.behind, _ = mf.chart[chartBehind].(bool)
+	s.version, _ = mf.chart[chartVersion].(string)
+	if rev, ok := mf.chart[chartRevision].(int64); ok {
+		s.revisionKnown, s.revision = true, rev
 	}
-	crBehind.With(l).Set(behind)
-	if rev, ok := f.chart[chartRevision].(int64); ok {
-		releaseRevision.With(l).Set(float64(rev))
-	}
-	version, _ := f.chart[chartVersion].(string)
-	key := kind + "/" + cr.GetNamespace() + "/" + cr.GetName()
-	m.mu.Lock()
-	old, seen := m.versions[key]
-	m.versions[key] = version
-	m.mu.Unlock()
-	if seen && old != version {
-		releaseChartInfo.DeletePartialMatch(prometheus.Labels{"kind": kind, "namespace": cr.GetNamespace(), "name": cr.GetName(), "version": old})
-	}
-	releaseChartInfo.With(prometheus.Labels{"kind": kind, "namespace": cr.GetNamespace(), "name": cr.GetName(), "version": version}).Set(1)
 }
 
 // forget deletes the series of a CR that is gone.
-func (m *releaseMetrics) forget(kind string, key types.NamespacedName) {
-	l := prometheus.Labels{"kind": kind, "namespace": key.Namespace, "name": key.Name}
-	for _, v := range []*prometheus.GaugeVec{crReady, crStalled, crBehind, releaseRevision, releaseChartInfo, helmOperationSeconds, helmOperationSuccess} {
-		v.DeletePartialMatch(l)
-	}
-	m.mu.Lock()
-	delete(m.versions, kind+"/"+key.Namespace+"/"+key.Name)
-	m.mu.Unlock()
+func (f *fleetSeries) forget(kind string, key types.NamespacedName) {
+	f.mu.Lock()
+	delete(f.crs, crKey{kind, key.Namespace, key.Name})
+	f.mu.Unlock()
 }
 
 // helmOperation records how an install or upgrade (not a dry run) of a CR's release went.
-func helmOperation(kind, namespace, name string, took time.Duration, err error) {
-	l := prometheus.Labels{"kind": kind, "namespace": namespace, "name": name}
-	helmOperationSeconds.With(l).Set(took.Seconds())
-	ok := 1.0
-	if err != nil {
-		ok = 0
+func (f *fleetSeries) helmOperation(kind, namespace, name string, took time.Duration, err error) {
+	f.mu.Lock()
+	s := f.series(crKey{kind, namespace, name})
+	s.opKnown, s.opSeconds, s.opSucceeded = true, took.Seconds(), err == nil
+	f.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (f *fleetSeries) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{crReady, crStalled, crBehind, releaseRevision, releaseChartInfo,
+		helmOperationSeconds, helmOperationSuccess} {
+		ch <- d
 	}
-	helmOperationSuccess.With(l).Set(ok)
+}
+
+// Collect implements prometheus.Collector: the series of every CR, built now.
+func (f *fleetSeries) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, s := range f.crs {
+		if s.observed {
+			gauge(crReady, one(s.ready), k.kind, k.namespace, k.name)
+			gauge(crStalled, one(s.stalled), k.kind, k.namespace, k.name)
+		}
+		if s.chartKnown {
+			gauge(crBehind, one(s.behind), k.kind, k.namespace, k.name)
+			gauge(releaseChartInfo, 1, k.kind, k.namespace, k.name, s.version)
+		}
+		if s.revisionKnown {
+			gauge(releaseRevision, float64(s.revision), k.kind, k.namespace, k.name)
+		}
+		if s.opKnown {
+			gauge(helmOperationSeconds, s.opSeconds, k.kind, k.namespace, k.name)
+			gauge(helmOperationSuccess, one(s.opSucceeded), k.kind, k.namespace, k.name)
+		}
+	}
+}
+
+// one is 1 for true, 0 for false.
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // rolloutProgress sets a kind's rollout series from its plan.

@@ -137,7 +137,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	locks := newKeyedMutex()                                // one release name, across kinds: see releaseguard.go
 	manifests := newReleaseManifests(configs.storedRelease) // for the drift filter: see drift.go
-	metrics := newReleaseMetrics()
 	for i, w := range ws {
 		engine, err := newHelmEngine(configs, policies[i].hooks)
 		if err != nil {
@@ -196,7 +195,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		rr := &readinessReconciler{client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
-			outcomes: outcomes, rollout: roll, metrics: metrics, now: metav1.Now}
+			outcomes: outcomes, rollout: roll, now: metav1.Now}
 		if err := rr.setup(mgr); err != nil {
 			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
 		}

@@ -200,7 +200,7 @@ func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.
 func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
 	start := time.Now()
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+	fleet.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	if err != nil {
 		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
 	}
@@ -211,7 +211,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	start := time.Now()
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	if !isDryRun(opts) {
-		helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+		fleet.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	}
 	if err != nil {
 		reason := reasonUpgradeFailed

@@ -46,7 +46,6 @@ type readinessReconciler struct {
 	selector labels.Selector
 	outcomes *outcomes
 	rollout  rolloutSource // status.chart and ChartRollout: the kind's rollout controller
-	metrics  *releaseMetrics
 	now      func() metav1.Time
 }
 
@@ -71,7 +70,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.outcomes.forget(req.NamespacedName)
-			r.metrics.forget(r.gvk.Kind, req.NamespacedName)
+			fleet.forget(r.gvk.Kind, req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -83,7 +82,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, nil
 	}
 	want := managerStatus(cr, o, r.now(), r.rollout.status(cr))
-	r.metrics.observe(r.gvk.Kind, cr, want)
+	fleet.observe(r.gvk.Kind, cr, want)
 	if !want.differs(cr) {
 		return reconcile.Result{}, nil
 	}
