@@ -10,6 +10,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
 // The sidecar shares a pod with the helm-operator, so its informer cache is
@@ -21,11 +23,12 @@ import (
 //     stripped to metadata, spec.selector and status. The pod template is
 //     by far the largest part of a workload and is never read here.
 //   - The CR kinds from watches.yaml as unstructured, without spec (the Helm
-//     values, never read here), managedFields, the last-applied annotation
-//     and status.deployedRelease.manifest, in which the helm-operator keeps
-//     the whole rendered release with --status-release-manifest (or as the
-//     stock helm-operator left it). (WarpdrivePools keep the three spec fields
-//     the pool bookkeeping reads: see internal/poolstatus/cache.go.)
+//     values, never read here), managedFields, the last-applied annotation,
+//     the manager's status.deployedRelease (with the rendered manifest, under
+//     --status-release-manifest or as the stock helm-operator left it) and
+//     status.chart, and with the conditions other than RolledOut cut to their
+//     type and status (see TrimCustomResource). (WarpdrivePools keep the three
+//     spec fields the pool bookkeeping reads: see internal/poolstatus/cache.go.)
 //
 // Nothing else is cached here: no Pods, no Secrets (the Helm release storage),
 // no ReplicaSets. The pool bookkeeping adds trimmed PersistentVolumeClaims.
@@ -94,19 +97,36 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	}
 }
 
-// TrimCustomResource is a cache transform for the CRs: it drops spec, the
-// rendered manifest in status.deployedRelease, managedFields and the
-// last-applied annotation. The sidecar only reads metadata and the owned
-// status fields, and it writes with applies built from those, never
-// with an update of the cached object, so nothing dropped here can be lost.
+// TrimCustomResource is a cache transform for the CRs. The sidecar reads of a CR
+// its metadata, its own status fields, observedGeneration, the pool's status, the
+// RolledOut condition whole and, of the other conditions, which exist (the
+// helm-operator has reported) and whether they are True (Deployed): it keeps
+// those. It drops spec, managedFields, the last-applied annotation, the
+// manager's deployedRelease and chart, and the other conditions' reasons,
+// messages and times, which are most of a CR's status (about 1.4 KB of 1.9 in
+// the AppService sample: docs/bench/memory.md, sixth run). The sidecar writes
+// with applies built from what it reads, never with an update of the cached
+// object, so nothing dropped here can be lost.
 func TrimCustomResource(in interface{}) (interface{}, error) {
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {
 		return in, nil
 	}
 	delete(u.Object, "spec")
-	unstructured.RemoveNestedField(u.Object, "status", "deployedRelease", "manifest")
 	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 	unstructured.RemoveNestedField(u.Object, "metadata", "annotations", corev1.LastAppliedConfigAnnotation)
+	status, _ := u.Object["status"].(map[string]interface{})
+	if status == nil {
+		return u, nil
+	}
+	delete(status, readiness.FieldDeployedRelease)
+	delete(status, readiness.FieldChart)
+	if conds, ok := status["conditions"].([]interface{}); ok {
+		for i, c := range conds {
+			if m, ok := c.(map[string]interface{}); ok && m["type"] != readiness.RolledOut {
+				conds[i] = map[string]interface{}{"type": m["type"], "status": m["status"]}
+			}
+		}
+	}
 	return u, nil
 }

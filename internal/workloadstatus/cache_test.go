@@ -93,9 +93,18 @@ func TestTrimCustomResource(t *testing.T) {
 		},
 		"spec": map[string]interface{}{"replicaCount": int64(3)},
 		"status": map[string]interface{}{
-			"conditions":      []interface{}{map[string]interface{}{"type": "Deployed"}},
-			"deployedRelease": map[string]interface{}{"name": "pool-a", "manifest": "---\nhuge"},
-			"replicas":        int64(3),
+			"conditions": []interface{}{
+				map[string]interface{}{"type": "Deployed", "status": "True", "reason": "InstallSuccessful",
+					"message": "release was successfully installed", "lastTransitionTime": "2026-11-25T10:26:31Z"},
+				map[string]interface{}{"type": "RolledOut", "status": "False", "reason": "Progressing",
+					"message": "1 of 3 replicas available", "observedGeneration": int64(2),
+					"lastTransitionTime": "2026-11-25T10:26:31Z"},
+			},
+			"deployedRelease":    map[string]interface{}{"name": "pool-a", "manifest": "---\nhuge"},
+			"chart":              map[string]interface{}{"version": "0.1.0", "revision": int64(1)},
+			"observedGeneration": int64(2),
+			"pool":               map[string]interface{}{"allocated": "1Ti"},
+			"replicas":           int64(3),
 		},
 	}}
 	out, err := TrimCustomResource(u)
@@ -111,9 +120,15 @@ func TestTrimCustomResource(t *testing.T) {
 			"annotations": map[string]interface{}{"keep": "me"},
 		},
 		"status": map[string]interface{}{
-			"conditions":      []interface{}{map[string]interface{}{"type": "Deployed"}},
-			"deployedRelease": map[string]interface{}{"name": "pool-a"},
-			"replicas":        int64(3),
+			"conditions": []interface{}{
+				map[string]interface{}{"type": "Deployed", "status": "True"},
+				map[string]interface{}{"type": "RolledOut", "status": "False", "reason": "Progressing",
+					"message": "1 of 3 replicas available", "observedGeneration": int64(2),
+					"lastTransitionTime": "2026-11-25T10:26:31Z"},
+			},
+			"observedGeneration": int64(2),
+			"pool":               map[string]interface{}{"allocated": "1Ti"},
+			"replicas":           int64(3),
 		},
 	}
 	if got := out.(*unstructured.Unstructured).Object; !reflect.DeepEqual(got, want) {
