@@ -2,6 +2,7 @@ package mgropts
 
 import (
 	"flag"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -60,5 +61,20 @@ func TestSetMemoryLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "100MiB")
 	if got := SetMemoryLimit(); got != 0 {
 		t.Errorf("with GOMEMLIMIT: limit %d, want the runtime's", got)
+	}
+}
+
+// Heap profiling stays on only where a pprof endpoint serves it.
+func TestStopUnservedProfiling(t *testing.T) {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	for _, tc := range []struct {
+		addr string
+		on   bool
+	}{{"0", false}, {"", false}, {"127.0.0.1:6060", true}} {
+		runtime.MemProfileRate = 512 * 1024
+		(&Options{PprofAddr: tc.addr}).StopUnservedProfiling()
+		if on := runtime.MemProfileRate != 0; on != tc.on {
+			t.Errorf("--pprof-bind-address=%q: heap profiling on = %v, want %v", tc.addr, on, tc.on)
+		}
 	}
 }
