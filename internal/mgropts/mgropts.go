@@ -22,10 +22,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"transwarp.io/tos/warpdrive-operator/internal/memrelease"
+	"transwarp.io/tos/warpdrive-operator/internal/metricsauth"
 )
 
 // Leader election keeps a Lease (client-go's LeaseLock reads, creates and updates it;
@@ -154,7 +154,7 @@ func SetMemoryLimit() int64 {
 func (o *Options) Manager() ctrl.Options {
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.SecureMetrics}
 	if o.SecureMetrics {
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metrics.FilterProvider = metricsauth.Filter
 	}
 	return ctrl.Options{
 		Metrics:                       metrics,
