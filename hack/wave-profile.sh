@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The manager's CPU, RSS and profiles through a wave of creates and a wave of deletes of N
-# AppService CRs (docs/bench/memory.md, "The rollout's plans"):
+# The manager's CPU, RSS and profiles through a wave of creates, a wave of edits and a wave of
+# deletes of N AppService CRs (docs/bench/memory.md, "The rollout's plans"):
 #
 #   hack/wave-profile.sh N        OUT (default .cluster/wave-profile) receives the figures
 #
@@ -9,17 +9,21 @@
 #
 # Runs bin/manager and its sidecar against $KUBECONFIG with the arguments of config/default's
 # Deployment (as make run does) plus pprof on loopback; creates N AppServices in the
-# namespace wave-profile and waits until all are Ready; deletes them and waits until they and
-# their Deployments and Services are gone. Writes to OUT:
+# namespace wave-profile and waits until all are Ready; edits every one (replicas 2 -> 3, a
+# Helm upgrade each) and waits until all are Ready at their new generation; deletes them and
+# waits until they and their Deployments and Services are gone. Writes to OUT:
 #   summary            wall time and the manager's CPU-s of each wave, RSS (MiB) after creating
 #   allocs0/1.pb.gz    allocation profiles before and after the creates
 #                      (go tool pprof -sample_index=alloc_space -base allocs0.pb.gz allocs1.pb.gz)
 #   create-cpu.pb.gz   a 40 s CPU profile from the start of the creates
+#   edit-cpu.pb.gz     a 40 s CPU profile from the start of the edits
 #   delete-cpu.pb.gz   a 30 s CPU profile from the start of the deletes
-#   create-processes,  CPU-s of each process of the cluster and the operator through each
-#   delete-processes   wave: what the wave cost the machine, not only the manager
-#   create-requests,   the apiserver's requests through each wave, from every client, per
-#   delete-requests    CR, by verb, resource, subresource and code, most first
+#   {create,edit,delete}-processes
+#                      CPU-s of each process of the cluster and the operator through each
+#                      wave: what the wave cost the machine, not only the manager
+#   {create,edit,delete}-requests
+#                      the apiserver's requests through each wave, from every client, per
+#                      CR, by verb, resource, subresource and code, most first
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
@@ -79,9 +83,13 @@ pprof allocs allocs0.pb.gz
 requests >"$OUT/.requests0"
 procs >"$OUT/.procs0"
 t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
-for i in $(seq 0 $((N - 1))); do
-  printf 'apiVersion: appcontroller.k8s.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%04d\n  namespace: %s\nspec:\n  deploymentName: app-%04d\n  replicas: 2\n---\n' "$i" "$NS" "$i"
-done | "$K" create -f - >/dev/null
+# appservices R: the N CRs' manifests with R replicas.
+appservices() {
+  for i in $(seq 0 $((N - 1))); do
+    printf 'apiVersion: appcontroller.k8s.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%04d\n  namespace: %s\nspec:\n  deploymentName: app-%04d\n  replicas: %d\n---\n' "$i" "$NS" "$i" "$1"
+  done
+}
+appservices 2 | "$K" create -f - >/dev/null
 pprof "profile?seconds=40" create-cpu.pb.gz &
 p=$!
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
@@ -92,6 +100,19 @@ wait "$p"
 pprof allocs allocs1.pb.gz
 echo "manager: $(rss $m)" | tee -a "$OUT/summary"
 echo "sidecar: $(rss $s)" | tee -a "$OUT/summary"
+
+requests >"$OUT/.requests4"
+procs >"$OUT/.procs4"
+t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
+appservices 3 | "$K" apply --server-side --force-conflicts -f - >/dev/null
+pprof "profile?seconds=40" edit-cpu.pb.gz &
+p=$!
+# Ready at the new generation (kubectl wait reads the condition's observedGeneration).
+"$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
+echo "edit: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
+requests >"$OUT/.requests5"
+procs >"$OUT/.procs5"
+wait "$p"
 
 requests >"$OUT/.requests2"
 procs >"$OUT/.procs2"
@@ -105,7 +126,9 @@ echo "delete: all gone after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0"
 requests >"$OUT/.requests3"
 procs >"$OUT/.procs3"
 cpuDiff "$OUT/.procs0" "$OUT/.procs1" >"$OUT/create-processes"
+cpuDiff "$OUT/.procs4" "$OUT/.procs5" >"$OUT/edit-processes"
 cpuDiff "$OUT/.procs2" "$OUT/.procs3" >"$OUT/delete-processes"
 perCR "$OUT/.requests0" "$OUT/.requests1" >"$OUT/create-requests"
+perCR "$OUT/.requests4" "$OUT/.requests5" >"$OUT/edit-requests"
 perCR "$OUT/.requests2" "$OUT/.requests3" >"$OUT/delete-requests"
 wait "$p"
