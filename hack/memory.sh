@@ -21,6 +21,7 @@
 #   <process>-memstats.txt  the Go runtime's memory statistics
 # Every variant after the first thus starts with N CRs in place: its manager reconciles each
 # at start, as after a restart of the pod.
+# DROP_CACHES=1 empties the page cache before each variant starts (root only).
 # At the end the CRs are deleted with the last variant running (their releases are
 # uninstalled), and the namespace too.
 set -euo pipefail
@@ -108,6 +109,11 @@ for variant in "$@"; do
   out=$OUTROOT/$label
   mkdir -p "$out"
   stop
+  if [ "${DROP_CACHES:-}" = 1 ]; then
+    # Every variant's binary read from disk afresh, so that how much of it is mapped does not
+    # depend on how the page cache came to hold it (docs/bench/memory.md, sixth run).
+    sync && echo 3 >/proc/sys/vm/drop_caches
+  fi
   echo "$label: $bin ${parts[*]:2}" >&2
   start "$bin" "$out" "${parts[@]:2}"
   if [ "$first" = 1 ]; then
