@@ -94,8 +94,10 @@ type decision struct {
 // apiserver authenticates, 403 when that user may not do it, 500 when the apiserver could not
 // be asked (not remembered).
 func (g *gate) decide(r *http.Request) (int, string) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
+	// "Bearer <token>", the scheme in any case, as the apiserver reads it.
+	scheme, token, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "bearer") || token == "" {
 		return http.StatusUnauthorized, "Unauthorized: a bearer token is required"
 	}
 	// The apiserver's verb for a non-resource request is the lowercase method.

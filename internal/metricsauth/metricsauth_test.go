@@ -50,14 +50,15 @@ func TestDecide(t *testing.T) {
 	tokens, access := &tokenReviews{}, &accessReviews{}
 	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	g := &gate{tokens: tokens, access: access, decisions: map[decisionKey]decision{}, now: func() time.Time { return clock }}
-	request := func(method, path, token string) int {
+	header := func(method, path, authorization string) int {
 		r := httptest.NewRequest(method, path, nil)
-		if token != "" {
-			r.Header.Set("Authorization", "Bearer "+token)
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
 		}
 		code, _ := g.decide(r)
 		return code
 	}
+	request := func(method, path, token string) int { return header(method, path, "Bearer "+token) }
 	step := func(name string, got, want, wantTokenReviews int) {
 		t.Helper()
 		if got != want || tokens.calls != wantTokenReviews {
@@ -65,13 +66,15 @@ func TestDecide(t *testing.T) {
 		}
 	}
 
+	step("no Authorization header", header("GET", "/metrics", ""), http.StatusUnauthorized, 0)
 	step("no token", request("GET", "/metrics", ""), http.StatusUnauthorized, 0)
+	step("another scheme", header("GET", "/metrics", "Basic cmVhZGVyOg=="), http.StatusUnauthorized, 0)
 	step("a token the apiserver does not know", request("GET", "/metrics", "forged"), http.StatusUnauthorized, 1)
 	step("the reader", request("GET", "/metrics", "reader"), http.StatusOK, 2)
 	if len(access.asked) != 1 || access.asked[0].User != "reader" || access.asked[0].NonResourceAttributes.Verb != "get" {
 		t.Errorf("access reviews asked: %+v, want one for reader, get /metrics", access.asked)
 	}
-	step("the reader again", request("GET", "/metrics", "reader"), http.StatusOK, 2)
+	step("the reader again, the scheme in lower case", header("GET", "/metrics", "bearer reader"), http.StatusOK, 2)
 	step("the reader, another verb", request("POST", "/metrics", "reader"), http.StatusForbidden, 3)
 	step("the reader, another path", request("GET", "/debug/pprof/heap", "reader"), http.StatusForbidden, 4)
 	step("a user without the role", request("GET", "/metrics", "stranger"), http.StatusForbidden, 5)
