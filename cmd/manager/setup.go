@@ -12,11 +12,12 @@ import (
 
 // What the manager and `manager sidecar` do alike before and around their controllers.
 
-// setupLog starts the logger of the flags in common, sets the runtime's soft memory limit
-// from the container's, stops heap profiling unless pprof serves it, and returns the log of
-// the command's set-up.
+// setupLog starts the logger of the flags in common, sets the garbage collector's target and
+// the runtime's soft memory limit from the container's, stops heap profiling unless pprof
+// serves it, and returns the log of the command's set-up.
 func setupLog(common *mgropts.Options) logr.Logger {
 	common.SetLogger()
+	common.SetGCPercent()
 	common.StopUnservedProfiling()
 	log := ctrl.Log.WithName("setup")
 	if limit := mgropts.SetMemoryLimit(); limit > 0 {

@@ -51,7 +51,9 @@ type Options struct {
 	// MemoryRelease is how often the process looks whether it went idle holding free heap
 	// to give back (internal/memrelease); 0 never.
 	MemoryRelease time.Duration
-	Zap           zap.Options
+	// GCPercent is the garbage collector's target, as GOGC sets it (which wins).
+	GCPercent int
+	Zap       zap.Options
 }
 
 // Flags is what differs between the two processes in the shared flags: the defaults, and
@@ -80,6 +82,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet, f Flags) {
 	fs.DurationVar(&o.MemoryRelease, "idle-memory-release", 30*time.Second,
 		"How often to look whether the process is idle with free heap left by a burst of work, and if so give it "+
 			"back to the system (0: never; the Go runtime then keeps it until its next collections).")
+	fs.IntVar(&o.GCPercent, "gc-percent", 100,
+		"The garbage collector's target: how far the heap grows, in percent of the live heap after a collection, "+
+			"before the next one (as GOGC, which wins). Higher costs memory during bursts of work, lower costs CPU; "+
+			"the idle memory release gives a burst's heap back either way.")
 	o.Zap.BindFlags(fs)
 }
 
@@ -110,6 +116,13 @@ func (o *Options) SetLogger() {
 func (o *Options) StopUnservedProfiling() {
 	if o.PprofAddr == "" || o.PprofAddr == "0" {
 		runtime.MemProfileRate = 0
+	}
+}
+
+// SetGCPercent sets the garbage collector's target from --gc-percent, unless GOGC sets one.
+func (o *Options) SetGCPercent() {
+	if os.Getenv("GOGC") == "" && o.GCPercent > 0 {
+		debug.SetGCPercent(o.GCPercent)
 	}
 }
 

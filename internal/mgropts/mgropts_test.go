@@ -78,3 +78,18 @@ func TestStopUnservedProfiling(t *testing.T) {
 		}
 	}
 }
+
+// --gc-percent sets the collector's target, unless GOGC does.
+func TestSetGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	(&Options{GCPercent: 200}).SetGCPercent()
+	if got := debug.SetGCPercent(100); got != 200 {
+		t.Errorf("--gc-percent=200: the target is %d", got)
+	}
+	t.Setenv("GOGC", "50")
+	(&Options{GCPercent: 200}).SetGCPercent()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("--gc-percent=200 with GOGC set: the target is %d, want GOGC's (the runtime read it at start)", got)
+	}
+}
