@@ -101,8 +101,8 @@ pprof allocs allocs1.pb.gz
 echo "manager: $(rss $m)" | tee -a "$OUT/summary"
 echo "sidecar: $(rss $s)" | tee -a "$OUT/summary"
 
-requests >"$OUT/.requests4"
-procs >"$OUT/.procs4"
+requests >"$OUT/.requests2"
+procs >"$OUT/.procs2"
 t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 appservices 3 | "$K" apply --server-side --force-conflicts -f - >/dev/null
 pprof "profile?seconds=40" edit-cpu.pb.gz &
@@ -110,12 +110,12 @@ p=$!
 # Ready at the new generation (kubectl wait reads the condition's observedGeneration).
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
 echo "edit: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
-requests >"$OUT/.requests5"
-procs >"$OUT/.procs5"
+requests >"$OUT/.requests3"
+procs >"$OUT/.procs3"
 wait "$p"
 
-requests >"$OUT/.requests2"
-procs >"$OUT/.procs2"
+requests >"$OUT/.requests4"
+procs >"$OUT/.procs4"
 t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 "$K" delete appservices --all -n "$NS" --wait=false >/dev/null
 pprof "profile?seconds=30" delete-cpu.pb.gz &
@@ -123,12 +123,12 @@ p=$!
 while [ "$("$K" get appservices -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
 while [ "$("$K" get deployments,services -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
 echo "delete: all gone after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
-requests >"$OUT/.requests3"
-procs >"$OUT/.procs3"
+requests >"$OUT/.requests5"
+procs >"$OUT/.procs5"
 cpuDiff "$OUT/.procs0" "$OUT/.procs1" >"$OUT/create-processes"
-cpuDiff "$OUT/.procs4" "$OUT/.procs5" >"$OUT/edit-processes"
-cpuDiff "$OUT/.procs2" "$OUT/.procs3" >"$OUT/delete-processes"
+cpuDiff "$OUT/.procs2" "$OUT/.procs3" >"$OUT/edit-processes"
+cpuDiff "$OUT/.procs4" "$OUT/.procs5" >"$OUT/delete-processes"
 perCR "$OUT/.requests0" "$OUT/.requests1" >"$OUT/create-requests"
-perCR "$OUT/.requests4" "$OUT/.requests5" >"$OUT/edit-requests"
-perCR "$OUT/.requests2" "$OUT/.requests3" >"$OUT/delete-requests"
+perCR "$OUT/.requests2" "$OUT/.requests3" >"$OUT/edit-requests"
+perCR "$OUT/.requests4" "$OUT/.requests5" >"$OUT/delete-requests"
 wait "$p"
