@@ -155,14 +155,25 @@ func (f *fleetSeries) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector: the series of every CR, built now.
+// Collect implements prometheus.Collector: the series of every CR, built now. It copies the
+// values under the lock and builds the series after, so that a scrape of a large fleet does
+// not hold up the reconcilers that record into it.
 func (f *fleetSeries) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	type entry struct {
+		k crKey
+		s crSeries
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	entries := make([]entry, 0, len(f.crs))
 	for k, s := range f.crs {
+		entries = append(entries, entry{k, *s})
+	}
+	f.mu.Unlock()
+	for _, e := range entries {
+		k, s := e.k, e.s
 		if s.observed {
 			gauge(crReady, one(s.ready), k.kind, k.namespace, k.name)
 			gauge(crStalled, one(s.stalled), k.kind, k.namespace, k.name)
