@@ -23,8 +23,10 @@
 //     (the stock command reads only its flags);
 //   - a release left pending by an interrupted operation is marked failed and retried
 //     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
-//     namespace) still has its cluster-scoped objects deleted (orphansweep.go); failed Helm
-//     operations are recorded as Events on the CR (releaseevents.go);
+//     namespace) still has its cluster-scoped objects deleted (orphansweep.go), and so does
+//     a CR that went without any uninstall, such as by a finalizer removed by hand
+//     (orphancollector.go); failed Helm operations are recorded as Events on the CR
+//     (releaseevents.go);
 //   - status.deployedRelease names the release's revision and chart version instead of
 //     copying its rendered manifest (statusclient.go, releaseversions.go), unless
 //     Options.StatusReleaseManifest asks for the stock shape.
@@ -74,8 +76,10 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -206,6 +210,36 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
 			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks,
 			"chart", w.Chart.Metadata.Version, "chartDigest", roll.carried.digest, "rollout", policy.String())
+	}
+	return setupOrphanCollectors(mgr, policies)
+}
+
+// setupOrphanCollectors adds an orphan collector (orphancollector.go) for each cluster-scoped
+// kind that a chart declares, for the CR kinds whose charts declare it. A kind the API server
+// does not serve has no objects to collect.
+func setupOrphanCollectors(mgr ctrl.Manager, policies []kindPolicy) error {
+	owners := map[schema.GroupKind]map[schema.GroupKind]schema.GroupVersionKind{}
+	for _, p := range policies {
+		for _, gk := range p.clusterKinds {
+			if owners[gk] == nil {
+				owners[gk] = map[schema.GroupKind]schema.GroupVersionKind{}
+			}
+			owners[gk][p.gvk.GroupKind()] = p.gvk
+		}
+	}
+	for gk, crKinds := range owners {
+		mapping, err := mgr.GetRESTMapper().RESTMapping(gk)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("orphan collector of %s: %w", gk, err)
+		}
+		c := &orphanCollector{gvk: mapping.GroupVersionKind, owners: crKinds, cache: mgr.GetCache(),
+			live: mgr.GetAPIReader(), writer: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("orphan-collector")}
+		if err := c.setup(context.Background(), mgr); err != nil {
+			return err
+		}
 	}
 	return nil
 }

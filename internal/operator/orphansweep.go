@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/release"
@@ -34,16 +35,30 @@ const (
 	helmReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
 )
 
-// ownedBy reports whether the annotations of an object name cr as its owner: both the
-// helm-operator's (the CR's namespace, name and kind) and Helm's (its release, named after the
-// CR, in the CR's namespace).
+// ownedBy reports whether the annotations of an object name cr as its owner (see ownerOf).
 func ownedBy(annotations map[string]string, cr client.Object) bool {
-	gk := cr.GetObjectKind().GroupVersionKind().GroupKind()
-	return gk.Kind != "" &&
-		annotations[ownerNameAnnotation] == cr.GetNamespace()+"/"+cr.GetName() &&
-		annotations[ownerTypeAnnotation] == gk.String() &&
-		annotations[helmReleaseNameAnnotation] == cr.GetName() &&
-		annotations[helmReleaseNamespaceAnnotation] == cr.GetNamespace()
+	owner, ok := ownerOf(annotations)
+	return ok && owner.kind == cr.GetObjectKind().GroupVersionKind().GroupKind() &&
+		owner.key == client.ObjectKeyFromObject(cr)
+}
+
+// crRef names a CR: its kind and its namespace and name.
+type crRef struct {
+	kind schema.GroupKind
+	key  client.ObjectKey
+}
+
+// ownerOf returns the CR that the annotations of a cluster-scoped object name as its owner,
+// when both the helm-operator's annotations (the CR's namespace, name and kind) and Helm's
+// (its release, named after the CR, in the CR's namespace) name it.
+func ownerOf(annotations map[string]string) (crRef, bool) {
+	ns, name, ok := strings.Cut(annotations[ownerNameAnnotation], "/")
+	kind := schema.ParseGroupKind(annotations[ownerTypeAnnotation])
+	if !ok || ns == "" || name == "" || kind.Kind == "" ||
+		annotations[helmReleaseNameAnnotation] != name || annotations[helmReleaseNamespaceAnnotation] != ns {
+		return crRef{}, false
+	}
+	return crRef{kind: kind, key: client.ObjectKey{Namespace: ns, Name: name}}, true
 }
 
 // clusterObjects is where the orphan sweep looks for a CR's cluster-scoped objects: the
