@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
@@ -35,6 +37,35 @@ type statusKeepingClient struct {
 	current         client.Reader
 	versions        *releaseVersions
 	releaseManifest bool
+}
+
+// Get reads a CR as the manager's client does, except into a CR that it already holds with
+// another UID: that CR is gone, and the one of the same name on the API server is a new one.
+// Get then reports it not found and leaves obj as it was.
+//
+// Why: once helm-operator-plugins' reconciler has uninstalled a CR's release and removed its
+// finalizer, it waits for the CR to go by getting it into the same object until "not found"
+// (controllerutil.WaitForDeletion), and if that takes 30 s it returns an error and writes the
+// status it had prepared into that object. A user who deletes a CR and applies it again at
+// once would hold a worker for those 30 s and then see the new CR's status say Deployed, with
+// the revision of the release just uninstalled, before its own install began. The reconciler's
+// first read of a CR is into an empty object, which this leaves alone.
+func (c statusKeepingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	held, ok := obj.(*unstructured.Unstructured)
+	if !ok || held.GetUID() == "" {
+		return c.Client.Get(ctx, key, obj, opts...)
+	}
+	fresh := &unstructured.Unstructured{}
+	fresh.SetGroupVersionKind(held.GroupVersionKind())
+	if err := c.Client.Get(ctx, key, fresh, opts...); err != nil {
+		return err
+	}
+	if fresh.GetUID() != held.GetUID() {
+		gvk := held.GroupVersionKind()
+		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, key.Name)
+	}
+	held.Object = fresh.Object
+	return nil
 }
 
 func (c statusKeepingClient) Status() client.SubResourceWriter {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -211,4 +215,55 @@ func TestStatusUpdateSkipsTheUninstalledCRsLastStatus(t *testing.T) {
 			t.Errorf("%s: sent %v, want %v", tc.name, sent, tc.sent)
 		}
 	}
+}
+
+// The reconciler's wait for a CR it uninstalled ends when that CR is gone, even if a new CR
+// of the same name exists by then, and the object it holds stays the old CR's (its status is
+// not written into the new one). A Get into an empty object, or into the same CR, reads it.
+func TestGetTellsARecreatedCRFromTheOneHeld(t *testing.T) {
+	scheme := runtime.NewScheme()
+	gvk := memcached(nil).GroupVersionKind()
+	scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(gvk.GroupVersion().WithKind("MemcachedList"), &unstructured.UnstructuredList{})
+	recreated := memcached(nil)
+	recreated.SetUID("new")
+	cl := statusKeepingClient{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(recreated).Build()}
+	ctx := context.Background()
+
+	held := memcached(nil)
+	held.SetUID("old")
+	held.SetFinalizers([]string{uninstallFinalizer})
+	if err := waitForDeletion(ctx, cl, held); err != nil {
+		t.Fatalf("waiting for the deletion of the old CR: %v, want it seen gone", err)
+	}
+	if held.GetUID() != "old" || len(held.GetFinalizers()) != 1 {
+		t.Errorf("the held object became %s (finalizers %v), want the old CR's, unchanged", held.GetUID(), held.GetFinalizers())
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(held), held); !apierrors.IsNotFound(err) {
+		t.Errorf("Get into the old CR: %v, want not found", err)
+	}
+
+	for name, into := range map[string]*unstructured.Unstructured{"empty": memcached(nil), "same CR": memcached(nil)} {
+		into.Object = map[string]any{"apiVersion": into.GetAPIVersion(), "kind": into.GetKind()}
+		if name == "same CR" {
+			into.SetUID("new")
+		}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(recreated), into); err != nil || into.GetUID() != "new" || into.GetResourceVersion() == "" {
+			t.Errorf("Get into the %s object: %v, UID %q, resourceVersion %q; want the CR read", name, err, into.GetUID(), into.GetResourceVersion())
+		}
+	}
+}
+
+// waitForDeletion waits as helm-operator-plugins' reconciler waits for a CR it uninstalled
+// (its internal controllerutil.WaitForDeletion): it gets the CR into o until "not found".
+func waitForDeletion(ctx context.Context, cl client.Reader, o client.Object) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 }
