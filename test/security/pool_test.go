@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,4 +92,96 @@ func TestPoolNamingAStorageClassItDoesNotOwn(t *testing.T) {
 		v = append(v, "deleting the pool: "+err.Error())
 	}
 	report(t, append(v, before.diff(outside(t, tn.ns))...))
+}
+
+// A tenant allowed to create WarpdrivePools clears their pool's deletion by hand: paused,
+// deleted, its finalizer removed, so that the operator never uninstalls its release. The
+// pool's StorageClass, cluster-scoped, must not outlive it (a tenant who could leave classes
+// behind could fill the cluster with them), and nothing else outside the tenant's namespace
+// may change: not the StorageClass of a pool of the same name in another namespace.
+func TestPoolDeletionClearedByHand(t *testing.T) {
+	tn := newTenant(t)
+	ctx := context.Background()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "tenant-pools"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warpdrivepool-editor-role"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tn.ns, Name: "tenant"}},
+	}
+	if err := env.Client.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	newPool := func(ns string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "tos.transwarp.io/v1alpha1", "kind": "WarpdrivePool",
+			"metadata": map[string]any{"namespace": ns, "name": "pool"},
+			"spec":     map[string]any{"capacity": "1Gi", "replicas": int64(1), "storageClassName": ns + "-pool"},
+		}}
+	}
+	// Ready: installed and rolled out, so that nothing of the neighbour's changes later (the
+	// stock helm-operator writes no Ready: Deployed).
+	condition := "Ready"
+	if stock {
+		condition = "Deployed"
+	}
+	ready := func(cr *unstructured.Unstructured) {
+		t.Helper()
+		framework.Eventually(t, 90*time.Second, func(ctx context.Context) error {
+			got := cr.DeepCopy()
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+				return err
+			}
+			if s, _, _ := framework.Condition(got, condition); s != "True" {
+				return fmt.Errorf("%s/%s: %s=%q", cr.GetNamespace(), cr.GetName(), condition, s)
+			}
+			return nil
+		})
+	}
+	neighbour := newPool(env.Namespace(t))
+	if err := env.Client.Create(ctx, neighbour); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), neighbour) })
+	mine := newPool(tn.ns)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		return tn.client.Create(ctx, mine.DeepCopy()) // once the binding is in effect
+	})
+	ready(neighbour)
+	ready(mine)
+	own := "StorageClass /" + tn.ns + "-pool"
+	before := outside(t, tn.ns)
+	if _, ok := before.objects[own]; !ok {
+		t.Fatalf("the tenant's pool has no %s", own)
+	}
+
+	var v []string
+	for _, patch := range []string{
+		`{"metadata":{"annotations":{"warpdrive.transwarp.io/pause-reconcile":"true"}}}`,
+		"delete",
+		`{"metadata":{"finalizers":null}}`,
+	} {
+		var err error
+		if patch == "delete" {
+			err = tn.client.Delete(ctx, mine.DeepCopy())
+		} else {
+			err = tn.client.Patch(ctx, mine.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		}
+		if err != nil {
+			t.Fatalf("as the tenant, %s: %v", patch, err)
+		}
+	}
+	err := framework.Poll(ctx, 90*time.Second, func(ctx context.Context) error {
+		if _, ok := outside(t, tn.ns).objects[own]; ok {
+			return fmt.Errorf("%s still there", own)
+		}
+		return nil
+	})
+	if err != nil {
+		v = append(v, "the pool gone without its uninstall: "+err.Error())
+	}
+	for _, d := range before.diff(outside(t, tn.ns)) {
+		if d != "deleted "+own {
+			v = append(v, d)
+		}
+	}
+	report(t, v)
 }
