@@ -198,7 +198,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, manifests)); err != nil {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
-		rr := &readinessReconciler{client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
+		rr := &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
 			outcomes: outcomes, rollout: roll, now: metav1.Now}
 		if err := rr.setup(mgr); err != nil {
 			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)

@@ -41,6 +41,11 @@ import (
 // status then holds what the previous leader wrote, or, for a new CR, the CRD's default
 // observedGeneration 0, which kstatus reads as in progress.
 type readinessReconciler struct {
+	// reader reads the CRs: the manager's cache, whose events wake this controller. The
+	// manager's client would read them from the API server, as it does every unstructured
+	// object: a GET and a JSON decode for every event of the CR, status writes included,
+	// six of them per CR through a wave of edits, for a version the apply checks anyway.
+	reader   client.Reader
 	client   client.Client
 	gvk      schema.GroupVersionKind
 	selector labels.Selector
@@ -67,7 +72,7 @@ func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
 func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(r.gvk)
-	if err := r.client.Get(ctx, req.NamespacedName, cr); err != nil {
+	if err := r.reader.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.outcomes.forget(req.NamespacedName)
 			fleet.forget(r.gvk.Kind, req.NamespacedName)
