@@ -141,12 +141,7 @@ func (c *orphanCollector) Reconcile(ctx context.Context, req reconcile.Request) 
 	if exists || err != nil {
 		return reconcile.Result{}, err
 	}
-	uid := obj.GetUID()
-	err = c.writer.Delete(ctx, obj, client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return reconcile.Result{}, nil // gone, or another object of that name since
-	}
-	if err != nil {
+	if deleted, err := deleteAsSeen(ctx, c.writer, obj); !deleted {
 		return reconcile.Result{}, err
 	}
 	msg := fmt.Sprintf("%s %s/%s, which the operator created it for, is gone; deleted %s %s",
@@ -161,13 +156,13 @@ func (c *orphanCollector) Reconcile(ctx context.Context, req reconcile.Request) 
 // up on the API server, which knows of one created since, or left out of the cache by the
 // kind's label selector.
 func (c *orphanCollector) exists(ctx context.Context, owner crRef) (bool, error) {
-	cr := &metav1.PartialObjectMetadata{}
-	cr.SetGroupVersionKind(c.owners[owner.kind])
-	cached := &unstructured.Unstructured{}
+	cached := &unstructured.Unstructured{} // the kind's informer holds CRs whole
 	cached.SetGroupVersionKind(c.owners[owner.kind])
 	if err := c.cache.Get(ctx, owner.key, cached); err == nil {
 		return true, nil
 	}
+	cr := &metav1.PartialObjectMetadata{}
+	cr.SetGroupVersionKind(c.owners[owner.kind])
 	err := c.live.Get(ctx, owner.key, cr)
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -153,15 +153,10 @@ func (c sweepingClient) sweep(ctx context.Context) error {
 	return nil
 }
 
-// delete deletes obj as listed (its UID a precondition, so that an object recreated since is
-// left alone), with an Event on the CR.
+// delete deletes obj as listed, with an Event on the CR.
 func (c sweepingClient) delete(ctx context.Context, obj *metav1.PartialObjectMetadata) error {
-	uid := obj.GetUID()
-	err := c.objects.writer.Delete(ctx, obj, client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	if err != nil {
+	deleted, err := deleteAsSeen(ctx, c.objects.writer, obj)
+	if !deleted {
 		return err
 	}
 	msg := fmt.Sprintf("release %s was already gone (its Secrets deleted, as with its namespace); deleted %s %s that it had created",
@@ -169,4 +164,16 @@ func (c sweepingClient) delete(ctx context.Context, obj *metav1.PartialObjectMet
 	ctrl.Log.WithName("orphan-sweep").Info(msg, "namespace", c.obj.GetNamespace())
 	c.recorder.Event(c.obj, corev1.EventTypeWarning, orphanDeleted, msg)
 	return nil
+}
+
+// deleteAsSeen deletes obj as it was read, its UID a precondition, so that an object of the
+// same name created since is left alone. It reports whether it deleted it: an object already
+// gone or replaced is no error.
+func deleteAsSeen(ctx context.Context, w client.Writer, obj client.Object) (bool, error) {
+	uid := obj.GetUID()
+	err := w.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
 }

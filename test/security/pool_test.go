@@ -29,14 +29,7 @@ import (
 func TestPoolNamingAStorageClassItDoesNotOwn(t *testing.T) {
 	tn := newTenant(t)
 	ctx := context.Background()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "tenant-pools"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warpdrivepool-editor-role"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tn.ns, Name: "tenant"}},
-	}
-	if err := env.Client.Create(ctx, rb); err != nil {
-		t.Fatal(err)
-	}
+	tn.mayEditPools(t)
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "security-shared-" + rand.String(5)}, Provisioner: "example.com/none"}
 	if err := env.Client.Create(ctx, sc); err != nil {
 		t.Fatal(err)
@@ -102,14 +95,7 @@ func TestPoolNamingAStorageClassItDoesNotOwn(t *testing.T) {
 func TestPoolDeletionClearedByHand(t *testing.T) {
 	tn := newTenant(t)
 	ctx := context.Background()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "tenant-pools"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warpdrivepool-editor-role"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tn.ns, Name: "tenant"}},
-	}
-	if err := env.Client.Create(ctx, rb); err != nil {
-		t.Fatal(err)
-	}
+	tn.mayEditPools(t)
 	newPool := func(ns string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "tos.transwarp.io/v1alpha1", "kind": "WarpdrivePool",
@@ -184,4 +170,18 @@ func TestPoolDeletionClearedByHand(t *testing.T) {
 		}
 	}
 	report(t, v)
+}
+
+// mayEditPools binds the pool editor role, which does not aggregate to "edit", to the tenant
+// in their namespace.
+func (tn *tenant) mayEditPools(t *testing.T) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "tenant-pools"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warpdrivepool-editor-role"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tn.ns, Name: "tenant"}},
+	}
+	if err := env.Client.Create(context.Background(), rb); err != nil {
+		t.Fatal(err)
+	}
 }
