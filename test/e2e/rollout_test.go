@@ -114,16 +114,29 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 // request a resource no node offers), with a name that puts it in the canary wave, and
 // returns its name. It is not among f.names: the waves include it, the checks that every CR
 // ends Ready do not.
+//
+// The canary wave is the canary Namespace's CR and the first of the others in the policy's
+// order, so the name is the first tenant-N that comes before that CR, compared two at a
+// time: cheap enough to try a million names, which the random namespace names may need.
 func (f *rolloutFleet) brokenTenantCR() string {
 	f.t.Helper()
-	keys := make([]string, len(f.names))
-	for i, n := range f.names {
-		keys[i] = f.nsOf(n) + "/" + n
+	var keys, tenants []string
+	for _, n := range f.names {
+		keys = append(keys, f.nsOf(n)+"/"+n)
+		if f.nsOf(n) == f.ns {
+			tenants = append(tenants, f.ns+"/"+n)
+		}
 	}
-	for i := range 5000 {
+	one := f.policy
+	one.Canaries = 1
+	first := f.ns + "/" + framework.Waves(one, tenants)[0][0]
+	for i := range 1_000_000 {
 		name := fmt.Sprintf("tenant-%d", i)
-		if !slices.Contains(framework.Waves(f.policy, append(keys, f.ns+"/"+name), f.canaryNS)[0], name) {
+		if framework.Waves(one, []string{first, f.ns + "/" + name})[0][0] != name {
 			continue
+		}
+		if !slices.Contains(framework.Waves(f.policy, append(keys, f.ns+"/"+name), f.canaryNS)[0], name) {
+			f.t.Fatalf("%s comes before %s but is not in the canary wave", name, first)
 		}
 		cr := f.chart.NewCR(f.ns, name)
 		never := "e2e.warpdrive.transwarp.io/never-offered"
@@ -135,7 +148,7 @@ func (f *rolloutFleet) brokenTenantCR() string {
 		f.extra = append(f.extra, name)
 		return name
 	}
-	f.t.Fatal("no tenant-N name falls in the canary wave")
+	f.t.Fatalf("no tenant-N name comes before %s", first)
 	return ""
 }
 

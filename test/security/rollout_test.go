@@ -67,35 +67,40 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 		sidecar.Stop()
 	})
 
+	// The broken CR, named to be the first wave (the one canary) of the administrator's order:
+	// the first of many candidate names in that order, and every other CR named so as to come
+	// after it (a name that would come first is passed over), so that the choice never depends
+	// on the random namespace names.
+	var candidates []string
+	for i := range 5000 {
+		candidates = append(candidates, fmt.Sprintf("%s/broken-%d", tn.ns, i))
+	}
+	broken := framework.Waves(pol, candidates)[0][0]
+	afterBroken := func(key string) bool {
+		return framework.Waves(pol, []string{tn.ns + "/" + broken, key})[0][0] == broken
+	}
+
 	// Other tenants' CRs, and the editor's, each labelled a canary.
 	var keys, working []string
-	for i := range 12 {
-		name := fmt.Sprintf("app-%02d", i)
-		if err := chart.Client.Create(ctx, chart.NewCR(others, name)); err != nil {
-			t.Fatal(err)
-		}
-		keys, working = append(keys, others+"/"+name), append(working, name)
-	}
-	for i := range 3 {
-		name := fmt.Sprintf("mine-%d", i)
-		cr := chart.NewCR(tn.ns, name)
-		cr.SetLabels(map[string]string{rollout.CanaryLabel: "true"})
-		if err := tn.client.Create(ctx, cr); err != nil {
-			t.Fatal(err)
-		}
-		keys, working = append(keys, tn.ns+"/"+name), append(working, name)
-	}
-	// The broken CR, named to be the first wave (the one canary) of the administrator's order.
-	var broken string
-	for i := range 5000 {
-		name := fmt.Sprintf("broken-%d", i)
-		if slices.Contains(framework.Waves(pol, append(keys, tn.ns+"/"+name))[0], name) {
-			broken = name
-			break
+	create := func(c client.Client, ns, prefix string, n int, labels map[string]string) {
+		for i := 0; n > 0; i++ {
+			name := fmt.Sprintf("%s-%02d", prefix, i)
+			if !afterBroken(ns + "/" + name) {
+				continue
+			}
+			cr := chart.NewCR(ns, name)
+			cr.SetLabels(labels)
+			if err := c.Create(ctx, cr); err != nil {
+				t.Fatal(err)
+			}
+			keys, working = append(keys, ns+"/"+name), append(working, name)
+			n--
 		}
 	}
-	if broken == "" {
-		t.Fatal("no broken-N name falls in the first wave")
+	create(chart.Client, others, "app", 12, nil)
+	create(tn.client, tn.ns, "mine", 3, map[string]string{rollout.CanaryLabel: "true"})
+	if w := framework.Waves(pol, append(slices.Clone(keys), tn.ns+"/"+broken))[0]; !slices.Equal(w, []string{broken}) {
+		t.Fatalf("the first wave is %v, want the broken CR %s alone", w, broken)
 	}
 	cr := chart.NewCR(tn.ns, broken)
 	never := "security.warpdrive.transwarp.io/never-offered"
