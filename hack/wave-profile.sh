@@ -18,6 +18,8 @@
 #   create-cpu.pb.gz   a 40 s CPU profile from the start of the creates
 #   edit-cpu.pb.gz     a 40 s CPU profile from the start of the edits
 #   delete-cpu.pb.gz   a 30 s CPU profile from the start of the deletes
+#   sidecar-{create,edit,delete}-cpu.pb.gz
+#                      the sidecar's, over the same windows
 #   {create,edit,delete}-processes
 #                      CPU-s of each process of the cluster and the operator through each
 #                      wave: what the wave cost the machine, not only the manager
@@ -47,6 +49,7 @@ s=$!
 trap 'kill $m $s 2>/dev/null || true; "$K" delete namespace $NS --wait=false >/dev/null 2>&1 || true' EXIT
 sleep 8
 pprof() { curl -sf "http://127.0.0.1:16060/debug/pprof/$1" -o "$OUT/$2"; }
+spprof() { curl -sf "http://127.0.0.1:16061/debug/pprof/$1" -o "$OUT/sidecar-$2"; }
 cpu() { awk '{print ($14 + $15) / 100}' "/proc/$m/stat"; }
 rss() { awk '/^(VmRSS|VmHWM|RssAnon|RssFile|Pss):/ {printf "%s %d ", $1, $2 / 1024} END {print ""}' "/proc/$1/status" "/proc/$1/smaps_rollup"; }
 # procs prints "name CPU-s" for the cluster's processes and the operator's two.
@@ -92,11 +95,13 @@ appservices() {
 appservices 2 | "$K" create -f - >/dev/null
 pprof "profile?seconds=40" create-cpu.pb.gz &
 p=$!
+spprof "profile?seconds=40" create-cpu.pb.gz &
+sp=$!
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
 echo "create: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee "$OUT/summary"
 requests >"$OUT/.requests1"
 procs >"$OUT/.procs1"
-wait "$p"
+wait "$p" "$sp"
 pprof allocs allocs1.pb.gz
 echo "manager: $(rss $m)" | tee -a "$OUT/summary"
 echo "sidecar: $(rss $s)" | tee -a "$OUT/summary"
@@ -107,12 +112,14 @@ t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 appservices 3 | "$K" apply --server-side --force-conflicts -f - >/dev/null
 pprof "profile?seconds=40" edit-cpu.pb.gz &
 p=$!
+spprof "profile?seconds=40" edit-cpu.pb.gz &
+sp=$!
 # Ready at the new generation (kubectl wait reads the condition's observedGeneration).
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
 echo "edit: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
 requests >"$OUT/.requests3"
 procs >"$OUT/.procs3"
-wait "$p"
+wait "$p" "$sp"
 
 requests >"$OUT/.requests4"
 procs >"$OUT/.procs4"
@@ -120,6 +127,8 @@ t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 "$K" delete appservices --all -n "$NS" --wait=false >/dev/null
 pprof "profile?seconds=30" delete-cpu.pb.gz &
 p=$!
+spprof "profile?seconds=30" delete-cpu.pb.gz &
+sp=$!
 while [ "$("$K" get appservices -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
 while [ "$("$K" get deployments,services -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
 echo "delete: all gone after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
@@ -131,4 +140,4 @@ cpuDiff "$OUT/.procs4" "$OUT/.procs5" >"$OUT/delete-processes"
 perCR "$OUT/.requests0" "$OUT/.requests1" >"$OUT/create-requests"
 perCR "$OUT/.requests2" "$OUT/.requests3" >"$OUT/edit-requests"
 perCR "$OUT/.requests4" "$OUT/.requests5" >"$OUT/delete-requests"
-wait "$p"
+wait "$p" "$sp"
