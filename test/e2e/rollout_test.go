@@ -127,12 +127,15 @@ func (f *rolloutFleet) brokenTenantCR() string {
 			tenants = append(tenants, f.ns+"/"+n)
 		}
 	}
-	one := f.policy
-	one.Canaries = 1
-	first := f.ns + "/" + framework.Waves(one, tenants)[0][0]
+	first := tenants[0]
+	for _, k := range tenants[1:] {
+		if framework.Before(k, first) {
+			first = k
+		}
+	}
 	for i := range 1_000_000 {
 		name := fmt.Sprintf("tenant-%d", i)
-		if framework.Waves(one, []string{first, f.ns + "/" + name})[0][0] != name {
+		if !framework.Before(f.ns+"/"+name, first) {
 			continue
 		}
 		if !slices.Contains(framework.Waves(f.policy, append(keys, f.ns+"/"+name), f.canaryNS)[0], name) {

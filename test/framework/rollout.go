@@ -260,6 +260,13 @@ func OnChart(cr *unstructured.Unstructured, digest string) bool {
 	return false
 }
 
+// Before reports whether the CR of key a (namespace/name) comes before that of key b in the
+// manager's rollout order, neither a canary: the order the waves are cut from.
+func Before(a, b string) bool {
+	_, name, _ := strings.Cut(a, "/")
+	return Waves(rollout.Policy{Canaries: 1}, []string{a, b})[0][0] == name
+}
+
 // Waves are the waves policy cuts the CRs of keys (namespace/name) into, as the manager
 // cuts them: the CRs in canaryNamespaces (labelled rollout.CanaryLabel) are the canaries.
 // The waves hold the CRs' names.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,21 +72,20 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	// the first of many candidate names in that order, and every other CR named so as to come
 	// after it (a name that would come first is passed over), so that the choice never depends
 	// on the random namespace names.
-	var candidates []string
-	for i := range 5000 {
-		candidates = append(candidates, fmt.Sprintf("%s/broken-%d", tn.ns, i))
+	brokenKey := tn.ns + "/broken-0"
+	for i := 1; i < 5000; i++ {
+		if k := fmt.Sprintf("%s/broken-%d", tn.ns, i); framework.Before(k, brokenKey) {
+			brokenKey = k
+		}
 	}
-	broken := framework.Waves(pol, candidates)[0][0]
-	afterBroken := func(key string) bool {
-		return framework.Waves(pol, []string{tn.ns + "/" + broken, key})[0][0] == broken
-	}
+	_, broken, _ := strings.Cut(brokenKey, "/")
 
 	// Other tenants' CRs, and the editor's, each labelled a canary.
 	var keys, working []string
 	create := func(c client.Client, ns, prefix string, n int, labels map[string]string) {
 		for i := 0; n > 0; i++ {
 			name := fmt.Sprintf("%s-%02d", prefix, i)
-			if !afterBroken(ns + "/" + name) {
+			if !framework.Before(brokenKey, ns+"/"+name) {
 				continue
 			}
 			cr := chart.NewCR(ns, name)
@@ -99,7 +99,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	}
 	create(chart.Client, others, "app", 12, nil)
 	create(tn.client, tn.ns, "mine", 3, map[string]string{rollout.CanaryLabel: "true"})
-	if w := framework.Waves(pol, append(slices.Clone(keys), tn.ns+"/"+broken))[0]; !slices.Equal(w, []string{broken}) {
+	if w := framework.Waves(pol, append(slices.Clone(keys), brokenKey))[0]; !slices.Equal(w, []string{broken}) {
 		t.Fatalf("the first wave is %v, want the broken CR %s alone", w, broken)
 	}
 	cr := chart.NewCR(tn.ns, broken)
