@@ -163,16 +163,24 @@ demo-deploy: build ## The same with the operator in its pod: real node, image fr
 
 ##@ Build
 
+# Every binary that a suite, the benchmark or make run starts is built as the images build
+# theirs (the Dockerfile's builder stage; the stock helm-operator's goreleaser build for
+# distroless/static): static, trimmed paths, no symbol tables. A cgo build would link Go's
+# plugin support (cli-runtime imports kustomize's plugin loader), with which the linker keeps
+# every exported symbol: 14 MB of dynamic symbol tables and more code, another binary than
+# the one users run (test/framework's TestSuitesRunTheImagesBinaries).
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "-s -w"
+
 .PHONY: build
 build: manager ## Build bin/manager: the helm-operator of this project, and its sidecar (bin/manager sidecar).
 
 .PHONY: manager
 manager: ## Build bin/manager: helm-operator-plugins' reconciler for every kind in watches.yaml, and the sidecar.
-	go build -o $(LOCALBIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: helm-operator
 helm-operator: ## Build bin/helm-operator, the stock helm-operator (version pinned in go.mod), for comparison.
-	go build -o $(LOCALBIN)/helm-operator github.com/operator-framework/helm-operator-plugins
+	$(GO_BUILD) -o $(LOCALBIN)/helm-operator github.com/operator-framework/helm-operator-plugins
 
 .PHONY: run
 run: build $(KUSTOMIZE) ## Run the manager and the sidecar in the foreground against $KUBECONFIG, with the arguments of config/default's Deployment.
@@ -186,12 +194,11 @@ docker-build: ## Build the manager image (needs a Docker engine).
 # builder stage builds them, then hack/image applies the Dockerfile's runtime stage (COPY,
 # WORKDIR, USER, ENTRYPOINT) on a distroless-like base; its test checks the two agree.
 IMAGE_TAR ?= $(LOCALBIN)/operator-image.tar
-IMAGE_FLAGS := -trimpath -ldflags "-s -w"
 
 .PHONY: image
 image: ## Build the manager image $(IMG) from the Dockerfile without Docker, into bin/operator-image.tar.
 	mkdir -p $(LOCALBIN)/image
-	CGO_ENABLED=0 go build $(IMAGE_FLAGS) -o $(LOCALBIN)/image/manager ./cmd/manager
+	$(GO_BUILD) -o $(LOCALBIN)/image/manager ./cmd/manager
 	go run ./hack/image operator -dockerfile Dockerfile -context . -from builder:/out=$(LOCALBIN)/image \
 		-tag $(IMG) -o $(IMAGE_TAR)
 
@@ -290,7 +297,7 @@ $(LOCALBIN)/kubelet: hack/tools/kube/go.mod
 .PHONY: pause-image
 pause-image: ## Build the pod sandbox image of the real node into bin/pause-image.tar.
 	mkdir -p $(LOCALBIN)/image
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/image/pause ./hack/pause
+	$(GO_BUILD) -o $(LOCALBIN)/image/pause ./hack/pause
 	go run ./hack/image pause -binary $(LOCALBIN)/image/pause -tag $(PAUSE_IMAGE) -o $(LOCALBIN)/pause-image.tar
 
 $(LOCALBIN)/etcd: hack/tools/etcd/go.mod

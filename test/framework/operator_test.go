@@ -1,6 +1,10 @@
 package framework
 
 import (
+	"debug/buildinfo"
+	"debug/elf"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,5 +170,52 @@ func TestPodFlag(t *testing.T) {
 	}
 	if _, ok := e.PodFlag(podargs.Manager, "reconcile-period"); ok {
 		t.Error("reconcile-period found")
+	}
+}
+
+// The suites and the benchmark run the binaries that users run: bin/manager and
+// bin/helm-operator built as the images build theirs (static, trimmed paths, no symbol
+// tables). A cgo build of the same source is another binary: the linker then keeps every
+// exported symbol for Go plugins, and its memory and CPU figures would not be the pod's.
+func TestSuitesRunTheImagesBinaries(t *testing.T) {
+	dockerfile, err := os.ReadFile(filepath.Join(RepoRoot(), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CGO_ENABLED=0", `go build -trimpath -ldflags "-s -w"`} {
+		if !strings.Contains(string(dockerfile), want) {
+			t.Fatalf("the Dockerfile's build no longer has %s: update the Makefile's GO_BUILD and this test", want)
+		}
+	}
+	for _, bin := range []string{ManagerBinary(false), ManagerBinary(true)} {
+		path := filepath.Join(RepoRoot(), "bin", bin)
+		info, err := buildinfo.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Skipf("%s is not built (make build helm-operator)", path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range info.Settings {
+			got[s.Key] = s.Value
+		}
+		for key, want := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true"} {
+			if got[key] != want {
+				t.Errorf("%s was built with %s=%q, the image's with %q: build it with make build helm-operator", path, key, got[key], want)
+			}
+		}
+		// -trimpath keeps -ldflags out of the build information: "-s -w" shows as an ELF
+		// file without a symbol table and without DWARF.
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, section := range []string{".symtab", ".debug_info"} {
+			if f.Section(section) != nil {
+				t.Errorf("%s has a %s section: built without -ldflags \"-s -w\"", path, section)
+			}
+		}
+		f.Close()
 	}
 }
