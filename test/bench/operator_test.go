@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,10 +45,14 @@ type settings struct {
 	idle  time.Duration // idle window (WARPDRIVE_BENCH_IDLE, default 2m)
 	drift int           // hand edits repaired per run
 	out   string        // where the report goes (WARPDRIVE_BENCH_OUT, default docs/bench)
+	// variants to run, in this order (WARPDRIVE_BENCH_VARIANTS: the start of their names,
+	// comma-separated, default "kubectl,stock,warpdrive"): at 10,000 CRs one variant takes
+	// about an hour, so a run can measure them one at a time, the slowest last.
+	variants []variant
 }
 
 func loadSettings(t *testing.T) settings {
-	s := settings{sizes: []int{100, 1000, 10000}, idle: 2 * time.Minute, drift: 10, out: filepath.Join(framework.RepoRoot(), "docs", "bench")}
+	s := settings{sizes: []int{100, 1000, 10000}, idle: 2 * time.Minute, drift: 10, out: filepath.Join(framework.RepoRoot(), "docs", "bench"), variants: variants}
 	if v := os.Getenv("WARPDRIVE_BENCH_N"); v != "" {
 		s.sizes = nil
 		for _, f := range strings.Split(v, ",") {
@@ -75,7 +80,28 @@ func loadSettings(t *testing.T) settings {
 	if v := os.Getenv("WARPDRIVE_BENCH_OUT"); v != "" {
 		s.out = v
 	}
+	if v := os.Getenv("WARPDRIVE_BENCH_VARIANTS"); v != "" {
+		var err error
+		if s.variants, err = pickVariants(v); err != nil {
+			t.Fatalf("WARPDRIVE_BENCH_VARIANTS=%q: %v", v, err)
+		}
+	}
 	return s
+}
+
+// pickVariants returns the variants named in list (the start of each name, comma-separated),
+// in list's order.
+func pickVariants(list string) ([]variant, error) {
+	var picked []variant
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		i := slices.IndexFunc(variants, func(v variant) bool { return f != "" && strings.HasPrefix(v.name, f) })
+		if i < 0 {
+			return nil, fmt.Errorf("no variant %q: want kubectl, stock or warpdrive", f)
+		}
+		picked = append(picked, variants[i])
+	}
+	return picked, nil
 }
 
 // result is what one variant measured at one size. Zero means not measured.
@@ -116,15 +142,17 @@ func TestCompare(t *testing.T) {
 	s := loadSettings(t)
 	var results []result
 	for _, n := range s.sizes {
-		for _, v := range variants {
+		for _, v := range s.variants {
 			t.Logf("N=%d: %s", n, v.name)
 			r := run(t, s, v, n)
 			t.Logf("%+v", r)
 			results = append(results, r)
+			// After every variant, so that a run stopped in its last hours keeps the
+			// figures of the variants it finished.
+			if err := writeReport(s.out, s, results); err != nil {
+				t.Errorf("report: %v", err)
+			}
 		}
-	}
-	if err := writeReport(s.out, s, results); err != nil {
-		t.Fatal(err)
 	}
 	t.Logf("report in %s", s.out)
 }
