@@ -116,6 +116,9 @@ type result struct {
 	// queueAtTimeout is the operator's workqueue depth when the phase timed out;
 	// createQueuePeak and editQueuePeak the deepest it was in those phases.
 	queueAtTimeout, createQueuePeak, editQueuePeak float64
+	// cpuAtTimeout is the operator's CPU in the phase that timed out, and pssAtTimeoutMiB
+	// its memory then: what an operator that cannot keep up costs while it tries.
+	cpuAtTimeout, pssAtTimeoutMiB float64
 
 	createRequests, editRequests float64 // apiserver requests (every client's) per CR created, edited
 	etcdStartMiB                 float64 // etcd's database in use before the create
@@ -262,6 +265,8 @@ func run(t *testing.T, s settings, v variant, n int) result {
 		if !ok {
 			r.timedOut = name
 			r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
+			r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
+			_, r.peakRSSMiB = procs.rss()
 			t.Logf("%s: %s not done after %s; %.0f CRs queued", v.name, name, phaseTimeout(n), r.queueAtTimeout)
 			return 0, 0, 0, queuePeak, false
 		}
@@ -312,11 +317,13 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	r.driftP50, r.driftMax = drift(t, ns, min(s.drift, n), ed.replicas)
 
 	// Delete.
-	t0 = time.Now()
+	cpu0, t0 = procs.cpu(), time.Now()
 	parallel(n, func(i int) error { return client.IgnoreNotFound(env.Client.Delete(ctx, appService(ns, i, -1))) })
 	done, ok := tr.waitFor(phaseTimeout(n), func() bool { return len(tr.crs) == 0 && len(tr.deployments) == 0 })
 	if !ok {
 		r.timedOut = "delete"
+		r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
+		r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
 		return r
 	}
 	r.deleteS = done.Sub(t0).Seconds()

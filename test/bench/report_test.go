@@ -50,8 +50,9 @@ func writeReport(dir string, s settings, results []result) error {
 		}
 		for _, r := range []result{floor, stock, ours} {
 			if r.timedOut != "" {
-				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s, with %.0f CRs in its work queue; the phases after it were not measured.\n\n",
-					r.variant, r.timedOut, phaseTimeout(n), r.queueAtTimeout)
+				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s, with %.0f CRs in its work queue; "+
+					"by then it had used %.0f CPU-s in the phase, its memory (PSS) was %.0f MiB and its peak RSS %.0f MiB; the phases after it were not measured.\n\n",
+					r.variant, r.timedOut, phaseTimeout(n), r.queueAtTimeout, r.cpuAtTimeout, r.pssAtTimeoutMiB, r.peakRSSMiB)
 			}
 		}
 		fmt.Fprintf(&b, "| work | %s | %s | %s | this / stock | this / kubectl |\n|---|---|---|---|---|---|\n", floorName, stockName, ourName)
