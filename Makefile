@@ -55,7 +55,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 # The tiers, cheapest first; each can be run alone.
-UNIT_PACKAGES = $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/bench -e /test/faults -e /test/security -e /test/integration)
+UNIT_PACKAGES = $$(go list ./... | grep -v -e /test/e2e -e /test/deploy -e /test/faults -e /test/security -e /test/integration)
 
 .PHONY: test
 test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite, deploy e2e (with the operator's pod on a real node) and faults on the local cluster (started if needed).

@@ -52,6 +52,7 @@ type settings struct {
 }
 
 func loadSettings(t *testing.T) settings {
+	needCluster(t)
 	s := settings{sizes: []int{100, 1000, 10000}, idle: 2 * time.Minute, drift: 10, out: filepath.Join(framework.RepoRoot(), "docs", "bench"), variants: variants}
 	if v := os.Getenv("WARPDRIVE_BENCH_N"); v != "" {
 		s.sizes = nil
@@ -108,7 +109,8 @@ func pickVariants(list string) ([]variant, error) {
 type result struct {
 	variant  string
 	n        int
-	replicas int // per CR, before the edit (replicasFor)
+	replicas int    // per CR, before the edit (replicasFor)
+	measured string // the date and the commit (measuredNow)
 
 	// timedOut names the phase that did not converge within phaseTimeout; the phases after it
 	// were not measured.
@@ -148,6 +150,7 @@ func TestCompare(t *testing.T) {
 		for _, v := range s.variants {
 			t.Logf("N=%d: %s", n, v.name)
 			r := run(t, s, v, n)
+			r.measured = measuredNow()
 			t.Logf("%+v", r)
 			results = append(results, r)
 			// After every variant, so that a run stopped in its last hours keeps the
@@ -188,12 +191,20 @@ var variants = []variant{
 	}},
 }
 
+// env is the local cluster, nil unless WARPDRIVE_BENCH=1: without it only the tests of the
+// report run.
 var env *framework.Env
+
+// needCluster skips a benchmark unless make bench runs it.
+func needCluster(t *testing.T) {
+	if env == nil {
+		t.Skip("benchmarks run with make bench (WARPDRIVE_BENCH=1)")
+	}
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv("WARPDRIVE_BENCH") != "1" {
-		fmt.Println("benchmarks run with make bench (WARPDRIVE_BENCH=1); skipping")
-		os.Exit(0)
+		os.Exit(m.Run())
 	}
 	var err error
 	if env, err = framework.New(); err == nil {

@@ -44,6 +44,7 @@ import (
 // go test -count=1 -timeout 60m -v -run TestPoolStatusLatency ./test/bench/
 // The result is one markdown table row, printed and appended to docs/bench/pool.md.
 func TestPoolStatusLatency(t *testing.T) {
+	needCluster(t)
 	const pools, steadyPerPool = 10, 10
 	claims := 10000
 	if v := os.Getenv("WARPDRIVE_BENCH_POOL_CLAIMS"); v != "" {

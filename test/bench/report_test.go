@@ -1,12 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -20,21 +21,32 @@ const (
 )
 
 // writeReport writes results.md (the figures and the ratios) and results.png (the ratios of
-// this operator to the stock one) to dir.
+// this operator to the stock one) to dir, of results and of the sizes and variants that
+// results.json in dir holds from earlier runs (mergeStored).
 func writeReport(dir string, s settings, results []result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	results, err := mergeStored(filepath.Join(dir, "results.json"), results)
+	if err != nil {
+		return err
+	}
+	var sizes []int
+	for _, r := range results {
+		if !slices.Contains(sizes, r.n) {
+			sizes = append(sizes, r.n)
+		}
+	}
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# Benchmark: warpdrive-operator vs the stock helm-operator vs kubectl apply\n\n")
-	fmt.Fprintf(&b, "Measured by `make bench` on %s, %s, one run, the three side by side on the same local cluster "+
+	fmt.Fprintf(&b, "Measured by `make bench` on %s, the three variants one after the other on the same local cluster "+
 		"(AppService CRs: a Deployment and a Service each; idle window %s; %d Deployments scaled by hand for drift). "+
 		"Both operators run with the arguments of their pods: ours those of config/default's Deployment, the stock one "+
-		"operator-sdk's scaffolded ones (docs/bench/README.md).\n\n",
-		host, time.Now().UTC().Format("2006-01-02"), s.idle, s.drift)
+		"operator-sdk's scaffolded ones (docs/bench/README.md). Each size says when, and on which commit, its variants were measured.\n\n",
+		host, s.idle, s.drift)
 	b.WriteString("![idle CPU](idle-cpu.png) ![create CPU](create-cpu.png) ![edit CPU](edit-cpu.png) ![memory](memory.png)\n\n")
-	for _, n := range s.sizes {
+	for _, n := range sizes {
 		byName := map[string]result{}
 		for _, r := range results {
 			if r.n == n {
@@ -43,6 +55,7 @@ func writeReport(dir string, s settings, results []result) error {
 		}
 		floor, stock, ours := byName[floorName], byName[stockName], byName[ourName]
 		fmt.Fprintf(&b, "## N = %d CRs\n\n", n)
+		b.WriteString(measuredLine(floor, stock, ours))
 		if floor.replicas > 0 {
 			fmt.Fprintf(&b, "%d replicas per CR; the edit sets %d.\n\n", floor.replicas, floor.replicas+1)
 		} else {
@@ -107,14 +120,39 @@ func writeReport(dir string, s settings, results []result) error {
 		"run from its start to 10 s after all Deployments are available, so that trailing reconciles count. " +
 		"etcd in use is etcd_mvcc_db_total_size_in_use_in_bytes, of the whole cluster. " +
 		"The work queue is the operator's workqueue_depth, sampled every 2 s.\n")
-	b.WriteString(marginalRSS(s.sizes, results))
+	b.WriteString(marginalRSS(sizes, results))
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
 	if err := plotVsN(dir, results); err != nil {
 		return err
 	}
-	return plotRatios(filepath.Join(dir, "results.png"), s.sizes, results)
+	return plotRatios(filepath.Join(dir, "results.png"), sizes, results)
+}
+
+// measuredLine says when the variants of one size were measured: in one run, or in several,
+// whose ratios then compare figures of different days or code.
+func measuredLine(variants ...result) string {
+	var seen, names, each []string
+	for _, r := range variants {
+		if r.variant == "" {
+			continue
+		}
+		when := cmp.Or(r.measured, "(date not recorded)")
+		if !slices.Contains(seen, when) {
+			seen = append(seen, when)
+		}
+		names = append(names, r.variant)
+		each = append(each, r.variant+" "+when)
+	}
+	switch {
+	case len(seen) == 1 && len(names) == 3:
+		return fmt.Sprintf("Measured %s, the three in one run.\n\n", seen[0])
+	case len(seen) == 1:
+		return fmt.Sprintf("Measured %s: %s only.\n\n", seen[0], strings.Join(names, ", "))
+	default:
+		return fmt.Sprintf("Measured in separate runs (%s): the ratios compare runs, not one run.\n\n", strings.Join(each, "; "))
+	}
 }
 
 func ratio(a, b float64) string {
@@ -233,6 +271,7 @@ func plotVsN(dir string, results []result) error {
 		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, labelledTicks{}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top, p.Legend.Left = true, true
+		lines := 0
 		for i, v := range []string{stockName, ourName} {
 			var xys plotter.XYs
 			for _, r := range results {
@@ -251,6 +290,10 @@ func plotVsN(dir string, results []result) error {
 			line.Color, points.Color = c, c
 			p.Add(line, points)
 			p.Legend.Add(v, line, points)
+			lines++
+		}
+		if lines == 0 {
+			continue // neither operator measured it yet (kubectl apply's run alone): no axis to draw
 		}
 		if err := p.Save(12*vg.Centimeter, 9*vg.Centimeter, filepath.Join(dir, m.file)); err != nil {
 			return err
