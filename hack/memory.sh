@@ -52,6 +52,9 @@ podargs() {
 }
 mapfile -t manager_args < <(podargs -container=manager)
 mapfile -t sidecar_args < <(podargs -container=sidecar)
+# And the variables the kubelet gives each container from its resources (MEMORY_LIMIT).
+mapfile -t manager_env < <(podargs -container=manager -env)
+mapfile -t sidecar_env < <(podargs -container=sidecar -env)
 # start <bin dir> <out dir> <env or --flag>...: the two containers' processes.
 start() {
   local bin=$1 out=$2 arg envs=() flags=()
@@ -59,9 +62,9 @@ start() {
   for arg in "$@"; do
     if [[ $arg == --* ]]; then flags+=("$arg"); else envs+=("$arg"); fi
   done
-  env "${envs[@]}" "$bin/manager" "${manager_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
+  env "${manager_env[@]}" "${envs[@]}" "$bin/manager" "${manager_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
   manager=$!
-  env "${envs[@]}" "$bin/manager" "${sidecar_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
+  env "${sidecar_env[@]}" "${envs[@]}" "$bin/manager" "${sidecar_args[@]}" "${flags[@]}" --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
   sidecar=$!
 }
 stop() {

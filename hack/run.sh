@@ -26,11 +26,17 @@ sidecar_args=$(podargs -container=sidecar \
   -metrics-bind-address="${SIDECAR_METRICS_ADDR:-127.0.0.1:8082}" -health-probe-bind-address="${SIDECAR_PROBE_ADDR:-127.0.0.1:8083}") || exit
 mapfile -t manager_args <<<"$manager_args"
 mapfile -t sidecar_args <<<"$sidecar_args"
+# And the variables the kubelet gives each container from its resources (MEMORY_LIMIT, from
+# which each process sets the Go runtime's soft memory limit).
+manager_env=$(podargs -container=manager -env) || exit
+sidecar_env=$(podargs -container=sidecar -env) || exit
+mapfile -t manager_env <<<"$manager_env"
+mapfile -t sidecar_env <<<"$sidecar_env"
 
 # Further arguments go to the manager, after the pod's (the last of a flag wins).
-"$BIN/manager" "${manager_args[@]}" "$@" &
+env "${manager_env[@]}" "$BIN/manager" "${manager_args[@]}" "$@" &
 operator=$!
-"$BIN/manager" "${sidecar_args[@]}" &
+env "${sidecar_env[@]}" "$BIN/manager" "${sidecar_args[@]}" &
 sidecar=$!
 
 stop() { kill "$operator" "$sidecar" 2>/dev/null; wait "$operator" "$sidecar" 2>/dev/null; }

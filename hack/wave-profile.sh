@@ -38,13 +38,16 @@ mkdir -p "$OUT"
 "$K" apply --server-side --force-conflicts -f config/crd/bases >/dev/null
 "$K" get namespace "$LEASE_NS" >/dev/null 2>&1 || "$K" create namespace "$LEASE_NS" >/dev/null
 "$K" create namespace "$NS" >/dev/null
-podargs() { go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" -container="$1"; }
+podargs() { go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" -container="$@"; }
 mapfile -t margs < <(podargs manager)
 mapfile -t sargs < <(podargs sidecar)
+# The variables the kubelet gives each container from its resources (MEMORY_LIMIT).
+mapfile -t menv < <(podargs manager -env)
+mapfile -t senv < <(podargs sidecar -env)
 read -ra extra <<<"${MANAGER_FLAGS:-}"
-bin/manager "${margs[@]}" "${extra[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
+env "${menv[@]}" bin/manager "${margs[@]}" "${extra[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
 m=$!
-bin/manager "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
+env "${senv[@]}" bin/manager "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
 s=$!
 trap 'kill $m $s 2>/dev/null || true; "$K" delete namespace $NS --wait=false >/dev/null 2>&1 || true' EXIT
 sleep 8

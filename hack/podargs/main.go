@@ -1,6 +1,8 @@
 // Command podargs prints, one a line, the arguments `make run` gives one of the manager pod's
 // containers on the host: those of config/default's Deployment, translated by
 // internal/podargs (the watches file, the metrics and probe addresses, the Lease's namespace).
+// With -env it prints instead the variables the kubelet gives the container from its
+// resources, NAME=value (podargs.Env).
 package main
 
 import (
@@ -15,6 +17,7 @@ func main() {
 	var (
 		kustomize, dir, container string
 		host                      podargs.Host
+		env                       bool
 	)
 	flag.StringVar(&kustomize, "kustomize", "bin/kustomize", "The kustomize binary.")
 	flag.StringVar(&dir, "dir", "config/default", "The kustomization that holds the manager pod's Deployment.")
@@ -24,9 +27,14 @@ func main() {
 	flag.BoolVar(&host.SecureMetrics, "metrics-secure", false, "Keep the pod's HTTPS metrics with authorization.")
 	flag.StringVar(&host.ProbeAddr, "health-probe-bind-address", "0", "Where the process serves its probes.")
 	flag.StringVar(&host.LeaseNamespace, "leader-election-namespace", "", "The namespace of the leader-election Lease.")
+	flag.BoolVar(&env, "env", false, "Print the container's variables from its resources instead of its arguments.")
 	flag.Parse()
 
-	if err := run(kustomize, dir, container, host); err != nil {
+	show := run
+	if env {
+		show = printEnv
+	}
+	if err := show(kustomize, dir, container, host); err != nil {
 		fmt.Fprintln(os.Stderr, "podargs:", err)
 		os.Exit(1)
 	}
@@ -46,6 +54,21 @@ func run(kustomize, dir, container string, host podargs.Host) error {
 	}
 	for _, a := range args {
 		fmt.Println(a)
+	}
+	return nil
+}
+
+func printEnv(kustomize, dir, container string, _ podargs.Host) error {
+	pod, err := podargs.RenderEnv(kustomize, dir)
+	if err != nil {
+		return err
+	}
+	env, ok := pod[container]
+	if !ok {
+		return fmt.Errorf("no container %q", container)
+	}
+	for _, v := range env {
+		fmt.Println(v)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@
 // bin/manager with each container's arguments (the sidecar's begin with its subcommand), so
 // that their figures and results describe the configuration that is deployed. Only what
 // cannot be the same outside the pod differs, and HostArgs is the one place where it does.
+// Env gives them, too, the variables the kubelet computes from the containers' resources:
+// the memory limit from which each process sets the Go runtime's soft limit.
 package podargs
 
 import (
@@ -15,9 +17,12 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -36,6 +41,15 @@ const (
 // Render runs kustomize (the binary make deploy uses) on dir (config/default) and returns the
 // arguments of each container of the manager pod, by container name.
 func Render(kustomize, dir string) (map[string][]string, error) {
+	out, err := build(kustomize, dir)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(out)
+}
+
+// build is kustomize's output for dir.
+func build(kustomize, dir string) ([]byte, error) {
 	cmd := exec.Command(kustomize, "build", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -43,7 +57,7 @@ func Render(kustomize, dir string) (map[string][]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s build %s: %w: %s", kustomize, dir, err, stderr.String())
 	}
-	return Parse(out)
+	return out, nil
 }
 
 // Parse finds the manager pod's Deployment in a stream of YAML documents and returns the
@@ -51,8 +65,103 @@ func Render(kustomize, dir string) (map[string][]string, error) {
 // binary (a subcommand: `/manager sidecar`), then its args. Both containers run the image's
 // one binary, /manager.
 func Parse(manifests []byte) (map[string][]string, error) {
+	d, err := findDeployment(manifests)
+	if err != nil {
+		return nil, err
+	}
+	found := map[string][]string{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if len(c.Command) == 0 || c.Command[0] != Binary {
+			return nil, fmt.Errorf("container %s: command %q, want %s and its subcommand, if any", c.Name, c.Command, Binary)
+		}
+		for _, w := range c.Command[1:] {
+			if FlagName(w) != "" {
+				return nil, fmt.Errorf("container %s: command %q: flags belong in args", c.Name, c.Command)
+			}
+		}
+		// HostArgs replaces flags by name: a value in an argument of its own would be
+		// left behind.
+		for _, a := range c.Args {
+			if FlagName(a) == "" {
+				return nil, fmt.Errorf("container %s: argument %q: write flags as --name=value", c.Name, a)
+			}
+		}
+		found[c.Name] = append(append([]string(nil), c.Command[1:]...), c.Args...)
+	}
+	for _, c := range []string{Manager, Sidecar} {
+		if _, ok := found[c]; !ok {
+			return nil, fmt.Errorf("the %s Deployment has no container %q", deploymentSuffix, c)
+		}
+	}
+	return found, nil
+}
+
+// RenderEnv is Render for the containers' environment (Env).
+func RenderEnv(kustomize, dir string) (map[string][]string, error) {
+	out, err := build(kustomize, dir)
+	if err != nil {
+		return nil, err
+	}
+	return Env(out)
+}
+
+// Env returns, by container name, the variables of each container's env that the kubelet
+// computes from the container's own resources (resourceFieldRef), as NAME=value: the
+// memory limit from which both processes set the Go runtime's soft memory limit
+// (MEMORY_LIMIT). A process on the host runs in no container, and without them it would
+// collect its garbage against another target than the pod's. The other variables are the
+// pod's paths and namespace, which the host has its own of.
+func Env(manifests []byte) (map[string][]string, error) {
+	d, err := findDeployment(manifests)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string][]string{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		env[c.Name] = []string{}
+		for _, v := range c.Env {
+			ref := v.ValueFrom
+			if ref == nil || ref.ResourceFieldRef == nil {
+				continue
+			}
+			value, err := resourceValue(c, *ref.ResourceFieldRef)
+			if err != nil {
+				return nil, fmt.Errorf("container %s: env %s: %w", c.Name, v.Name, err)
+			}
+			env[c.Name] = append(env[c.Name], v.Name+"="+value)
+		}
+	}
+	return env, nil
+}
+
+// resourceValue is what the kubelet gives a resourceFieldRef of the container's own
+// resources: the quantity over the divisor (1 by default), rounded up.
+func resourceValue(c corev1.Container, ref corev1.ResourceFieldSelector) (string, error) {
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		return "", fmt.Errorf("refers to container %s's resources", ref.ContainerName)
+	}
+	kind, name, _ := strings.Cut(ref.Resource, ".")
+	list := map[string]corev1.ResourceList{"limits": c.Resources.Limits, "requests": c.Resources.Requests}[kind]
+	q, ok := list[corev1.ResourceName(name)]
+	if !ok {
+		// The kubelet would give the node's allocatable, which a process on the host has no
+		// equivalent of.
+		return "", fmt.Errorf("the container sets no %s", ref.Resource)
+	}
+	divisor := resource.MustParse("1")
+	if !ref.Divisor.IsZero() {
+		divisor = ref.Divisor
+	}
+	if name == "cpu" {
+		return strconv.FormatInt((q.MilliValue()+divisor.MilliValue()-1)/divisor.MilliValue(), 10), nil
+	}
+	return strconv.FormatInt((q.Value()+divisor.Value()-1)/divisor.Value(), 10), nil
+}
+
+// findDeployment is the manager pod's Deployment in a stream of YAML documents.
+func findDeployment(manifests []byte) (*appsv1.Deployment, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
-	var found map[string][]string
+	var found *appsv1.Deployment
 	for {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -76,37 +185,13 @@ func Parse(manifests []byte) (map[string][]string, error) {
 		if found != nil {
 			return nil, fmt.Errorf("more than one Deployment named *%s", deploymentSuffix)
 		}
-		var d appsv1.Deployment
-		if err := yaml.Unmarshal(doc, &d); err != nil {
+		found = &appsv1.Deployment{}
+		if err := yaml.Unmarshal(doc, found); err != nil {
 			return nil, err
-		}
-		found = map[string][]string{}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if len(c.Command) == 0 || c.Command[0] != Binary {
-				return nil, fmt.Errorf("container %s: command %q, want %s and its subcommand, if any", c.Name, c.Command, Binary)
-			}
-			for _, w := range c.Command[1:] {
-				if FlagName(w) != "" {
-					return nil, fmt.Errorf("container %s: command %q: flags belong in args", c.Name, c.Command)
-				}
-			}
-			// HostArgs replaces flags by name: a value in an argument of its own would be
-			// left behind.
-			for _, a := range c.Args {
-				if FlagName(a) == "" {
-					return nil, fmt.Errorf("container %s: argument %q: write flags as --name=value", c.Name, a)
-				}
-			}
-			found[c.Name] = append(append([]string(nil), c.Command[1:]...), c.Args...)
 		}
 	}
 	if found == nil {
 		return nil, fmt.Errorf("no Deployment named *%s", deploymentSuffix)
-	}
-	for _, c := range []string{Manager, Sidecar} {
-		if _, ok := found[c]; !ok {
-			return nil, fmt.Errorf("the %s Deployment has no container %q", deploymentSuffix, c)
-		}
 	}
 	return found, nil
 }

@@ -68,3 +68,50 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A process on the host gets the variables the kubelet computes from its container's
+// resources, as the container does; the pod's paths and namespace stay the host's.
+func TestEnv(t *testing.T) {
+	const pod = `kind: Deployment
+metadata: {name: x-controller-manager}
+spec:
+  template:
+    spec:
+      containers:
+      - name: manager
+        command: [/manager]
+        env:
+        - {name: MEMORY_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+        - {name: CPU_MILLIS, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: 1m}}}
+        - {name: CPUS, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+        - {name: MEMORY_MI, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}
+        - {name: HOME, value: /tmp}
+        - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+        resources: {requests: {cpu: 100m}, limits: {cpu: 1500m, memory: 512Mi}}
+      - name: sidecar
+        command: [/manager, sidecar]
+        env:
+        - {name: MEMORY_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+        resources: {limits: {memory: 256Mi}}
+`
+	env, err := Env([]byte(pod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		Manager: {"MEMORY_LIMIT=536870912", "CPU_MILLIS=100", "CPUS=2", "MEMORY_MI=512"},
+		Sidecar: {"MEMORY_LIMIT=268435456"},
+	}
+	for c, w := range want {
+		if !slices.Equal(env[c], w) {
+			t.Errorf("%s: env %q, want %q", c, env[c], w)
+		}
+	}
+
+	// Without the limit the kubelet would give the node's allocatable memory, which has no
+	// counterpart on the host.
+	noLimit := "kind: Deployment\nmetadata: {name: x-controller-manager}\nspec: {template: {spec: {containers: [{name: manager, command: [/manager], env: [{name: MEMORY_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}]}]}}}\n"
+	if _, err := Env([]byte(noLimit)); err == nil {
+		t.Error("a resourceFieldRef of a limit the container does not set: accepted")
+	}
+}

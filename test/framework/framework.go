@@ -58,6 +58,10 @@ type Env struct {
 	// PodArgs are the arguments of the manager pod's containers in config/default, by
 	// container name: StartManager and StartSidecar run the binaries with them.
 	PodArgs map[string][]string
+	// PodEnv are the variables the kubelet gives those containers from their resources
+	// (podargs.Env: the memory limit the Go runtime's soft limit is set from), by container
+	// name, as NAME=value: StartManager and StartSidecar run the binaries with them.
+	PodEnv map[string][]string
 }
 
 // New connects to the cluster named by $WARPDRIVE_KUBECONFIG.
@@ -91,6 +95,9 @@ func New() (*Env, error) {
 	}
 	e := &Env{Root: RepoRoot(), Kubeconfig: kubeconfig, LogDir: logDir, Config: cfg, Client: c, Clientset: cs}
 	if e.PodArgs, err = RenderPodArgs(e.Root); err != nil {
+		return nil, err
+	}
+	if e.PodEnv, err = RenderPodEnv(e.Root); err != nil {
 		return nil, err
 	}
 	if err := e.setupImpersonation(); err != nil {

@@ -72,6 +72,12 @@ func RenderPodArgs(root string) (map[string][]string, error) {
 	return podargs.Render(filepath.Join(root, "bin", "kustomize"), filepath.Join(root, "config", "default"))
 }
 
+// RenderPodEnv is RenderPodArgs for the variables the kubelet gives the containers from their
+// resources (podargs.Env).
+func RenderPodEnv(root string) (map[string][]string, error) {
+	return podargs.RenderEnv(filepath.Join(root, "bin", "kustomize"), filepath.Join(root, "config", "default"))
+}
+
 // PodFlag is the value the pod gives flag name in container (the last one given wins, as
 // with the binaries' flag parsing), and whether it gives one: for a suite that runs the
 // manager's code in its own process.
@@ -102,7 +108,17 @@ func (e *Env) StartManager(o ProcessOptions) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.Run(processName(o, ManagerBinary(o.Stock)), ManagerBinary(o.Stock), args...)
+	return e.RunWithEnv(processName(o, ManagerBinary(o.Stock)), ManagerBinary(o.Stock), e.ManagerEnv(o), args...)
+}
+
+// ManagerEnv is what StartManager adds to the manager's environment: the variables the pod's
+// container gets from its resources (PodEnv), none for the stock helm-operator, whose
+// scaffold sets none.
+func (e *Env) ManagerEnv(o ProcessOptions) []string {
+	if o.Stock {
+		return nil
+	}
+	return e.PodEnv[podargs.Manager]
 }
 
 // StartSidecar runs the sidecar container as StartManager runs the manager: bin/manager, whose
@@ -112,7 +128,7 @@ func (e *Env) StartSidecar(o ProcessOptions) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.Run(processName(o, "sidecar"), ManagerBinary(false), args...)
+	return e.RunWithEnv(processName(o, "sidecar"), ManagerBinary(false), e.PodEnv[podargs.Sidecar], args...)
 }
 
 // ManagerArgs is the command line StartManager runs the manager (or the stock helm-operator)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,8 +109,9 @@ func TestSuiteFlagsAreListed(t *testing.T) {
 	}
 }
 
-// make run (hack/run.sh) gets its arguments from hack/podargs, which gives the same command
-// lines as the suites', and names none of the pod's flags itself.
+// make run (hack/run.sh) gets its arguments and the containers' variables from hack/podargs,
+// which gives the same command lines and variables as the suites', and names none of the
+// pod's flags itself.
 func TestMakeRunUsesThePodsFlags(t *testing.T) {
 	root := RepoRoot()
 	script, err := os.ReadFile(filepath.Join(root, "hack", "run.sh"))
@@ -120,6 +122,10 @@ func TestMakeRunUsesThePodsFlags(t *testing.T) {
 		t.Errorf("hack/run.sh does not run hack/podargs")
 	}
 	pod, err := RenderPodArgs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podEnv, err := RenderPodEnv(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +150,18 @@ func TestMakeRunUsesThePodsFlags(t *testing.T) {
 		if got := strings.Fields(string(out)); !slices.Equal(got, want) {
 			t.Errorf("%s: hack/podargs prints %v, the suites run %v", container, got, want)
 		}
+
+		cmd = exec.Command("go", "run", "./hack/podargs", "-container="+container, "-env")
+		cmd.Dir = root
+		if out, err = cmd.Output(); err != nil {
+			t.Fatalf("hack/podargs -env: %v", err)
+		}
+		if got, want := strings.Fields(string(out)), podEnv[container]; len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%s: hack/podargs -env prints %v, the suites run with %v", container, got, want)
+		}
+	}
+	if !strings.Contains(string(script), "-container=manager -env") || !strings.Contains(string(script), "-container=sidecar -env") {
+		t.Errorf("hack/run.sh does not give the processes the containers' variables (hack/podargs -env)")
 	}
 }
 
@@ -217,5 +235,29 @@ func TestSuitesRunTheImagesBinaries(t *testing.T) {
 			}
 		}
 		f.Close()
+	}
+}
+
+// The suites run the binaries with the environment the kubelet gives the pod's containers
+// from their resources: the memory limit from which each process sets the Go runtime's soft
+// limit (mgropts.SetMemoryLimit), so that the garbage collector works as it does in the pod.
+func TestSuitesRunWithThePodsMemoryLimit(t *testing.T) {
+	env, err := RenderPodEnv(RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{PodEnv: env}
+	for container, got := range map[string][]string{podargs.Manager: e.ManagerEnv(ProcessOptions{}), podargs.Sidecar: e.PodEnv[podargs.Sidecar]} {
+		i := slices.IndexFunc(got, func(v string) bool { return strings.HasPrefix(v, "MEMORY_LIMIT=") })
+		if i < 0 {
+			t.Errorf("%s: no MEMORY_LIMIT in %q", container, got)
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimPrefix(got[i], "MEMORY_LIMIT="), 10, 64); err != nil || n < 64<<20 {
+			t.Errorf("%s: %s: want the container's memory limit in bytes", container, got[i])
+		}
+	}
+	if got := e.ManagerEnv(ProcessOptions{Stock: true}); got != nil {
+		t.Errorf("the stock helm-operator gets %q; its scaffold sets no variable", got)
 	}
 }

@@ -38,6 +38,11 @@ func (p *Process) Output() (string, error) {
 // the operator's identity (OperatorKubeconfig). name tells apart several processes of one
 // binary (for example a leader and a standby).
 func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
+	return e.RunWithEnv(name, binary, nil, args...)
+}
+
+// RunWithEnv is Run with env (NAME=value) added to the suite's environment.
+func (e *Env) RunWithEnv(name, binary string, env []string, args ...string) (*Process, error) {
 	path := filepath.Join(e.Root, "bin", binary)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s is not built (make build): %w", path, err)
@@ -49,7 +54,7 @@ func (e *Env) Run(name, binary string, args ...string) (*Process, error) {
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = e.Root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.OperatorKubeconfig)
+	cmd.Env = append(append(os.Environ(), env...), "KUBECONFIG="+e.OperatorKubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A test binary that panics or is killed takes its operator processes with it: an
 	// orphaned operator would go on reconciling under the next run's feet.
