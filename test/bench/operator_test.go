@@ -115,6 +115,9 @@ type result struct {
 	// timedOut names the phase that did not converge within phaseTimeout; the phases after it
 	// were not measured.
 	timedOut string
+	// unfinished names the phase under way when the figures were saved: a run stopped in it
+	// leaves the figures of the phases before it, and this name, in results.json.
+	unfinished string
 	// queueAtTimeout is the operator's workqueue depth when the phase timed out;
 	// createQueuePeak and editQueuePeak the deepest it was in those phases.
 	queueAtTimeout, createQueuePeak, editQueuePeak float64
@@ -149,15 +152,20 @@ func TestCompare(t *testing.T) {
 	for _, n := range s.sizes {
 		for _, v := range s.variants {
 			t.Logf("N=%d: %s", n, v.name)
-			r := run(t, s, v, n)
-			r.measured = measuredNow()
+			// The report is written as each phase begins, so that a run stopped in its
+			// last hours keeps the figures of the phases it finished.
+			measured := measuredNow()
+			save := func(r result) {
+				r.measured = measured
+				if err := writeReport(s.out, s, append(slices.Clone(results), r)); err != nil {
+					t.Errorf("report: %v", err)
+				}
+			}
+			r := run(t, s, v, n, save)
+			r.measured = measured
 			t.Logf("%+v", r)
 			results = append(results, r)
-			// After every variant, so that a run stopped in its last hours keeps the
-			// figures of the variants it finished.
-			if err := writeReport(s.out, s, results); err != nil {
-				t.Errorf("report: %v", err)
-			}
+			save(r)
 		}
 	}
 	t.Logf("report in %s", s.out)
@@ -243,7 +251,9 @@ func phaseTimeout(n int) time.Duration {
 // the phase it did not finish) instead of waiting 83 minutes per phase.
 var phaseCap time.Duration
 
-func run(t *testing.T, s settings, v variant, n int) result {
+// run measures variant v at n CRs. It calls save with the figures so far as each phase
+// begins (result.unfinished names it).
+func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	ctx := context.Background()
 	r := result{variant: v.name, n: n, replicas: replicasFor(t, n)}
 	ed := editFor(r.replicas)
@@ -260,7 +270,7 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	defer tr.stop()
 
 	if v.start == nil {
-		return runKubectl(t, tr, ns, n, r, ed)
+		return runKubectl(t, tr, ns, n, r, ed, save)
 	}
 	procs, sidecar, metricsAddr, stop := v.start(t)
 	defer stop()
@@ -268,13 +278,15 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	// phase runs one phase: change, then wait until done, recording the operator's queue; false
 	// when it timed out (r says where, and how deep the queue was).
 	phase := func(name string, change func(), done func() bool) (seconds, cpu, requests float64, queuePeak float64, ok bool) {
+		r.unfinished = name
+		save(r)
 		q := sampleQueue(metricsAddr)
 		req0, cpu0, t0 := apiserverRequests(t), procs.cpu(), time.Now()
 		change()
 		at, ok := tr.waitFor(phaseTimeout(n), done)
 		queuePeak = q.stop()
 		if !ok {
-			r.timedOut = name
+			r.timedOut, r.unfinished = name, ""
 			r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
 			r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
 			_, r.peakRSSMiB = procs.rss()
@@ -315,6 +327,8 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	}
 
 	// Idle.
+	r.unfinished = "idle"
+	save(r)
 	cpu0, sc0, t0 := procs.cpu(), sidecar.cpu(), time.Now()
 	time.Sleep(s.idle)
 	elapsed := time.Since(t0).Seconds()
@@ -325,12 +339,17 @@ func run(t *testing.T, s settings, v variant, n int) result {
 	r.pssMiB, r.sidecarPSSMiB = procs.pss(), sidecar.pss()
 
 	// Drift: Deployments scaled by hand, all at once; each repaired when back to the spec.
+	r.unfinished = "drift"
+	save(r)
 	r.driftP50, r.driftMax = drift(t, ns, min(s.drift, n), ed.replicas)
 
 	// Delete.
+	r.unfinished = "delete"
+	save(r)
 	cpu0, t0 = procs.cpu(), time.Now()
 	parallel(n, func(i int) error { return client.IgnoreNotFound(env.Client.Delete(ctx, appService(ns, i, -1))) })
 	done, ok := tr.waitFor(phaseTimeout(n), func() bool { return len(tr.crs) == 0 && len(tr.deployments) == 0 })
+	r.unfinished = ""
 	if !ok {
 		r.timedOut = "delete"
 		r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
@@ -453,7 +472,7 @@ func (q *queueSampler) stop() float64 {
 
 // runKubectl is the floor: the same Deployments and Services, rendered from the same chart,
 // applied with plain kubectl.
-func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit) result {
+func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit, save func(result)) result {
 	dir := t.TempDir()
 	manifests := func(name string, values map[string]any) string {
 		path := filepath.Join(dir, name+".yaml")
@@ -464,14 +483,16 @@ func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit) 
 	}
 	r.etcdStartMiB = etcdMiB(t)
 	for _, step := range []struct {
-		path          string
+		name, path    string
 		done          func() bool
 		out, requests *float64
 		etcd          *float64
 	}{
-		{manifests("create", map[string]any{"replicas": r.replicas}), tr.allAvailable(n, int32(r.replicas)), &r.createS, &r.createRequests, &r.etcdCreateMiB},
-		{manifests("edit", ed.values), ed.done(tr, n), &r.editS, &r.editRequests, &r.etcdEditMiB},
+		{"create", manifests("create", map[string]any{"replicas": r.replicas}), tr.allAvailable(n, int32(r.replicas)), &r.createS, &r.createRequests, &r.etcdCreateMiB},
+		{"edit", manifests("edit", ed.values), ed.done(tr, n), &r.editS, &r.editRequests, &r.etcdEditMiB},
 	} {
+		r.unfinished = step.name
+		save(r)
 		req0, t0 := apiserverRequests(t), time.Now()
 		if _, err := env.Kubectl("apply", "-n", ns, "-f", step.path); err != nil {
 			t.Fatal(err)
@@ -481,11 +502,14 @@ func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit) 
 		*step.requests = (apiserverRequests(t) - req0) / float64(n)
 		*step.etcd = etcdMiB(t)
 	}
+	r.unfinished = "delete"
+	save(r)
 	t0 := time.Now()
 	if _, err := env.Kubectl("delete", "-n", ns, "--wait=false", "-f", filepath.Join(dir, "edit.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	r.deleteS = mustWait(t, tr, "delete", n, func() bool { return len(tr.deployments) == 0 }).Sub(t0).Seconds()
+	r.unfinished = ""
 	return r
 }
 

@@ -62,6 +62,10 @@ func writeReport(dir string, s settings, results []result) error {
 			b.WriteString("0 replicas per CR (the cluster's nodes do not admit 3 pods per CR); the edit changes the pods' CPU request, a Helm upgrade all the same.\n\n")
 		}
 		for _, r := range []result{floor, stock, ours} {
+			if r.unfinished != "" {
+				fmt.Fprintf(&b, "**%s was stopped in its %s phase**: the run ended there, and that phase and those after it were not measured.\n\n",
+					r.variant, r.unfinished)
+			}
 			if r.timedOut != "" {
 				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s, with %.0f CRs in its work queue; "+
 					"by then it had used %.0f CPU-s in the phase, its memory (PSS) was %.0f MiB and its peak RSS %.0f MiB; the phases after it were not measured.\n\n",

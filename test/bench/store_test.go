@@ -23,12 +23,13 @@ import (
 
 // stored is a result as results.json holds it.
 type stored struct {
-	Variant  string             `json:"variant"`
-	N        int                `json:"n"`
-	Replicas int                `json:"replicas"`
-	TimedOut string             `json:"timedOut,omitempty"`
-	Measured string             `json:"measured"`
-	Figures  map[string]float64 `json:"figures"`
+	Variant    string             `json:"variant"`
+	N          int                `json:"n"`
+	Replicas   int                `json:"replicas"`
+	TimedOut   string             `json:"timedOut,omitempty"`
+	Unfinished string             `json:"unfinished,omitempty"`
+	Measured   string             `json:"measured"`
+	Figures    map[string]float64 `json:"figures"`
 }
 
 // figures names each number of a result, for results.json.
@@ -48,7 +49,7 @@ func (r *result) figures() map[string]*float64 {
 }
 
 func (r result) store() stored {
-	s := stored{Variant: r.variant, N: r.n, Replicas: r.replicas, TimedOut: r.timedOut, Measured: r.measured, Figures: map[string]float64{}}
+	s := stored{Variant: r.variant, N: r.n, Replicas: r.replicas, TimedOut: r.timedOut, Unfinished: r.unfinished, Measured: r.measured, Figures: map[string]float64{}}
 	for name, v := range r.figures() {
 		if *v != 0 {
 			s.Figures[name] = *v
@@ -58,7 +59,7 @@ func (r result) store() stored {
 }
 
 func (s stored) result() result {
-	r := result{variant: s.Variant, n: s.N, replicas: s.Replicas, timedOut: s.TimedOut, measured: s.Measured}
+	r := result{variant: s.Variant, n: s.N, replicas: s.Replicas, timedOut: s.TimedOut, unfinished: s.Unfinished, measured: s.Measured}
 	for name, v := range r.figures() {
 		*v = s.Figures[name]
 	}
@@ -132,6 +133,7 @@ func TestReportKeepsEarlierRuns(t *testing.T) {
 	second := []result{
 		{variant: ourName, n: 10000, measured: "day 2 on bbb", createS: 1800, editCPU: 500, pssMiB: 300},
 		{variant: stockName, n: 10000, measured: "day 2 on bbb", timedOut: "create", queueAtTimeout: 4000, cpuAtTimeout: 2500},
+		{variant: floorName, n: 10000, measured: "day 2 on bbb", unfinished: "edit", createS: 2000},
 	}
 	if err := writeReport(dir, s, second); err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestReportKeepsEarlierRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(slices.Clone(first), second[1], second[0])
+	want := append(slices.Clone(first), second[2], second[1], second[0])
 	if len(got) != len(want) {
 		t.Fatalf("results.json holds %d results, want %d: %+v", len(got), len(want), got)
 	}
@@ -163,7 +165,8 @@ func TestReportKeepsEarlierRuns(t *testing.T) {
 		"Measured in separate runs (kubectl apply day 1 on aaa; stock helm-operator day 1 on aaa; warpdrive-operator day 3 on ccc)",
 		"| create -> all available | 24 s | 25 s | 20 s | 0.8 | 0.83 |",
 		"## N = 10000 CRs",
-		"Measured day 2 on bbb: stock helm-operator, warpdrive-operator only.",
+		"Measured day 2 on bbb, the three in one run.",
+		"**kubectl apply was stopped in its edit phase**",
 		"**stock helm-operator did not converge**: its create phase",
 		"with 4000 CRs in its work queue; by then it had used 2500 CPU-s",
 	} {
