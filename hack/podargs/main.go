@@ -30,45 +30,30 @@ func main() {
 	flag.BoolVar(&env, "env", false, "Print the container's variables from its resources instead of its arguments.")
 	flag.Parse()
 
-	show := run
-	if env {
-		show = printEnv
-	}
-	if err := show(kustomize, dir, container, host); err != nil {
+	if err := run(kustomize, dir, container, host, env); err != nil {
 		fmt.Fprintln(os.Stderr, "podargs:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kustomize, dir, container string, host podargs.Host) error {
+// run prints the container's arguments on the host, or with env its variables.
+func run(kustomize, dir, container string, host podargs.Host, env bool) error {
 	pod, err := podargs.Render(kustomize, dir)
 	if err != nil {
 		return err
 	}
-	if _, ok := pod[container]; !ok {
-		return fmt.Errorf("no container %q", container)
-	}
-	args, err := host.HostArgs(pod[container])
-	if err != nil {
-		return err
-	}
-	for _, a := range args {
-		fmt.Println(a)
-	}
-	return nil
-}
-
-func printEnv(kustomize, dir, container string, _ podargs.Host) error {
-	pod, err := podargs.RenderEnv(kustomize, dir)
-	if err != nil {
-		return err
-	}
-	env, ok := pod[container]
+	args, ok := pod.Args[container]
 	if !ok {
 		return fmt.Errorf("no container %q", container)
 	}
-	for _, v := range env {
-		fmt.Println(v)
+	lines := pod.Env[container]
+	if !env {
+		if lines, err = host.HostArgs(args); err != nil {
+			return err
+		}
+	}
+	for _, l := range lines {
+		fmt.Println(l)
 	}
 	return nil
 }

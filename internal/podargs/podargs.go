@@ -38,26 +38,30 @@ const (
 	Binary = "/manager"
 )
 
-// Render runs kustomize (the binary make deploy uses) on dir (config/default) and returns the
-// arguments of each container of the manager pod, by container name.
-func Render(kustomize, dir string) (map[string][]string, error) {
-	out, err := build(kustomize, dir)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(out)
+// Pod is what the manager pod's Deployment gives each of its containers, by container name.
+type Pod struct {
+	Args map[string][]string // the command line after the binary (Parse)
+	Env  map[string][]string // the variables from the container's resources (Env)
 }
 
-// build is kustomize's output for dir.
-func build(kustomize, dir string) ([]byte, error) {
+// Render runs kustomize (the binary make deploy uses) on dir (config/default) once and returns
+// the arguments and variables of each container of the manager pod.
+func Render(kustomize, dir string) (Pod, error) {
 	cmd := exec.Command(kustomize, "build", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s build %s: %w: %s", kustomize, dir, err, stderr.String())
+		return Pod{}, fmt.Errorf("%s build %s: %w: %s", kustomize, dir, err, stderr.String())
 	}
-	return out, nil
+	var pod Pod
+	if pod.Args, err = Parse(out); err != nil {
+		return Pod{}, err
+	}
+	if pod.Env, err = Env(out); err != nil {
+		return Pod{}, err
+	}
+	return pod, nil
 }
 
 // Parse finds the manager pod's Deployment in a stream of YAML documents and returns the
@@ -94,15 +98,6 @@ func Parse(manifests []byte) (map[string][]string, error) {
 		}
 	}
 	return found, nil
-}
-
-// RenderEnv is Render for the containers' environment (Env).
-func RenderEnv(kustomize, dir string) (map[string][]string, error) {
-	out, err := build(kustomize, dir)
-	if err != nil {
-		return nil, err
-	}
-	return Env(out)
 }
 
 // Env returns, by container name, the variables of each container's env that the kubelet

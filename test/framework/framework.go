@@ -94,12 +94,11 @@ func New() (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Root: RepoRoot(), Kubeconfig: kubeconfig, LogDir: logDir, Config: cfg, Client: c, Clientset: cs}
-	if e.PodArgs, err = RenderPodArgs(e.Root); err != nil {
+	pod, err := RenderPod(e.Root)
+	if err != nil {
 		return nil, err
 	}
-	if e.PodEnv, err = RenderPodEnv(e.Root); err != nil {
-		return nil, err
-	}
+	e.PodArgs, e.PodEnv = pod.Args, pod.Env
 	if err := e.setupImpersonation(); err != nil {
 		return nil, err
 	}

@@ -66,16 +66,11 @@ var StockArgs = []string{
 	"--metrics-bind-address=:8443",
 }
 
-// RenderPodArgs renders root's config/default with root's bin/kustomize (the one make deploy
-// uses) and returns the arguments of the manager pod's containers.
-func RenderPodArgs(root string) (map[string][]string, error) {
+// RenderPod renders root's config/default with root's bin/kustomize (the one make deploy
+// uses) and returns the arguments of the manager pod's containers and the variables the
+// kubelet gives them from their resources.
+func RenderPod(root string) (podargs.Pod, error) {
 	return podargs.Render(filepath.Join(root, "bin", "kustomize"), filepath.Join(root, "config", "default"))
-}
-
-// RenderPodEnv is RenderPodArgs for the variables the kubelet gives the containers from their
-// resources (podargs.Env).
-func RenderPodEnv(root string) (map[string][]string, error) {
-	return podargs.RenderEnv(filepath.Join(root, "bin", "kustomize"), filepath.Join(root, "config", "default"))
 }
 
 // PodFlag is the value the pod gives flag name in container (the last one given wins, as

@@ -47,10 +47,11 @@ func subcommand(args []string) []string {
 // the host, and no flag is added but those.
 func TestSuitesRunThePodsFlags(t *testing.T) {
 	root := RepoRoot()
-	pod, err := RenderPodArgs(root)
+	rendered, err := RenderPod(root)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pod := rendered.Args
 	e := &Env{PodArgs: pod, LeaseNamespace: "leases"}
 	for _, c := range []struct {
 		container string
@@ -121,14 +122,11 @@ func TestMakeRunUsesThePodsFlags(t *testing.T) {
 	if !strings.Contains(string(script), "go run ./hack/podargs") {
 		t.Errorf("hack/run.sh does not run hack/podargs")
 	}
-	pod, err := RenderPodArgs(root)
+	rendered, err := RenderPod(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	podEnv, err := RenderPodEnv(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod, podEnv := rendered.Args, rendered.Env
 	e := &Env{PodArgs: pod, LeaseNamespace: "leases"}
 	for _, container := range []string{podargs.Manager, podargs.Sidecar} {
 		for name := range flagValues(t, pod[container]) {
@@ -242,11 +240,11 @@ func TestSuitesRunTheImagesBinaries(t *testing.T) {
 // from their resources: the memory limit from which each process sets the Go runtime's soft
 // limit (mgropts.SetMemoryLimit), so that the garbage collector works as it does in the pod.
 func TestSuitesRunWithThePodsMemoryLimit(t *testing.T) {
-	env, err := RenderPodEnv(RepoRoot())
+	pod, err := RenderPod(RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{PodEnv: env}
+	e := &Env{PodEnv: pod.Env}
 	for container, got := range map[string][]string{podargs.Manager: e.ManagerEnv(ProcessOptions{}), podargs.Sidecar: e.PodEnv[podargs.Sidecar]} {
 		i := slices.IndexFunc(got, func(v string) bool { return strings.HasPrefix(v, "MEMORY_LIMIT=") })
 		if i < 0 {
