@@ -119,6 +119,11 @@ func sameChart(cr *unstructured.Unstructured, ch map[string]any) bool {
 
 // chartMember is what the rollout controller observes of cr (rollout.Member).
 func chartMember(cr *unstructured.Unstructured) rollout.Member {
+	return memberOf(cr, readiness.Conditions(cr))
+}
+
+// memberOf is chartMember of cr, whose conditions are conds.
+func memberOf(cr *unstructured.Unstructured, conds []metav1.Condition) rollout.Member {
 	m := rollout.Member{Key: cr.GetNamespace() + "/" + cr.GetName(), Generation: cr.GetGeneration(),
 		Forced: cr.GetAnnotations()[rollout.ForceAnnotation]}
 	if b, ok, _ := unstructured.NestedMap(cr.Object, "status", "chart", chartBaseline); ok {
@@ -131,7 +136,6 @@ func chartMember(cr *unstructured.Unstructured) rollout.Member {
 	if s, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartLastDeployed); s != "" {
 		m.Deployed, _ = time.Parse(time.RFC3339, s)
 	}
-	conds := readiness.Conditions(cr)
 	if c := readiness.Find(conds, readiness.Ready); c != nil {
 		m.Ready = c.Status == metav1.ConditionTrue && c.ObservedGeneration == cr.GetGeneration()
 		if !m.Ready {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,5 +173,64 @@ func TestStatusChart(t *testing.T) {
 	}
 	if statusChart(memcached(nil), outcome{}, rolloutStatus{}) != nil {
 		t.Error("a chart for a CR whose release is not known")
+	}
+}
+
+// A plan reads again only the CRs that changed since the last one (their resourceVersion),
+// and forgets the deleted ones; what it decides follows the changed CRs' new status.
+func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
+	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	var objs []client.Object
+	for i := range 3 {
+		objs = append(objs, onChart(fmt.Sprintf("m%d", i), rollout.Digest(v1)))
+	}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
+	notify := make(chan event.GenericEvent, 10)
+	k := newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
+	plan := func() {
+		t.Helper()
+		if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+
+	plan()
+	if got := received(notify); len(got) != 3 {
+		t.Fatalf("status to write for %v, want all 3 (none has a ChartRollout condition)", got)
+	}
+	m0 := k.seen[key("m0")]
+
+	// m1's status comes to say what the plan says of it; m2 is deleted.
+	m1 := &unstructured.Unstructured{}
+	m1.SetGroupVersionKind(memcachedGVK)
+	if err := c.Get(context.Background(), key("m1"), m1); err != nil {
+		t.Fatal(err)
+	}
+	rs := k.status(m1)
+	conds, _, _ := unstructured.NestedSlice(m1.Object, "status", "conditions")
+	conds = append(conds, map[string]any{"type": readiness.ChartRollout, "status": string(rs.condition.Status),
+		"reason": rs.condition.Reason, "message": rs.condition.Message,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+	_ = unstructured.SetNestedSlice(m1.Object, conds, "status", "conditions")
+	if err := c.Update(context.Background(), m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), objs[2]); err != nil {
+		t.Fatal(err)
+	}
+
+	plan()
+	if got := received(notify); len(got) != 1 || got[0] != "m0" {
+		t.Errorf("status to write for %v, want m0's only (m1's says what the plan says, m2 is gone)", got)
+	}
+	if k.seen[key("m0")] != m0 {
+		t.Error("m0, unchanged, was read again")
+	}
+	if o := k.seen[key("m1")]; o == nil || o.chartRolloutReason != rs.condition.Reason {
+		t.Errorf("m1 as the plan read it: %+v, want its new ChartRollout condition", o)
+	}
+	if _, ok := k.seen[key("m2")]; ok || len(k.seen) != 2 {
+		t.Errorf("the plans remember %d CRs, m2 among them: %v; want m0 and m1", len(k.seen), ok)
 	}
 }

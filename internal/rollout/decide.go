@@ -163,15 +163,14 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	upTo := 0 // members in the waves admitted
 	for w, wave := range plan.Waves {
 		upTo += len(wave)
-		for _, k := range keys(order[:upTo]) {
-			if m := byKey[k]; failing(m) && !plan.Failed[k] {
-				plan.Failed[k] = true
-				plan.NewlyFailed = append(plan.NewlyFailed, k)
-			}
-		}
 		failedHere := false
-		for _, k := range keys(order[:upTo]) {
-			failedHere = failedHere || plan.Failed[k]
+		for i := range order[:upTo] {
+			m := &order[i]
+			if failing(m) && !plan.Failed[m.Key] {
+				plan.Failed[m.Key] = true
+				plan.NewlyFailed = append(plan.NewlyFailed, m.Key)
+			}
+			failedHere = failedHere || plan.Failed[m.Key]
 		}
 		if failedHere {
 			plan.Wave = w
@@ -245,24 +244,40 @@ func (p Plan) Baseline(m Member) Baseline {
 // ordered sorts the members in rollout order: canaries first, then by a hash of the key
 // (spread over namespaces, and the same in every process), then by key.
 func ordered(members []Member) []Member {
-	out := append([]Member(nil), members...)
-	hashes := make(map[string]uint64, len(out))
-	for _, m := range out {
-		h := fnv.New64a()
+	o := rolloutOrder{members: append([]Member(nil), members...), hashes: make([]uint64, len(members))}
+	h := fnv.New64a()
+	for i, m := range o.members {
+		h.Reset()
 		h.Write([]byte(m.Key))
-		hashes[m.Key] = h.Sum64()
+		o.hashes[i] = h.Sum64()
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Canary != b.Canary {
-			return a.Canary
-		}
-		if hashes[a.Key] != hashes[b.Key] {
-			return hashes[a.Key] < hashes[b.Key]
-		}
-		return a.Key < b.Key
-	})
-	return out
+	sort.Sort(o)
+	return o.members
+}
+
+// rolloutOrder sorts members with their key's hash alongside, computed once per member: the
+// plans of a fleet of N CRs sort N members each.
+type rolloutOrder struct {
+	members []Member
+	hashes  []uint64
+}
+
+func (o rolloutOrder) Len() int { return len(o.members) }
+
+func (o rolloutOrder) Swap(i, j int) {
+	o.members[i], o.members[j] = o.members[j], o.members[i]
+	o.hashes[i], o.hashes[j] = o.hashes[j], o.hashes[i]
+}
+
+func (o rolloutOrder) Less(i, j int) bool {
+	a, b := &o.members[i], &o.members[j]
+	if a.Canary != b.Canary {
+		return a.Canary
+	}
+	if o.hashes[i] != o.hashes[j] {
+		return o.hashes[i] < o.hashes[j]
+	}
+	return a.Key < b.Key
 }
 
 func keys(ms []Member) []string {

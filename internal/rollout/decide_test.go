@@ -329,3 +329,17 @@ func TestBaseline(t *testing.T) {
 		})
 	}
 }
+
+// A plan of a fleet of 10,000 CRs, half of them moved: the rollout controller decides one
+// every second or two through a wave of events (go test -bench Decide -benchmem).
+func BenchmarkDecide(b *testing.B) {
+	ms := fleet(10000)
+	for i := range ms[:5000] {
+		ms[i].Digest = newChart
+	}
+	p := Policy{Canaries: 1, Waves: []int{10, 25, 50, 100}, Timeout: 10 * time.Minute}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(p, newChart, ms, now)
+	}
+}
