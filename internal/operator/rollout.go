@@ -239,7 +239,11 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 			k.recorder.Eventf(cr, corev1.EventTypeWarning, reasonRolloutFailed,
 				"failed on chart %s (%s): %s; the rollout of the chart halts", k.version, k.carried.digest, failureOf(cr))
 			k.send(k.wake, cr) // to roll back, by the policy
-		case plan.Admitted[m.Key] && m.Digest != plan.Target && (first || !prev.Admitted[m.Key]):
+		case plan.Admitted[m.Key] && m.Digest != "" && m.Digest != plan.Target && (first || !prev.Admitted[m.Key]):
+			// A CR whose chart is not known yet has not been deployed by this operator (its
+			// own event brings the install, which no gate holds) or not yet visited: that
+			// visit asks the gate, and the plan admits it already. Waking it too cost a
+			// reconcile with a dry-run upgrade per CR created.
 			k.send(k.wake, cr)
 		}
 		if !k.statusSays(seen[i], m, plan) {

@@ -234,3 +234,24 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 		t.Errorf("the plans remember %d CRs, m2 among them: %v; want m0 and m1", len(k.seen), ok)
 	}
 }
+
+// A CR whose release the plan does not know yet (a new CR: no status.chart) is admitted but
+// not woken, for its own event installs it; a CR on another chart is woken to move.
+func TestRolloutWakesOnlyCRsOnAnotherChart(t *testing.T) {
+	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	fresh := memcached(nil)
+	fresh.SetName("fresh")
+	old := onChart("old", rollout.Digest(v1))
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(fresh, old).Build()
+	k := newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10),
+		make(chan event.GenericEvent, 10))
+	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(k.wake); len(got) != 1 || got[0] != "old" {
+		t.Errorf("woke %v, want old only", got)
+	}
+	if !k.admits(fresh) {
+		t.Error("the new CR is not admitted")
+	}
+}
