@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
 
 // kindPolicy is what the operator lets the releases of one kind do: render its chart, and
@@ -107,7 +108,8 @@ func (t *trustedConfigs) ActionConfigFor(ctx context.Context, obj client.Object)
 
 // storageDriver is Helm's Secrets driver for the CR's namespace, over a Secrets client that
 // signs what it writes and hides what does not verify, and that sets the CR as the owner
-// of each record (as helm-operator-plugins' default driver does).
+// of each record (as helm-operator-plugins' default driver does). The driver serves one
+// reconcile, and answers the same query twice from one LIST until it writes (secretmemo).
 func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
 	if err != nil {
@@ -117,7 +119,7 @@ func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	secrets := helmclient.NewOwnerRefSecretClient(t.secrets.CoreV1().Secrets(ns), []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d := &signedDriver{refused: &refusals{}}
-	d.Secrets = driver.NewSecrets(releasesign.NewSecretClient(secrets, ns, key, d.refused.add))
+	d.Secrets = driver.NewSecrets(secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.refused.add)))
 	return d, nil
 }
 

@@ -1,0 +1,111 @@
+// Package secretmemo gives Helm's release storage a Secrets client that answers a list it
+// has already answered from that answer, until the next write.
+//
+// Helm's Secrets driver finds a release's records by listing the Secrets of the namespace
+// with a label selector, and one reconcile asks the same question many times: the
+// reconciler's look-up of the release, the dry-run upgrade's last and deployed revisions,
+// the real upgrade's, the rollout gate's and the release guard's look-ups, each a LIST.
+// Through a wave that is 8 LISTs per CR, and a label selector is not indexed: the API server
+// filters every Secret of the namespace for each, two or more per CR, so their cost grows
+// with the fleet (docs/bench/memory.md, "4000 CRs").
+//
+// A Memo lives as long as the storage driver it serves, one action configuration, that is
+// one reconcile. Every write through it (create, update, patch, apply, delete) forgets every
+// answer, so the storage reads its own writes as before. What it does not see is a write by
+// another client during the reconcile, which a LIST racing that write would miss as well.
+package secretmemo
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// Memo is a Secrets client whose lists are remembered until its next write.
+type Memo struct {
+	corev1client.SecretInterface
+
+	mu    sync.Mutex
+	lists map[selectors]*corev1.SecretList
+}
+
+// selectors are what a remembered list asked for.
+type selectors struct{ label, field string }
+
+// New wraps c.
+func New(c corev1client.SecretInterface) *Memo {
+	return &Memo{SecretInterface: c, lists: map[selectors]*corev1.SecretList{}}
+}
+
+// List answers from memory a list asked before since the last write; a list that pages or
+// asks for a resourceVersion goes to the API server every time. The caller gets its own
+// copy.
+func (m *Memo) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+	if opts.Limit != 0 || opts.Continue != "" || opts.ResourceVersion != "" || opts.Watch || opts.SendInitialEvents != nil {
+		return m.SecretInterface.List(ctx, opts)
+	}
+	key := selectors{label: opts.LabelSelector, field: opts.FieldSelector}
+	m.mu.Lock()
+	l, ok := m.lists[key]
+	m.mu.Unlock()
+	if ok {
+		return l.DeepCopy(), nil
+	}
+	l, err := m.SecretInterface.List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.lists[key] = l.DeepCopy()
+	m.mu.Unlock()
+	return l, nil
+}
+
+// forget drops every list remembered. A write calls it before and after itself: a list
+// running alongside the write may have read the Secrets before it.
+func (m *Memo) forget() {
+	m.mu.Lock()
+	clear(m.lists)
+	m.mu.Unlock()
+}
+
+func (m *Memo) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+	m.forget()
+	defer m.forget()
+	return m.SecretInterface.Create(ctx, s, opts)
+}
+
+func (m *Memo) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
+	m.forget()
+	defer m.forget()
+	return m.SecretInterface.Update(ctx, s, opts)
+}
+
+func (m *Memo) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	m.forget()
+	defer m.forget()
+	return m.SecretInterface.Delete(ctx, name, opts)
+}
+
+func (m *Memo) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
+	m.forget()
+	defer m.forget()
+	return m.SecretInterface.DeleteCollection(ctx, opts, listOpts)
+}
+
+func (m *Memo) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Secret, error) {
+	m.forget()
+	defer m.forget()
+	return m.SecretInterface.Patch(ctx, name, pt, data, opts, subresources...)
+}
+
+func (m *Memo) Apply(ctx context.Context, s *applycorev1.SecretApplyConfiguration, opts metav1.ApplyOptions) (*corev1.Secret, error) {
+	m.forget()
+	defer m.forget()
+	return m.SecretInterface.Apply(ctx, s, opts)
+}
