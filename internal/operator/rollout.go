@@ -99,6 +99,9 @@ type observed struct {
 	chartRollout                            bool
 	chartRolloutStatus                      metav1.ConditionStatus
 	chartRolloutReason, chartRolloutMessage string
+	// asked: the readiness controller was asked to write askedStatus at this version.
+	asked       bool
+	askedStatus rolloutStatus
 	// plan is the last plan that saw the CR: the ones the last plan did not see are gone.
 	plan uint64
 }
@@ -246,8 +249,8 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 			// reconcile with a dry-run upgrade per CR created.
 			k.send(k.wake, cr)
 		}
-		if !k.statusSays(seen[i], m, plan) {
-			k.send(k.notify, cr)
+		if o, rs := seen[i], k.statusOf(m, plan); k.asks(o, m, rs) {
+			o.asked, o.askedStatus = k.send(k.notify, cr), rs
 		}
 	}
 	switch {
@@ -287,12 +290,15 @@ func (k *kindRollout) canaryNamespaces(ctx context.Context) (map[string]bool, er
 	return out, nil
 }
 
-// send hands cr to a controller's channel without blocking this one: a full channel means
-// that controller is busy, and the next plan sends again what is still needed.
-func (k *kindRollout) send(ch chan event.GenericEvent, cr client.Object) {
+// send hands cr to a controller's channel without blocking this one, and reports whether it
+// did: a full channel means that controller is busy, and the next plan sends again what is
+// still needed.
+func (k *kindRollout) send(ch chan event.GenericEvent, cr client.Object) bool {
 	select {
 	case ch <- event.GenericEvent{Object: cr}:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -308,13 +314,18 @@ func failureOf(cr *unstructured.Unstructured) string {
 	return "not Ready within the timeout"
 }
 
-// statusSays reports whether the status of a CR, as o read it, already says what plan says of
-// it; m is o's member as the plan saw it.
-func (k *kindRollout) statusSays(o *observed, m rollout.Member, plan rollout.Plan) bool {
-	rs := k.statusOf(m, plan)
-	return m.FailedDigest == rs.failedDigest && m.Baseline == rs.baseline && o.chartRollout &&
+// asks reports whether the readiness controller is to be asked to write rs into the status
+// of a CR, as o read it; m is o's member as the plan saw it. Not when the status says rs
+// already, nor when it was asked for rs at this version of the CR: the readiness controller
+// writes nothing for a CR the helm reconciler has not visited yet (it is woken again by that
+// visit), and a plan every second or two asking again for every such CR made 2.2 million
+// readiness reconciles in the first 20 minutes of creating 10,000 CRs, and filled the
+// channel that the helm reconciler's outcomes wait on.
+func (k *kindRollout) asks(o *observed, m rollout.Member, rs rolloutStatus) bool {
+	says := m.FailedDigest == rs.failedDigest && m.Baseline == rs.baseline && o.chartRollout &&
 		o.chartRolloutStatus == rs.condition.Status && o.chartRolloutReason == rs.condition.Reason &&
 		o.chartRolloutMessage == rs.condition.Message
+	return !says && !(o.asked && o.askedStatus == rs)
 }
 
 // carries implements chartGate.

@@ -221,8 +221,8 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 	}
 
 	plan()
-	if got := received(notify); len(got) != 1 || got[0] != "m0" {
-		t.Errorf("status to write for %v, want m0's only (m1's says what the plan says, m2 is gone)", got)
+	if got := received(notify); len(got) != 0 {
+		t.Errorf("status to write for %v, want none (m0's was asked for at this version, m1's says what the plan says, m2 is gone)", got)
 	}
 	if k.seen[key("m0")] != m0 {
 		t.Error("m0, unchanged, was read again")
@@ -253,5 +253,55 @@ func TestRolloutWakesOnlyCRsOnAnotherChart(t *testing.T) {
 	}
 	if !k.admits(fresh) {
 		t.Error("the new CR is not admitted")
+	}
+}
+
+// The readiness controller is asked once to write what the plan says of a CR, not at every
+// plan: again only when the CR changes or the plan comes to say something else of it.
+func TestRolloutAsksForAStatusOnce(t *testing.T) {
+	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	var objs []client.Object
+	for i := range 3 {
+		objs = append(objs, onChart(fmt.Sprintf("m%d", i), rollout.Digest(v1)))
+	}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
+	notify := make(chan event.GenericEvent, 10)
+	k := newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
+	plan := func() []string {
+		t.Helper()
+		if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		return received(notify)
+	}
+	if got := plan(); len(got) != 3 {
+		t.Fatalf("first plan asked for %v, want all 3 (none has a ChartRollout condition)", got)
+	}
+	if got := plan(); len(got) != 0 {
+		t.Errorf("the same plan of the same CRs asked again for %v", got)
+	}
+	// m1 changes (its status is still without the condition): it is asked for again.
+	m1 := objs[1].(*unstructured.Unstructured)
+	m1.SetLabels(map[string]string{"team": "a"})
+	if err := c.Update(context.Background(), m1); err != nil {
+		t.Fatal(err)
+	}
+	if got := plan(); len(got) != 1 || got[0] != "m1" {
+		t.Errorf("after m1 changed, asked for %v, want m1", got)
+	}
+	// A full channel: nothing is recorded as asked, and the next plan asks again.
+	m0 := objs[0].(*unstructured.Unstructured)
+	m0.SetLabels(map[string]string{"team": "a"})
+	if err := c.Update(context.Background(), m0); err != nil {
+		t.Fatal(err)
+	}
+	for len(notify) < cap(notify) {
+		notify <- event.GenericEvent{Object: &unstructured.Unstructured{}}
+	}
+	if got := plan(); len(got) != cap(notify) {
+		t.Fatalf("drained %d, want the %d that filled the channel", len(got), cap(notify))
+	}
+	if got := plan(); len(got) != 1 || got[0] != "m0" {
+		t.Errorf("after a full channel, asked for %v, want m0 again", got)
 	}
 }
