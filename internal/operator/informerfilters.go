@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,8 +29,9 @@ type statusFilteringManager struct {
 // The helm reconciler watches its CRs with no predicate: every update of a CR, status
 // included, runs a full reconcile (a server-side dry-run upgrade, 0.3-0.5 CPU-seconds). Its
 // own status write after each install or upgrade thus costs a second reconcile, and each
-// status write of the sidecar one more. Only a change outside the status can change what
-// the release should be, so status-only updates are dropped before they reach the queue.
+// status write of the sidecar one more; so does the update that adds its uninstall
+// finalizer. Neither can change what the release should be, so such updates are dropped
+// before they reach the queue (nothingForTheRelease).
 //
 // helm-operator-plugins offers no option for the primary watch's predicates, and sets the
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
@@ -117,38 +119,56 @@ type deletionsOnly struct {
 func (deletionsOnly) OnAdd(any, bool)   {}
 func (deletionsOnly) OnUpdate(_, _ any) {}
 
-// skipStatusUpdates passes every event to its handler but updates that change only the
-// status (and with it the resourceVersion and managedFields).
+// skipStatusUpdates passes every event to its handler but updates that cannot change the
+// release (nothingForTheRelease).
 type skipStatusUpdates struct {
 	toolscache.ResourceEventHandler
 }
 
 func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
-	if onlyStatusChanged(oldObj, newObj) {
+	if nothingForTheRelease(oldObj, newObj) {
 		return
 	}
 	h.ResourceEventHandler.OnUpdate(oldObj, newObj)
 }
 
-// onlyStatusChanged reports whether two versions of a CR differ in nothing but status,
-// resourceVersion and managedFields. A resync delivers the same version twice: that is not
-// a status-only change, and passes.
-func onlyStatusChanged(oldObj, newObj any) bool {
+// nothingForTheRelease reports whether two versions of a CR differ in nothing but their
+// status (and with it the resourceVersion and managedFields) and finalizers added. The
+// reconciler adds its uninstall finalizer in the reconcile that installs the release, and
+// the update that brings it cost one more reconcile (a dry-run upgrade) per CR created. A
+// finalizer removed passes, so that the reconciler puts its own back. A resync delivers the
+// same version twice: that is not such a change, and passes.
+func nothingForTheRelease(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*unstructured.Unstructured)
 	n, ok2 := newObj.(*unstructured.Unstructured)
 	if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
 		return false
 	}
-	if reflect.DeepEqual(o.Object["status"], n.Object["status"]) {
+	statusChanged := !reflect.DeepEqual(o.Object["status"], n.Object["status"])
+	finalizersAdded, finalizersRemoved := finalizerChanges(o.GetFinalizers(), n.GetFinalizers())
+	if finalizersRemoved || (!statusChanged && !finalizersAdded) {
 		return false
 	}
 	return reflect.DeepEqual(withoutStatus(o), withoutStatus(n))
 }
 
+// finalizerChanges reports whether new has finalizers that old has not, and the reverse.
+func finalizerChanges(old, new []string) (added, removed bool) {
+	for _, f := range new {
+		added = added || !slices.Contains(old, f)
+	}
+	for _, f := range old {
+		removed = removed || !slices.Contains(new, f)
+	}
+	return added, removed
+}
+
+// withoutStatus is u without what nothingForTheRelease ignores.
 func withoutStatus(u *unstructured.Unstructured) map[string]any {
 	c := u.DeepCopy()
 	delete(c.Object, "status")
 	c.SetResourceVersion("")
 	c.SetManagedFields(nil)
+	c.SetFinalizers(nil)
 	return c.Object
 }

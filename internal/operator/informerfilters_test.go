@@ -24,8 +24,14 @@ func version(rv string, mutate func(u *unstructured.Unstructured)) *unstructured
 	return u
 }
 
-func TestOnlyStatusChanged(t *testing.T) {
+// Updates that change nothing the release is made of (status, finalizers added) are dropped;
+// every other passes, a finalizer removed too.
+func TestNothingForTheRelease(t *testing.T) {
 	old := version("1", nil)
+	withFinalizer := version("1", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) })
+	if nothingForTheRelease(withFinalizer, version("2", nil)) {
+		t.Error("a finalizer removed: dropped, want passed")
+	}
 	cases := []struct {
 		name string
 		new  *unstructured.Unstructured
@@ -42,14 +48,24 @@ func TestOnlyStatusChanged(t *testing.T) {
 			_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "size")
 			u.SetGeneration(2)
 		}), false},
-		{"finalizer added", version("2", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }), false},
+		{"finalizer added (the reconciler's own, as it installs)", version("2", func(u *unstructured.Unstructured) {
+			u.SetFinalizers([]string{"f"})
+		}), true},
+		{"finalizer added and status written", version("2", func(u *unstructured.Unstructured) {
+			u.SetFinalizers([]string{"f"})
+			_ = unstructured.SetNestedField(u.Object, int64(3), "status", "availableReplicas")
+		}), true},
+		{"finalizer added with a spec edit", version("2", func(u *unstructured.Unstructured) {
+			u.SetFinalizers([]string{"f"})
+			_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "size")
+		}), false},
 		{"annotation changed", version("2", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "b"}) }), false},
 		{"resync of the same version", version("1", nil), false},
 		{"no change but resourceVersion", version("2", nil), false},
 	}
 	for _, tc := range cases {
-		if got := onlyStatusChanged(old, tc.new); got != tc.want {
-			t.Errorf("%s: onlyStatusChanged = %v, want %v", tc.name, got, tc.want)
+		if got := nothingForTheRelease(old, tc.new); got != tc.want {
+			t.Errorf("%s: nothingForTheRelease = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
