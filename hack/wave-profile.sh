@@ -30,6 +30,8 @@
 #   {create,edit,delete}-requests
 #                      the apiserver's requests through each wave, from every client, per
 #                      CR, by verb, resource, subresource and code, most first
+#   {create,edit,delete}-reconciles
+#                      the manager's reconciles through each wave, per CR, by controller
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
@@ -44,7 +46,7 @@ mkdir -p "$OUT"
 "$K" get namespace "$LEASE_NS" >/dev/null 2>&1 || "$K" create namespace "$LEASE_NS" >/dev/null
 "$K" create namespace "$NS" >/dev/null
 podargs() { go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" -container="$@"; }
-mapfile -t margs < <(podargs manager)
+mapfile -t margs < <(podargs manager -metrics-bind-address=127.0.0.1:16062)
 mapfile -t sargs < <(podargs sidecar)
 # The variables the kubelet gives each container from its resources (MEMORY_LIMIT).
 mapfile -t menv < <(podargs manager -env)
@@ -84,6 +86,13 @@ requests() {
     n[v " " r (sr == "" ? "" : "/" sr) " " c] += $NF }
     END { for (k in n) print k, n[k] }'
 }
+# reconciles prints the manager's reconciles so far, "controller - - count" per controller
+# (in perCR's format).
+reconciles() {
+  curl -sf http://127.0.0.1:16062/metrics | awk '/^controller_runtime_reconcile_total\{/ {
+    match($0, /controller="[^"]*"/); n[substr($0, RSTART + 12, RLENGTH - 13)] += $NF }
+    END { for (k in n) print k, "-", "-", n[k] }'
+}
 perCR() {
   awk -v n="$N" 'NR == FNR { before[$1 " " $2 " " $3] = $4; next }
     { d = $4 - before[$1 " " $2 " " $3]; if (d > 0) { printf "%8.2f %s %s %s\n", d / n, $1, $2, $3; total += d } }
@@ -92,6 +101,7 @@ perCR() {
 
 pprof allocs allocs0.pb.gz
 requests >"$OUT/.requests0"
+reconciles >"$OUT/.reconciles0"
 procs >"$OUT/.procs0"
 t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 # appservices R [SPEC]: the N CRs' manifests with R replicas, and SPEC's lines in their spec.
@@ -108,6 +118,7 @@ sp=$!
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
 echo "create: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee "$OUT/summary"
 requests >"$OUT/.requests1"
+reconciles >"$OUT/.reconciles1"
 procs >"$OUT/.procs1"
 wait "$p" "$sp"
 pprof allocs allocs1.pb.gz
@@ -115,6 +126,7 @@ echo "manager: $(rss $m)" | tee -a "$OUT/summary"
 echo "sidecar: $(rss $s)" | tee -a "$OUT/summary"
 
 requests >"$OUT/.requests2"
+reconciles >"$OUT/.reconciles2"
 procs >"$OUT/.procs2"
 t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 if [ "$REPLICAS" -gt 0 ]; then
@@ -130,10 +142,12 @@ sp=$!
 "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
 echo "edit: all Ready after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
 requests >"$OUT/.requests3"
+reconciles >"$OUT/.reconciles3"
 procs >"$OUT/.procs3"
 wait "$p" "$sp"
 
 requests >"$OUT/.requests4"
+reconciles >"$OUT/.reconciles4"
 procs >"$OUT/.procs4"
 t0=$(date +%s.%N) c0=$(cpu) i0=$(idle)
 "$K" delete appservices --all -n "$NS" --wait=false >/dev/null
@@ -145,6 +159,7 @@ while [ "$("$K" get appservices -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0
 while [ "$("$K" get deployments,services -n "$NS" --no-headers 2>/dev/null | wc -l)" != 0 ]; do sleep 1; done
 echo "delete: all gone after $(since "$t0") s, manager CPU $(echo "$(cpu) - $c0" | bc) s, machine idle $(echo "$(idle) - $i0" | bc) core-s of $(nproc)" | tee -a "$OUT/summary"
 requests >"$OUT/.requests5"
+reconciles >"$OUT/.reconciles5"
 procs >"$OUT/.procs5"
 cpuDiff "$OUT/.procs0" "$OUT/.procs1" >"$OUT/create-processes"
 cpuDiff "$OUT/.procs2" "$OUT/.procs3" >"$OUT/edit-processes"
@@ -152,4 +167,7 @@ cpuDiff "$OUT/.procs4" "$OUT/.procs5" >"$OUT/delete-processes"
 perCR "$OUT/.requests0" "$OUT/.requests1" >"$OUT/create-requests"
 perCR "$OUT/.requests2" "$OUT/.requests3" >"$OUT/edit-requests"
 perCR "$OUT/.requests4" "$OUT/.requests5" >"$OUT/delete-requests"
+perCR "$OUT/.reconciles0" "$OUT/.reconciles1" >"$OUT/create-reconciles"
+perCR "$OUT/.reconciles2" "$OUT/.reconciles3" >"$OUT/edit-reconciles"
+perCR "$OUT/.reconciles4" "$OUT/.reconciles5" >"$OUT/delete-reconciles"
 wait "$p" "$sp"
