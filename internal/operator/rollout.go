@@ -243,10 +243,9 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 				"failed on chart %s (%s): %s; the rollout of the chart halts", k.version, k.carried.digest, failureOf(cr))
 			k.send(k.wake, cr) // to roll back, by the policy
 		case plan.Admitted[m.Key] && m.Digest != "" && m.Digest != plan.Target && (first || !prev.Admitted[m.Key]):
-			// A CR whose chart is not known yet has not been deployed by this operator (its
-			// own event brings the install, which no gate holds) or not yet visited: that
-			// visit asks the gate, and the plan admits it already. Waking it too cost a
-			// reconcile with a dry-run upgrade per CR created.
+			// A CR whose chart is not known yet is new (its own event brings the install,
+			// which no gate holds) or not yet visited by this process (that visit asks the
+			// gate, which the plan admits it to already): a wake would only queue it again.
 			k.send(k.wake, cr)
 		}
 		if o, rs := seen[i], k.statusOf(m, plan); k.asks(o, m, rs) {
