@@ -55,8 +55,13 @@ type guardedClient struct {
 }
 
 // lock holds the release name in the CR's namespace until the returned func is called.
+// What the storage reads from then on is read afresh (freshReleaseReads): a list of the
+// release's records made before the lock would not show another kind's install that the
+// lock waited for.
 func (c guardedClient) lock(name string) (unlock func()) {
-	return c.locks.lock(releaseKey(c.namespace, name))
+	unlock = c.locks.lock(releaseKey(c.namespace, name))
+	freshReleaseReads(c.ActionInterface)
+	return unlock
 }
 
 // Install installs a release only if no release of that name exists, of any chart.

@@ -9,10 +9,15 @@ import (
 	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
 
 func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
@@ -84,6 +89,9 @@ type sharedStore struct {
 	rels map[string]*release.Release
 }
 
+// Config: no Helm configuration (the store is its own).
+func (s *sharedStore) Config() *action.Configuration { return nil }
+
 func (s *sharedStore) Get(name string, _ ...helmclient.GetOption) (*release.Release, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,5 +148,33 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		if (errs[0] == nil) == (errs[1] == nil) || !(errors.As(errs[0], &foreign) || errors.As(errs[1], &foreign)) {
 			t.Fatalf("errors %v, want one install to win and the other refused as another chart's release", errs)
 		}
+	}
+}
+
+// The guard reads the release afresh once it holds the name's lock: a list of its records
+// that the reconcile made before the lock (answered from memory since, secretmemo) does not
+// hide another kind's release installed meanwhile, which the guard then refuses to touch.
+func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
+	cs := k8sfake.NewClientset()
+	lists := secretmemo.New(cs.CoreV1().Secrets("team-a"))
+	d := &signedDriver{Secrets: driver.NewSecrets(lists), refused: &refusals{}, lists: lists}
+	f := &storeActions{cfg: &action.Configuration{Releases: storage.Init(d)}}
+	if _, err := f.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("before the other kind's install: %v, want no release", err)
+	}
+	// The other kind's reconcile installs release x, and its record is written.
+	other := storage.Init(driver.NewSecrets(cs.CoreV1().Secrets("team-a")))
+	if err := other.Create(&release.Release{Name: "x", Namespace: "team-a", Version: 1,
+		Info:  &release.Info{Status: release.StatusDeployed},
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "guestbook", Version: "1.0.0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	installed := false
+	f.during = func() { installed = true }
+	g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: newKeyedMutex()}
+	_, err := g.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, nil)
+	var foreign *foreignReleaseError
+	if !errors.As(err, &foreign) || installed {
+		t.Fatalf("install over the other kind's release: %v, installed %v; want it refused as another chart's", err, installed)
 	}
 }

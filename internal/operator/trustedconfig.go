@@ -119,15 +119,31 @@ func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	secrets := helmclient.NewOwnerRefSecretClient(t.secrets.CoreV1().Secrets(ns), []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d := &signedDriver{refused: &refusals{}}
-	d.Secrets = driver.NewSecrets(secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.refused.add)))
+	d.lists = secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.refused.add))
+	d.Secrets = driver.NewSecrets(d.lists)
 	return d, nil
 }
 
 // signedDriver is Helm's Secrets driver with the records it refused, for the CR's report
-// (withRecordReport).
+// (withRecordReport), and the lists of records it remembers (freshReleaseReads).
 type signedDriver struct {
 	*driver.Secrets
 	refused *refusals
+	lists   *secretmemo.Memo
+}
+
+// freshReleaseReads makes the storage of c read the API server again from now on, instead
+// of answering a list from one it made earlier in the reconcile: the release guard calls it
+// once it holds a release name's lock, so that what it reads under the lock includes what
+// another kind's reconcile wrote before releasing it.
+func freshReleaseReads(c helmclient.ActionInterface) {
+	cfg := c.Config()
+	if cfg == nil || cfg.Releases == nil {
+		return
+	}
+	if s, ok := cfg.Releases.Driver.(*signedDriver); ok && s.lists != nil {
+		s.lists.Forget()
+	}
 }
 
 // refusedRecords returns the records the storage of c refused so far, by Secret name.

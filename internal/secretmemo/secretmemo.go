@@ -12,7 +12,8 @@
 // A Memo lives as long as the storage driver it serves, one action configuration, that is
 // one reconcile. Every write through it (create, update, patch, apply, delete) forgets every
 // answer, so the storage reads its own writes as before. What it does not see is a write by
-// another client during the reconcile, which a LIST racing that write would miss as well.
+// another client during the reconcile: a reader that must see those from some point on (one
+// that has just taken the lock such writers hold, as the release guard does) calls Forget.
 package secretmemo
 
 import (
@@ -66,46 +67,47 @@ func (m *Memo) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Secre
 	return l, nil
 }
 
-// forget drops every list remembered. A write calls it before and after itself: a list
-// running alongside the write may have read the Secrets before it.
-func (m *Memo) forget() {
+// Forget drops every list remembered, so that the next list of each reads the API server.
+// A write calls it before and after itself: a list running alongside the write may have
+// read the Secrets before it.
+func (m *Memo) Forget() {
 	m.mu.Lock()
 	clear(m.lists)
 	m.mu.Unlock()
 }
 
 func (m *Memo) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
-	m.forget()
-	defer m.forget()
+	m.Forget()
+	defer m.Forget()
 	return m.SecretInterface.Create(ctx, s, opts)
 }
 
 func (m *Memo) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
-	m.forget()
-	defer m.forget()
+	m.Forget()
+	defer m.Forget()
 	return m.SecretInterface.Update(ctx, s, opts)
 }
 
 func (m *Memo) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	m.forget()
-	defer m.forget()
+	m.Forget()
+	defer m.Forget()
 	return m.SecretInterface.Delete(ctx, name, opts)
 }
 
 func (m *Memo) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	m.forget()
-	defer m.forget()
+	m.Forget()
+	defer m.Forget()
 	return m.SecretInterface.DeleteCollection(ctx, opts, listOpts)
 }
 
 func (m *Memo) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Secret, error) {
-	m.forget()
-	defer m.forget()
+	m.Forget()
+	defer m.Forget()
 	return m.SecretInterface.Patch(ctx, name, pt, data, opts, subresources...)
 }
 
 func (m *Memo) Apply(ctx context.Context, s *applycorev1.SecretApplyConfiguration, opts metav1.ApplyOptions) (*corev1.Secret, error) {
-	m.forget()
-	defer m.forget()
+	m.Forget()
+	defer m.Forget()
 	return m.SecretInterface.Apply(ctx, s, opts)
 }

@@ -68,6 +68,28 @@ func TestListsAreRememberedUntilAWrite(t *testing.T) {
 	}
 }
 
+// After Forget, a list reads what another client wrote since it was remembered.
+func TestForgetReadsOtherWriters(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	m := New(cs.CoreV1().Secrets("ns"))
+	byName := metav1.ListOptions{LabelSelector: "owner=helm,name=r"}
+	if l, err := m.List(ctx, byName); err != nil || len(l.Items) != 0 {
+		t.Fatalf("first list: %v, %v", l, err)
+	}
+	if _, err := cs.CoreV1().Secrets("ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "r.v1",
+		Namespace: "ns", Labels: map[string]string{"owner": "helm", "name": "r"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := m.List(ctx, byName); len(l.Items) != 0 {
+		t.Fatalf("before Forget: %d items, want the remembered answer", len(l.Items))
+	}
+	m.Forget()
+	if l, _ := m.List(ctx, byName); len(l.Items) != 1 {
+		t.Fatalf("after Forget: %d items, want the other client's record", len(l.Items))
+	}
+}
+
 // A failed list is not remembered.
 func TestAFailedListIsAskedAgain(t *testing.T) {
 	cs := fake.NewClientset()
