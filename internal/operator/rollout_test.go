@@ -176,27 +176,35 @@ func TestStatusChart(t *testing.T) {
 	}
 }
 
-// A plan reads again only the CRs that changed since the last one (their resourceVersion),
-// and forgets the deleted ones; what it decides follows the changed CRs' new status.
-func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
+// threeOnTheOldChart is a rollout of chart 2.0.0, all at once, over three CRs (m0, m1, m2 in
+// Namespace ns) on chart 1.0.0. plan runs one plan and returns the CRs whose status it asked
+// the readiness controller to write.
+func threeOnTheOldChart(t *testing.T) (k *kindRollout, c client.Client, objs []client.Object, plan func() []string) {
+	t.Helper()
 	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
-	var objs []client.Object
 	for i := range 3 {
 		objs = append(objs, onChart(fmt.Sprintf("m%d", i), rollout.Digest(v1)))
 	}
-	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
+	c = fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
 	notify := make(chan event.GenericEvent, 10)
-	k := newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
-	plan := func() {
+	k = newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
+	plan = func() []string {
 		t.Helper()
 		if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
 			t.Fatal(err)
 		}
+		return received(notify)
 	}
+	return k, c, objs, plan
+}
+
+// A plan reads again only the CRs that changed since the last one (their resourceVersion),
+// and forgets the deleted ones; what it decides follows the changed CRs' new status.
+func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
+	k, c, objs, plan := threeOnTheOldChart(t)
 	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
 
-	plan()
-	if got := received(notify); len(got) != 3 {
+	if got := plan(); len(got) != 3 {
 		t.Fatalf("status to write for %v, want all 3 (none has a ChartRollout condition)", got)
 	}
 	m0 := k.seen[key("m0")]
@@ -220,8 +228,7 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	plan()
-	if got := received(notify); len(got) != 0 {
+	if got := plan(); len(got) != 0 {
 		t.Errorf("status to write for %v, want none (m0's was asked for at this version, m1's says what the plan says, m2 is gone)", got)
 	}
 	if k.seen[key("m0")] != m0 {
@@ -259,21 +266,8 @@ func TestRolloutWakesOnlyCRsOnAnotherChart(t *testing.T) {
 // The readiness controller is asked once to write what the plan says of a CR, not at every
 // plan: again only when the CR changes or the plan comes to say something else of it.
 func TestRolloutAsksForAStatusOnce(t *testing.T) {
-	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
-	var objs []client.Object
-	for i := range 3 {
-		objs = append(objs, onChart(fmt.Sprintf("m%d", i), rollout.Digest(v1)))
-	}
-	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
-	notify := make(chan event.GenericEvent, 10)
-	k := newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
-	plan := func() []string {
-		t.Helper()
-		if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
-			t.Fatal(err)
-		}
-		return received(notify)
-	}
+	k, c, objs, plan := threeOnTheOldChart(t)
+	notify := k.notify
 	if got := plan(); len(got) != 3 {
 		t.Fatalf("first plan asked for %v, want all 3 (none has a ChartRollout condition)", got)
 	}
