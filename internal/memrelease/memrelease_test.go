@@ -3,6 +3,7 @@ package memrelease
 import (
 	"context"
 	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 )
@@ -90,4 +91,37 @@ func TestReadRuntimeAndRelease(t *testing.T) {
 	if !released || after.Held > after.Live+16<<20 {
 		t.Fatalf("released=%v; after it the heap holds %d MiB beyond its live %d MiB", released, (after.Held-after.Live)>>20, after.Live>>20)
 	}
+}
+
+// TestFragmentedHeapIsNotReleasedAgain checks that the part of spans left unused among live
+// objects, which no release gives back, does not count as held: a heap of many small objects,
+// every other one kept, is released at most once and then left alone.
+func TestFragmentedHeapIsNotReleasedAgain(t *testing.T) {
+	const n = 1 << 20 // 64 MiB of 64-byte objects
+	all := make([]*[64]byte, n)
+	for i := range all {
+		all[i] = new([64]byte)
+	}
+	kept := make([]*[64]byte, 0, n/2)
+	for i := 0; i < n; i += 2 {
+		kept = append(kept, all[i])
+	}
+	all = nil
+	debug.FreeOSMemory()
+
+	s := ReadRuntime()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	if unused := m.HeapInuse - m.HeapAlloc; unused < 24<<20 {
+		t.Fatalf("the heap leaves %d MiB of its spans unused, want a fragmented heap of at least 24", unused>>20)
+	}
+	// Live and objects are counted a little differently: Held may be a few bytes below Live.
+	if s.Held > s.Live+8<<20 {
+		t.Errorf("right after a release, %d MiB held beyond the live %d MiB: the unused part of spans counts as held",
+			(s.Held-s.Live)>>20, s.Live>>20)
+	}
+	if Default.Release(s, ReadRuntime()) {
+		t.Error("an idle, fragmented heap right after a release is released again")
+	}
+	runtime.KeepAlive(kept)
 }
