@@ -5,7 +5,7 @@
 #
 # e.g. hack/memory.sh 1000 ours before:/tmp/bin-main gogc50:bin:GOGC=50 norelease:bin:--idle-memory-release=0
 #
-# Creates N AppService CRs (a Deployment of 2 replicas and a Service each) in the namespace
+# Creates N AppService CRs (a Deployment of REPLICAS replicas and a Service each) in the namespace
 # memory-bench with the first variant's processes running, and waits until every CR is
 # Ready. Then, for each variant in turn, it runs <bin dir>/manager and its sidecar
 # (default bin/) against $KUBECONFIG with the flags of config/manager/manager.yaml (plus
@@ -22,6 +22,8 @@
 # Every variant after the first thus starts with N CRs in place: its manager reconciles each
 # at start, as after a restart of the pod.
 # DROP_CACHES=1 empties the page cache before each variant starts (root only).
+# REPLICAS (default 2) is each CR's replicas: the three fake nodes hold 3840 pods, so above
+# 1900 CRs use 0.
 # At the end the CRs are deleted with the last variant running (their releases are
 # uninstalled), and the namespace too.
 set -euo pipefail
@@ -32,6 +34,7 @@ N=${1:?usage: hack/memory.sh N <label>[:<bin dir>[:<env>...]]...}
 shift
 [ $# -gt 0 ] || { echo "no variant" >&2; exit 2; }
 IDLE=${IDLE:-60}
+REPLICAS=${REPLICAS:-2}
 WINDOW=${WINDOW:-150}
 OUTROOT=${OUT:-$ROOT/.cluster/memory}
 NS=memory-bench
@@ -124,7 +127,7 @@ for variant in "$@"; do
     echo "creating $N AppServices" >&2
     t0=$(date +%s)
     for i in $(seq 0 $((N - 1))); do
-      printf 'apiVersion: appcontroller.k8s.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%04d\n  namespace: %s\nspec:\n  deploymentName: app-%04d\n  replicas: 2\n---\n' "$i" "$NS" "$i"
+      printf 'apiVersion: appcontroller.k8s.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%04d\n  namespace: %s\nspec:\n  deploymentName: app-%04d\n  replicas: %d\n---\n' "$i" "$NS" "$i" "$REPLICAS"
     done | "$K" create -f - >/dev/null
     "$K" wait --for=condition=Ready appservices --all -n "$NS" --timeout=30m >/dev/null
     echo "all Ready after $(($(date +%s) - t0)) s; idle ${IDLE} s" >&2
