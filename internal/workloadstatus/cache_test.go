@@ -32,8 +32,11 @@ func TestTrimWorkload(t *testing.T) {
 			Selector: sel,
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}},
 		},
-		Status: status,
+		Status: *status.DeepCopy(),
 	}
+	// The conditions are dropped: the counts say whether the workload rolled out.
+	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue,
+		Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability."}}
 	out, err := TrimWorkload(d)
 	if err != nil {
 		t.Fatal(err)
@@ -161,5 +164,53 @@ func TestCacheOptions(t *testing.T) {
 	}
 	if !sawCR {
 		t.Error("CR kind not configured with an unfiltered, trimmed cache")
+	}
+}
+
+// The conditions a trimmed CR keeps as type and status are one shared map per type and
+// status for those the manager writes, and a map of their own for any other.
+func TestTrimmedConditionsAreShared(t *testing.T) {
+	cr := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]interface{}{
+			"metadata": map[string]interface{}{"name": name, "namespace": "ns1"},
+			"status": map[string]interface{}{"conditions": []interface{}{
+				map[string]interface{}{"type": "Deployed", "status": "True", "reason": "InstallSuccessful", "message": name},
+				map[string]interface{}{"type": "Ready", "status": "False", "reason": "RollingOut", "message": name},
+				map[string]interface{}{"type": "SomeoneElses", "status": "True", "message": name},
+			}},
+		}}
+	}
+	conds := func(u *unstructured.Unstructured) []interface{} {
+		out, err := TrimCustomResource(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, _ := unstructured.NestedFieldNoCopy(out.(*unstructured.Unstructured).Object, "status", "conditions")
+		return c.([]interface{})
+	}
+	a, b := conds(cr("a")), conds(cr("b"))
+	same := func(x, y interface{}) bool { return reflect.ValueOf(x).Pointer() == reflect.ValueOf(y).Pointer() }
+	for i, typ := range []string{"Deployed", "Ready"} {
+		if !same(a[i], b[i]) {
+			t.Errorf("%s: two CRs hold a map each, want one shared", typ)
+		}
+	}
+	if same(a[2], b[2]) {
+		t.Error("a condition type the manager does not write is shared: its table would grow with what tenants write")
+	}
+	want := []interface{}{
+		map[string]interface{}{"type": "Deployed", "status": "True"},
+		map[string]interface{}{"type": "Ready", "status": "False"},
+		map[string]interface{}{"type": "SomeoneElses", "status": "True"},
+	}
+	if !reflect.DeepEqual(a, want) {
+		t.Errorf("trimmed conditions %v, want %v", a, want)
+	}
+	// A reader gets a deep copy, so the shared maps cannot be written through the cache.
+	cp := (&unstructured.Unstructured{Object: map[string]interface{}{"status": map[string]interface{}{"conditions": a}}}).DeepCopy()
+	c, _, _ := unstructured.NestedFieldNoCopy(cp.Object, "status", "conditions")
+	c.([]interface{})[0].(map[string]interface{})["status"] = "False"
+	if got := conds(cr("c"))[0]; !reflect.DeepEqual(got, want[0]) {
+		t.Errorf("after a reader edited its copy, the shared Deployed condition is %v", got)
 	}
 }
