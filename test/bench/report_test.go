@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,7 +79,7 @@ func writeReport(dir string, s settings, results []result) error {
 				if v == 0 {
 					return "-"
 				}
-				return fmt.Sprintf("%.3g %s", v, unit)
+				return figure(v) + " " + unit
 			}
 			fl, ratioFloor := "-", "-"
 			if floorToo {
@@ -157,6 +158,15 @@ func measuredLine(variants ...result) string {
 	default:
 		return fmt.Sprintf("Measured in separate runs (%s): the ratios compare runs, not one run.\n\n", strings.Join(each, "; "))
 	}
+}
+
+// figure prints v to three significant digits, and from 1000 up as a whole number: "2e+03 s"
+// reads worse than "1999 s".
+func figure(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 func ratio(a, b float64) string {
