@@ -164,8 +164,8 @@ func TestCompare(t *testing.T) {
 			r := run(t, s, v, n, save)
 			r.measured = measured
 			t.Logf("%+v", r)
-			results = append(results, r)
 			save(r)
+			results = append(results, r)
 		}
 	}
 	t.Logf("report in %s", s.out)

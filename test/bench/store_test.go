@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -67,8 +68,8 @@ func (s stored) result() result {
 }
 
 // mergeStored returns results together with those in the file at path for the sizes and
-// variants that results do not have, sorted by size and then variant, and writes them back
-// to path.
+// variants that results do not have, one per variant and size, sorted by size and then
+// variant, and writes them back to path.
 func mergeStored(path string, results []result) ([]result, error) {
 	var old []stored
 	data, err := os.ReadFile(path)
@@ -81,11 +82,17 @@ func mergeStored(path string, results []result) ([]result, error) {
 			return nil, err
 		}
 	}
-	merged := slices.Clone(results)
-	for _, o := range old {
-		if !slices.ContainsFunc(results, func(r result) bool { return r.n == o.N && r.variant == o.Variant }) {
-			merged = append(merged, o.result())
+	// One result per variant and size: a later one replaces an earlier, the file's first.
+	var merged []result
+	at := map[string]int{}
+	for _, r := range append(storedResults(old), results...) {
+		key := fmt.Sprintf("%s/%d", r.variant, r.n)
+		if i, ok := at[key]; ok {
+			merged[i] = r
+			continue
 		}
+		at[key] = len(merged)
+		merged = append(merged, r)
 	}
 	order := []string{floorName, stockName, ourName}
 	slices.SortStableFunc(merged, func(a, b result) int {
@@ -100,6 +107,14 @@ func mergeStored(path string, results []result) ([]result, error) {
 		return nil, err
 	}
 	return merged, os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+func storedResults(old []stored) []result {
+	out := make([]result, len(old))
+	for i, o := range old {
+		out[i] = o.result()
+	}
+	return out
 }
 
 // measuredNow says when and on what a result is measured: today's date and the commit
@@ -189,5 +204,30 @@ func TestMeasuredLine(t *testing.T) {
 		if got := measuredLine(tc.rs...); got != tc.want {
 			t.Errorf("measuredLine(%+v) = %q, want %q", tc.rs, got, tc.want)
 		}
+	}
+}
+
+// A result given twice, or already twice in the file, is kept once: the latest.
+func TestMergeKeepsOneResultPerVariantAndSize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	older := result{variant: ourName, n: 10000, measured: "day 1 on aaa", createS: 2000}
+	twice := []stored{older.store(), older.store()}
+	data, err := json.Marshal(twice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newer := result{variant: ourName, n: 10000, measured: "day 2 on bbb", createS: 1900}
+	got, err := mergeStored(path, []result{newer, newer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != newer {
+		t.Fatalf("merged %+v, want the newer result once", got)
+	}
+	if got, _ = mergeStored(path, nil); len(got) != 1 || got[0] != newer {
+		t.Fatalf("results.json then holds %+v, want the newer result once", got)
 	}
 }
