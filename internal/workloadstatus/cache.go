@@ -28,8 +28,9 @@ import (
 //     the manager's status.deployedRelease (with the rendered manifest, under
 //     --status-release-manifest or as the stock helm-operator left it) and
 //     status.chart, and with the conditions other than RolledOut cut to their
-//     type and status, shared between CRs (see TrimCustomResource). (WarpdrivePools keep the three
-//     spec fields the pool bookkeeping reads: see internal/poolstatus/cache.go.)
+//     type and status, shared between CRs (see TrimCustomResource).
+//     (WarpdrivePools keep the three spec fields the pool bookkeeping reads:
+//     see internal/poolstatus/cache.go.)
 //
 // Nothing else is cached here: no Pods, no Secrets (the Helm release storage),
 // no ReplicaSets. The pool bookkeeping adds trimmed PersistentVolumeClaims.
@@ -58,8 +59,8 @@ var _ toolscache.TransformFunc = TrimCustomResource
 // a workload: name, namespace, UID, labels, owner references, the Helm
 // release annotations, spec.selector and status without its conditions (the
 // counts and observedGeneration say whether it rolled out; the conditions'
-// messages and times were an eighth of a cached Deployment). Objects of other types
-// (such as tombstones) pass through untouched. It is idempotent, as client-go
+// messages and times were an eighth of a cached Deployment). Objects of other
+// types (such as tombstones) pass through untouched. It is idempotent, as client-go
 // requires of transforms.
 func TrimWorkload(in interface{}) (interface{}, error) {
 	switch o := in.(type) {
@@ -141,8 +142,8 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 // and each status, shared by every cached CR: a map is most of what a condition costs
 // (about 330 bytes for two entries), and a CR has nine conditions besides RolledOut, so
 // sharing them takes a cached AppService from 6.5 to 2.9 KB (TestCachedSizes): 35 MB of the
-// sidecar's heap at 10,000 CRs. The shared maps are never written: the cache's readers get deep copies,
-// and the transform replaces a condition rather than editing it. A type or status not in
+// sidecar's heap at 10,000 CRs. The shared maps are never written: the cache's readers get
+// deep copies, and the transform replaces a condition rather than editing it. A type or status not in
 // the table (a condition someone else wrote) gets a map of its own, so what a tenant writes
 // into a status cannot grow the table.
 var briefConditions = func() map[[2]string]map[string]interface{} {
