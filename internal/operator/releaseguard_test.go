@@ -14,9 +14,13 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
 
@@ -153,28 +157,41 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 
 // The guard reads the release afresh once it holds the name's lock: a list of its records
 // that the reconcile made before the lock (answered from memory since, secretmemo) does not
-// hide another kind's release installed meanwhile, which the guard then refuses to touch.
+// hide another kind's release installed meanwhile, which the guard then refuses to touch. So
+// too when the records are read by name (releaserecords) and the manager's cache has not yet
+// seen the other kind's record.
 func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
-	cs := k8sfake.NewClientset()
-	lists := secretmemo.New(cs.CoreV1().Secrets("team-a"))
-	d := &signedDriver{Secrets: driver.NewSecrets(lists), refused: &refusals{}, lists: lists}
-	f := &storeActions{cfg: &action.Configuration{Releases: storage.Init(d)}}
-	if _, err := f.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
-		t.Fatalf("before the other kind's install: %v, want no release", err)
-	}
-	// The other kind's reconcile installs release x, and its record is written.
-	other := storage.Init(driver.NewSecrets(cs.CoreV1().Secrets("team-a")))
-	if err := other.Create(&release.Release{Name: "x", Namespace: "team-a", Version: 1,
-		Info:  &release.Info{Status: release.StatusDeployed},
-		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "guestbook", Version: "1.0.0"}}}); err != nil {
-		t.Fatal(err)
-	}
-	installed := false
-	f.during = func() { installed = true }
-	g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: newKeyedMutex()}
-	_, err := g.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, nil)
-	var foreign *foreignReleaseError
-	if !errors.As(err, &foreign) || installed {
-		t.Fatalf("install over the other kind's release: %v, installed %v; want it refused as another chart's", err, installed)
+	notYetSeen := crfake.NewClientBuilder().
+		WithIndex(&corev1.Secret{}, releaserecords.IndexField, releaserecords.IndexRelease).Build()
+	for name, records := range map[string]func(corev1client.SecretInterface) corev1client.SecretInterface{
+		"listed": func(c corev1client.SecretInterface) corev1client.SecretInterface { return c },
+		"by name": func(c corev1client.SecretInterface) corev1client.SecretInterface {
+			return releaserecords.New(c, notYetSeen, "team-a")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cs := k8sfake.NewClientset()
+			lists := secretmemo.New(records(cs.CoreV1().Secrets("team-a")))
+			d := &signedDriver{Secrets: driver.NewSecrets(lists), refused: &refusals{}, lists: lists}
+			f := &storeActions{cfg: &action.Configuration{Releases: storage.Init(d)}}
+			if _, err := f.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
+				t.Fatalf("before the other kind's install: %v, want no release", err)
+			}
+			// The other kind's reconcile installs release x, and its record is written.
+			other := storage.Init(driver.NewSecrets(cs.CoreV1().Secrets("team-a")))
+			if err := other.Create(&release.Release{Name: "x", Namespace: "team-a", Version: 1,
+				Info:  &release.Info{Status: release.StatusDeployed},
+				Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "guestbook", Version: "1.0.0"}}}); err != nil {
+				t.Fatal(err)
+			}
+			installed := false
+			f.during = func() { installed = true }
+			g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: newKeyedMutex()}
+			_, err := g.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, nil)
+			var foreign *foreignReleaseError
+			if !errors.As(err, &foreign) || installed {
+				t.Fatalf("install over the other kind's release: %v, installed %v; want it refused as another chart's", err, installed)
+			}
+		})
 	}
 }

@@ -9,15 +9,18 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
@@ -43,6 +46,7 @@ type trustedConfigs struct {
 	inner     helmclient.ActionConfigGetter
 	secrets   kubernetes.Interface
 	reader    client.Reader
+	records   client.Reader // the manager's cache of release Secrets, indexed by release (releaserecords)
 	mapper    meta.RESTMapper
 	policies  map[schema.GroupVersionKind]kindPolicy
 	keySecret types.NamespacedName
@@ -56,8 +60,13 @@ func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.Names
 	if err != nil {
 		return nil, err
 	}
+	// The reconcilers' watch of release Secrets fills this index (see releaserecords).
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Secret{},
+		releaserecords.IndexField, releaserecords.IndexRelease); err != nil {
+		return nil, fmt.Errorf("indexing release Secrets: %w", err)
+	}
 	t := &trustedConfigs{
-		secrets: cs, reader: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(),
+		secrets: cs, reader: mgr.GetAPIReader(), records: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
 		policies: map[schema.GroupVersionKind]kindPolicy{}, keySecret: keySecret,
 	}
 	for _, p := range policies {
@@ -109,7 +118,8 @@ func (t *trustedConfigs) ActionConfigFor(ctx context.Context, obj client.Object)
 // storageDriver is Helm's Secrets driver for the CR's namespace, over a Secrets client that
 // signs what it writes and hides what does not verify, and that sets the CR as the owner
 // of each record (as helm-operator-plugins' default driver does). The driver serves one
-// reconcile, and answers the same query twice from one LIST until it writes (secretmemo).
+// reconcile, and answers the same query twice from one LIST until it writes (secretmemo);
+// a LIST of one release's records is made of GETs by name (releaserecords).
 func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
 	if err != nil {
@@ -117,7 +127,11 @@ func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _
 	}
 	ns := obj.GetNamespace()
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
-	secrets := helmclient.NewOwnerRefSecretClient(t.secrets.CoreV1().Secrets(ns), []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
+	var records corev1client.SecretInterface = t.secrets.CoreV1().Secrets(ns)
+	if t.records != nil {
+		records = releaserecords.New(records, t.records, ns)
+	}
+	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d := &signedDriver{refused: &refusals{}}
 	d.lists = secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.refused.add))
 	d.Secrets = driver.NewSecrets(d.lists)

@@ -1,0 +1,178 @@
+// Package releaserecords gives Helm's release storage a Secrets client that finds one
+// release's records by their names instead of by a label selector.
+//
+// Helm's Secrets driver finds a release's records with a LIST of the namespace's Secrets
+// labelled name=<release>,owner=helm. The API server indexes no label: it filters every
+// Secret of the namespace for each such list, and a reconcile makes two or three of them, so
+// a wave of N reconciles in one namespace costs it O(N²). At 10,000 CRs that is what a wave of
+// deletes waits on (docs/bench/README.md, "10,000 CRs"). The manager already caches the
+// metadata of every Secret labelled owner=helm, since its reconcilers watch them; indexed by
+// the release's name, that cache says which records a release has, and a GET of each by name
+// reads them as they are now, as the LIST did.
+//
+// The cache may lag behind the API server, so what it says is checked:
+//   - A record written since the cache's last event is one it does not hold yet. Helm numbers
+//     a release's records 1, 2, 3 ... and writes them in that order, so the client also reads
+//     the record after the newest it knows of, and the next, until one is missing.
+//   - A record the cache holds but the API server no longer has means the cache is behind a
+//     deletion (an uninstall, a pruned revision) and maybe behind what followed it (a
+//     reinstall numbered from 1 again): the client then asks the API server's LIST instead.
+//   - Labels are those of the records read, matched against the whole selector: a record's
+//     status label changes with every upgrade.
+//
+// Any list it does not recognise as one release's records, or that the cache cannot answer,
+// goes to the API server unchanged. What the client returns is what the LIST would have:
+// the records themselves, which the layers above it verify (internal/releasesign) as before.
+package releaserecords
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// IndexField is the cache index of Secrets by the release they are a record of (IndexRelease).
+const IndexField = "warpdrive.helm.release"
+
+// IndexRelease is the value of IndexField for a Secret: its release's name, for Helm's
+// records (labelled owner=helm).
+func IndexRelease(obj client.Object) []string {
+	l := obj.GetLabels()
+	if l["owner"] != "helm" || l["name"] == "" {
+		return nil
+	}
+	return []string{l["name"]}
+}
+
+// MaxRecords is the most records of one release that the client reads one by one; a release
+// with more (a history kept whole, or Secrets a tenant labelled as its records) is listed
+// instead, so that no release costs more requests than its one LIST.
+const MaxRecords = 32
+
+// Client is a Secrets client of one namespace whose lists of a release's records are
+// answered from the cache's names and GETs.
+type Client struct {
+	corev1client.SecretInterface
+	cache     client.Reader // the manager's cache of Secrets labelled owner=helm, with IndexField
+	namespace string
+}
+
+// New wraps c, the Secrets of namespace ns; cache is the manager's cache.
+func New(c corev1client.SecretInterface, cache client.Reader, ns string) *Client {
+	return &Client{SecretInterface: c, cache: cache, namespace: ns}
+}
+
+// List answers a list of one release's records (name=<release> and owner=helm, any other
+// label terms) by reading them by name; every other list goes to the API server.
+func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+	sel, release, ok := oneRelease(opts)
+	if !ok {
+		return c.SecretInterface.List(ctx, opts)
+	}
+	items, ok, err := c.records(ctx, release)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return c.SecretInterface.List(ctx, opts)
+	}
+	list := &corev1.SecretList{}
+	for _, s := range items {
+		if sel.Matches(labels.Set(s.Labels)) {
+			list.Items = append(list.Items, *s)
+		}
+	}
+	return list, nil
+}
+
+// oneRelease says whether opts lists one release's records, and which.
+func oneRelease(opts metav1.ListOptions) (labels.Selector, string, bool) {
+	if opts.FieldSelector != "" || opts.Limit != 0 || opts.Continue != "" || opts.ResourceVersion != "" ||
+		opts.Watch || opts.SendInitialEvents != nil {
+		return nil, "", false
+	}
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, "", false
+	}
+	release, ok := sel.RequiresExactMatch("name")
+	if !ok || release == "" {
+		return nil, "", false
+	}
+	if owner, ok := sel.RequiresExactMatch("owner"); !ok || owner != "helm" {
+		return nil, "", false
+	}
+	return sel, release, true
+}
+
+// records reads the release's records by name, those the cache knows of and any after its
+// newest; ok is false when the cache cannot be trusted for this release (see the package's
+// doc) and the API server's LIST must answer.
+func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secret, ok bool, _ error) {
+	var cached corev1.SecretList
+	err := c.cache.List(ctx, &cached, client.InNamespace(c.namespace),
+		client.MatchingFields{IndexField: release}, client.UnsafeDisableDeepCopy)
+	if err != nil || len(cached.Items) > MaxRecords {
+		return nil, false, nil
+	}
+	names := make([]string, 0, len(cached.Items))
+	newest := 0
+	for i := range cached.Items {
+		name := cached.Items[i].Name
+		names = append(names, name)
+		if v, ok := version(release, name); ok && v > newest {
+			newest = v
+		}
+	}
+	var found []*corev1.Secret
+	for _, name := range names {
+		s, err := c.SecretInterface.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil // the cache is behind a deletion
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		found = append(found, s)
+	}
+	for v := newest + 1; ; v++ {
+		if len(found) >= MaxRecords {
+			return nil, false, nil
+		}
+		s, err := c.SecretInterface.Get(ctx, Name(release, v), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		found = append(found, s)
+	}
+	// In the order of the LIST: by name.
+	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
+	return found, true, nil
+}
+
+// Name is the Secret of a release's record of version v, as Helm's Secrets driver names it.
+func Name(release string, v int) string {
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, v)
+}
+
+// version is the version of the release's record named name, if Helm named it.
+func version(release, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "sh.helm.release.v1."+release+".v")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.Atoi(rest)
+	return v, err == nil && v > 0
+}

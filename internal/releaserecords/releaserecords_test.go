@@ -1,0 +1,217 @@
+package releaserecords
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// record is the Secret of release's record of version v with the given status label; its data
+// is left out (only Helm's driver test below decodes it).
+func record(ns, release string, v int, status string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: Name(release, v), Namespace: ns,
+		Labels: map[string]string{"owner": "helm", "name": release, "status": status, "version": fmt.Sprint(v)}}}
+}
+
+// cacheOf is a cache that holds the Secrets given, indexed as the manager's is.
+func cacheOf(objs ...client.Object) client.Reader {
+	return crfake.NewClientBuilder().WithObjects(objs...).WithIndex(&corev1.Secret{}, IndexField, IndexRelease).Build()
+}
+
+// requests are the API server's requests for Secrets, as "verb name" ("list" for a list).
+func requests(cs *fake.Clientset) []string {
+	var out []string
+	for _, a := range cs.Actions() {
+		if a.GetResource().Resource != "secrets" {
+			continue
+		}
+		if g, ok := a.(interface{ GetName() string }); ok && a.GetVerb() == "get" {
+			out = append(out, "get "+g.GetName())
+			continue
+		}
+		out = append(out, a.GetVerb())
+	}
+	return out
+}
+
+func names(l *corev1.SecretList) []string {
+	var out []string
+	for _, s := range l.Items {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func list(t *testing.T, c *Client, selector string) *corev1.SecretList {
+	t.Helper()
+	l, err := c.List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatalf("list %q: %v", selector, err)
+	}
+	return l
+}
+
+// A release's records are read by name, each the cache knows of and the one after the
+// newest, and matched against the whole selector with the labels read, not the cache's.
+func TestRecordsAreReadByName(t *testing.T) {
+	cs := fake.NewClientset(record("ns", "r", 1, "superseded"), record("ns", "r", 2, "deployed"))
+	// The cache is behind the upgrade's relabelling: it still has v1 deployed.
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed"), record("ns", "r", 2, "pending-upgrade")), "ns")
+
+	all := list(t, c, "name=r,owner=helm")
+	if want := []string{Name("r", 1), Name("r", 2)}; !slices.Equal(names(all), want) {
+		t.Errorf("records: %v, want %v", names(all), want)
+	}
+	if want := []string{"get " + Name("r", 1), "get " + Name("r", 2), "get " + Name("r", 3)}; !slices.Equal(requests(cs), want) {
+		t.Errorf("requests: %v, want %v (no LIST)", requests(cs), want)
+	}
+	deployed := list(t, c, "name=r,owner=helm,status=deployed")
+	if want := []string{Name("r", 2)}; !slices.Equal(names(deployed), want) {
+		t.Errorf("deployed records: %v, want %v, by the labels read", names(deployed), want)
+	}
+}
+
+// Records written since the cache's last event are found after its newest; with none cached,
+// from version 1.
+func TestRecordsTheCacheHasNotSeenAreFound(t *testing.T) {
+	cs := fake.NewClientset(record("ns", "r", 1, "superseded"), record("ns", "r", 2, "superseded"),
+		record("ns", "r", 3, "deployed"), record("ns", "new", 1, "deployed"))
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed")), "ns")
+
+	if got, want := names(list(t, c, "name=r,owner=helm")), []string{Name("r", 1), Name("r", 2), Name("r", 3)}; !slices.Equal(got, want) {
+		t.Errorf("records: %v, want %v", got, want)
+	}
+	if got, want := names(list(t, c, "name=new,owner=helm")), []string{Name("new", 1)}; !slices.Equal(got, want) {
+		t.Errorf("records of a release the cache has none of: %v, want %v", got, want)
+	}
+	if got := names(list(t, c, "name=none,owner=helm")); len(got) != 0 {
+		t.Errorf("records of no release: %v, want none", got)
+	}
+	if slices.Contains(requests(cs), "list") {
+		t.Errorf("requests: %v, want no LIST", requests(cs))
+	}
+}
+
+// A record the cache holds but the API server no longer has means the cache is behind a
+// deletion, and maybe a reinstall numbered from 1 again: the API server's LIST answers.
+func TestACacheBehindADeletionIsNotTrusted(t *testing.T) {
+	cs := fake.NewClientset(record("ns", "r", 1, "deployed"))
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 5, "superseded"), record("ns", "r", 6, "deployed")), "ns")
+
+	if got, want := names(list(t, c, "name=r,owner=helm")), []string{Name("r", 1)}; !slices.Equal(got, want) {
+		t.Errorf("records: %v, want the reinstalled %v", got, want)
+	}
+	if reqs := requests(cs); reqs[len(reqs)-1] != "list" {
+		t.Errorf("requests: %v, want a LIST last", reqs)
+	}
+}
+
+// Lists that are not of one release's records, and a cache that cannot answer, go to the API
+// server as they are; so does a release with more records than MaxRecords.
+func TestOtherListsGoToTheAPIServer(t *testing.T) {
+	var many []client.Object
+	for v := 1; v <= MaxRecords+1; v++ {
+		many = append(many, record("ns", "big", v, "superseded"))
+	}
+	cs := fake.NewClientset(record("ns", "r", 1, "deployed"))
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(append(many, record("ns", "r", 1, "deployed"))...), "ns")
+	for _, opts := range []metav1.ListOptions{
+		{LabelSelector: "owner=helm"},           // Helm's list of every release
+		{LabelSelector: "name=r"},               // not Helm's records
+		{LabelSelector: "name=r,owner=someone"}, // nor these
+		{LabelSelector: "name in (r,s),owner=helm"},
+		{LabelSelector: "name=r,owner=helm", Limit: 10},
+		{LabelSelector: "name=r,owner=helm", FieldSelector: "metadata.name=x"},
+		{LabelSelector: "name=big,owner=helm"},
+	} {
+		cs.ClearActions()
+		if _, err := c.List(context.Background(), opts); err != nil {
+			t.Fatalf("%+v: %v", opts, err)
+		}
+		if reqs := requests(cs); !slices.Equal(reqs, []string{"list"}) {
+			t.Errorf("%+v: requests %v, want one LIST", opts, reqs)
+		}
+	}
+
+	broken := New(cs.CoreV1().Secrets("ns"), failingReader{}, "ns")
+	cs.ClearActions()
+	if got := names(list(t, broken, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 1)}) || !slices.Equal(requests(cs), []string{"list"}) {
+		t.Errorf("a cache that fails: records %v by %v, want r.v1 by one LIST", got, requests(cs))
+	}
+}
+
+// The cache holds every namespace's records; a client reads only its own namespace's, so a
+// release of the same name elsewhere is neither read nor returned.
+func TestOtherNamespacesRecordsAreNotRead(t *testing.T) {
+	cs := fake.NewClientset(record("ns", "r", 1, "deployed"), record("other", "r", 7, "deployed"))
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed"), record("other", "r", 7, "deployed")), "ns")
+
+	if got, want := names(list(t, c, "name=r,owner=helm")), []string{Name("r", 1)}; !slices.Equal(got, want) {
+		t.Errorf("records: %v, want %v", got, want)
+	}
+	for _, a := range cs.Actions() {
+		if a.GetNamespace() != "ns" {
+			t.Errorf("a request in namespace %q: %v", a.GetNamespace(), a)
+		}
+	}
+}
+
+// Helm's own storage, over the client, finds a release's last and deployed records as it
+// would with LISTs.
+func TestHelmStorageOverTheClient(t *testing.T) {
+	cs := fake.NewClientset()
+	store := storage.Init(driver.NewSecrets(New(cs.CoreV1().Secrets("ns"), cacheOf(), "ns")))
+	for v := 1; v <= 3; v++ {
+		rel := releaseOf("r", v)
+		if err := store.Create(rel); err != nil {
+			t.Fatal(err)
+		}
+		if v > 1 {
+			prev, err := store.Get("r", v-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev.Info.Status = release.StatusSuperseded
+			if err := store.Update(prev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cs.ClearActions()
+	last, err := store.Last("r")
+	if err != nil || last.Version != 3 {
+		t.Fatalf("last: %v, %v; want version 3", last, err)
+	}
+	deployed, err := store.Deployed("r")
+	if err != nil || deployed.Version != 3 {
+		t.Fatalf("deployed: %v, %v; want version 3", deployed, err)
+	}
+	if _, err := store.Last("none"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Errorf("last of no release: %v, want %v", err, driver.ErrReleaseNotFound)
+	}
+	if slices.Contains(requests(cs), "list") {
+		t.Errorf("requests %v: want no LIST", requests(cs))
+	}
+}
+
+type failingReader struct{ client.Reader }
+
+func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("cache not started")
+}
+
+// releaseOf is a deployed release's record.
+func releaseOf(name string, v int) *release.Release {
+	return &release.Release{Name: name, Namespace: "ns", Version: v, Info: &release.Info{Status: release.StatusDeployed}}
+}
