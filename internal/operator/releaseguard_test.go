@@ -166,7 +166,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 	for name, records := range map[string]func(corev1client.SecretInterface) corev1client.SecretInterface{
 		"listed": func(c corev1client.SecretInterface) corev1client.SecretInterface { return c },
 		"by name": func(c corev1client.SecretInterface) corev1client.SecretInterface {
-			return releaserecords.New(c, notYetSeen, "team-a")
+			return releaserecords.New(c, notYetSeen, nil, "team-a")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -47,6 +47,7 @@ type trustedConfigs struct {
 	secrets   kubernetes.Interface
 	reader    client.Reader
 	records   client.Reader // the manager's cache of release Secrets, indexed by release (releaserecords)
+	census    *releaserecords.Census
 	mapper    meta.RESTMapper
 	policies  map[schema.GroupVersionKind]kindPolicy
 	keySecret types.NamespacedName
@@ -60,13 +61,21 @@ func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.Names
 	if err != nil {
 		return nil, err
 	}
-	// The reconcilers' watch of release Secrets fills this index (see releaserecords).
+	// The reconcilers' watch of release Secrets fills this index and census (see releaserecords).
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Secret{},
 		releaserecords.IndexField, releaserecords.IndexRelease); err != nil {
 		return nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
+	census := releaserecords.NewCensus()
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Secret{})
+	if err != nil {
+		return nil, fmt.Errorf("counting release Secrets: %w", err)
+	}
+	if _, err := inf.AddEventHandler(census); err != nil {
+		return nil, fmt.Errorf("counting release Secrets: %w", err)
+	}
 	t := &trustedConfigs{
-		secrets: cs, reader: mgr.GetAPIReader(), records: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+		secrets: cs, reader: mgr.GetAPIReader(), records: mgr.GetCache(), census: census, mapper: mgr.GetRESTMapper(),
 		policies: map[schema.GroupVersionKind]kindPolicy{}, keySecret: keySecret,
 	}
 	for _, p := range policies {
@@ -129,7 +138,7 @@ func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	var records corev1client.SecretInterface = t.secrets.CoreV1().Secrets(ns)
 	if t.records != nil {
-		records = releaserecords.New(records, t.records, ns)
+		records = releaserecords.New(records, t.records, t.census, ns)
 	}
 	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d := &signedDriver{refused: &refusals{}}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -67,7 +68,7 @@ func list(t *testing.T, c *Client, selector string) *corev1.SecretList {
 func TestRecordsAreReadByName(t *testing.T) {
 	cs := fake.NewClientset(record("ns", "r", 1, "superseded"), record("ns", "r", 2, "deployed"))
 	// The cache is behind the upgrade's relabelling: it still has v1 deployed.
-	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed"), record("ns", "r", 2, "pending-upgrade")), "ns")
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed"), record("ns", "r", 2, "pending-upgrade")), nil, "ns")
 
 	all := list(t, c, "name=r,owner=helm")
 	if want := []string{Name("r", 1), Name("r", 2)}; !slices.Equal(names(all), want) {
@@ -87,7 +88,7 @@ func TestRecordsAreReadByName(t *testing.T) {
 func TestRecordsTheCacheHasNotSeenAreFound(t *testing.T) {
 	cs := fake.NewClientset(record("ns", "r", 1, "superseded"), record("ns", "r", 2, "superseded"),
 		record("ns", "r", 3, "deployed"), record("ns", "new", 1, "deployed"))
-	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed")), "ns")
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed")), nil, "ns")
 
 	if got, want := names(list(t, c, "name=r,owner=helm")), []string{Name("r", 1), Name("r", 2), Name("r", 3)}; !slices.Equal(got, want) {
 		t.Errorf("records: %v, want %v", got, want)
@@ -107,7 +108,7 @@ func TestRecordsTheCacheHasNotSeenAreFound(t *testing.T) {
 // deletion, and maybe a reinstall numbered from 1 again: the API server's LIST answers.
 func TestACacheBehindADeletionIsNotTrusted(t *testing.T) {
 	cs := fake.NewClientset(record("ns", "r", 1, "deployed"))
-	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 5, "superseded"), record("ns", "r", 6, "deployed")), "ns")
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 5, "superseded"), record("ns", "r", 6, "deployed")), nil, "ns")
 
 	if got, want := names(list(t, c, "name=r,owner=helm")), []string{Name("r", 1)}; !slices.Equal(got, want) {
 		t.Errorf("records: %v, want the reinstalled %v", got, want)
@@ -125,7 +126,7 @@ func TestOtherListsGoToTheAPIServer(t *testing.T) {
 		many = append(many, record("ns", "big", v, "superseded"))
 	}
 	cs := fake.NewClientset(record("ns", "r", 1, "deployed"))
-	c := New(cs.CoreV1().Secrets("ns"), cacheOf(append(many, record("ns", "r", 1, "deployed"))...), "ns")
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(append(many, record("ns", "r", 1, "deployed"))...), nil, "ns")
 	for _, opts := range []metav1.ListOptions{
 		{LabelSelector: "owner=helm"},           // Helm's list of every release
 		{LabelSelector: "name=r"},               // not Helm's records
@@ -144,7 +145,7 @@ func TestOtherListsGoToTheAPIServer(t *testing.T) {
 		}
 	}
 
-	broken := New(cs.CoreV1().Secrets("ns"), failingReader{}, "ns")
+	broken := New(cs.CoreV1().Secrets("ns"), failingReader{}, nil, "ns")
 	cs.ClearActions()
 	if got := names(list(t, broken, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 1)}) || !slices.Equal(requests(cs), []string{"list"}) {
 		t.Errorf("a cache that fails: records %v by %v, want r.v1 by one LIST", got, requests(cs))
@@ -155,7 +156,7 @@ func TestOtherListsGoToTheAPIServer(t *testing.T) {
 // release of the same name elsewhere is neither read nor returned.
 func TestOtherNamespacesRecordsAreNotRead(t *testing.T) {
 	cs := fake.NewClientset(record("ns", "r", 1, "deployed"), record("other", "r", 7, "deployed"))
-	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed"), record("other", "r", 7, "deployed")), "ns")
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed"), record("other", "r", 7, "deployed")), nil, "ns")
 
 	if got, want := names(list(t, c, "name=r,owner=helm")), []string{Name("r", 1)}; !slices.Equal(got, want) {
 		t.Errorf("records: %v, want %v", got, want)
@@ -171,7 +172,7 @@ func TestOtherNamespacesRecordsAreNotRead(t *testing.T) {
 // would with LISTs.
 func TestHelmStorageOverTheClient(t *testing.T) {
 	cs := fake.NewClientset()
-	store := storage.Init(driver.NewSecrets(New(cs.CoreV1().Secrets("ns"), cacheOf(), "ns")))
+	store := storage.Init(driver.NewSecrets(New(cs.CoreV1().Secrets("ns"), cacheOf(), nil, "ns")))
 	for v := 1; v <= 3; v++ {
 		rel := releaseOf("r", v)
 		if err := store.Create(rel); err != nil {
@@ -214,4 +215,33 @@ func (failingReader) List(context.Context, client.ObjectList, ...client.ListOpti
 // releaseOf is a deployed release's record.
 func releaseOf(name string, v int) *release.Release {
 	return &release.Release{Name: name, Namespace: "ns", Version: v, Info: &release.Info{Status: release.StatusDeployed}}
+}
+
+// Below ByNameFrom release Secrets in the namespace, a release's records are listed, as
+// Helm lists them; from it on, read by name. The census follows the informer's adds and
+// deletes, by namespace, tombstones included.
+func TestRecordsAreReadByNameOnlyInACrowdedNamespace(t *testing.T) {
+	census := NewCensus()
+	for i := range ByNameFrom - 1 {
+		census.OnAdd(record("ns", fmt.Sprint("r", i), 1, "deployed"), true)
+	}
+	census.OnAdd(record("other", "r", 1, "deployed"), true)
+	cs := fake.NewClientset(record("ns", "r", 1, "deployed"))
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed")), census, "ns")
+
+	list(t, c, "name=r,owner=helm")
+	if reqs := requests(cs); !slices.Equal(reqs, []string{"list"}) {
+		t.Errorf("with %d release Secrets in the namespace: requests %v, want one LIST", census.In("ns"), reqs)
+	}
+	census.OnAdd(record("ns", "last", 1, "deployed"), true)
+	cs.ClearActions()
+	list(t, c, "name=r,owner=helm")
+	if reqs := requests(cs); slices.Contains(reqs, "list") {
+		t.Errorf("with %d release Secrets in the namespace: requests %v, want GETs", census.In("ns"), reqs)
+	}
+	census.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/last", Obj: record("ns", "last", 1, "deployed")})
+	census.OnDelete(record("ns", "r0", 1, "deployed"))
+	if census.In("ns") != ByNameFrom-2 || census.In("other") != 1 {
+		t.Errorf("census after two deletes: ns %d, other %d; want %d and 1", census.In("ns"), census.In("other"), ByNameFrom-2)
+	}
 }
