@@ -89,9 +89,11 @@ test-e2e: build helm-operator tools ## Integration test and e2e suite on the loc
 	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee $(CLUSTER_DIR)/e2e.log
 
 .PHONY: test-security
-test-security: build helm-operator tools ## Attack suite on the local cluster (started if needed): a namespace editor tries to steer the operator elsewhere.
+test-security: build helm-operator tools ## Attack suite on the local cluster (started if needed), then again with release records read by name: a namespace editor tries to steer the operator elsewhere.
 	$(MAKE) cluster-up
 	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test $(GO_TEST_FLAGS) -timeout 30m -v ./test/security/ 2>&1 | tee $(CLUSTER_DIR)/security.log
+	WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) WARPDRIVE_SECURITY_MANAGER_FLAGS=--release-list-secrets-per-get=0 \
+		go test $(GO_TEST_FLAGS) -timeout 30m -v ./test/security/ 2>&1 | tee $(CLUSTER_DIR)/security-records-by-name.log
 
 .PHONY: test-security-memory
 test-security-memory: build helm-operator tools ## Measure the manager's RSS with 200 of the largest CRs a tenant may create.

@@ -16,6 +16,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
@@ -40,6 +41,9 @@ func main() {
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
 	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 10,
 		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
+	flag.IntVar(&opts.ReleaseListSecretsPerGET, "release-list-secrets-per-get", releaserecords.DefaultSecretsPerGET,
+		"Secrets of a namespace that the API server filters, in a LIST of one release's records, for the cost of one GET; "+
+			"where reading a release's records by name costs fewer, they are read by name (0: always by name).")
 	flag.BoolVar(&opts.StatusReleaseManifest, "status-release-manifest", false,
 		"Also write the release's rendered manifest in each CR's status.deployedRelease.manifest, as the stock "+
 			"helm-operator does (it copies every rendered object, Secrets included, into the CR).")

@@ -94,6 +94,10 @@ type Options struct {
 	ReconcilePeriod         time.Duration
 	MaxConcurrentReconciles int
 	MaxReleaseHistory       int
+	// ReleaseListSecretsPerGET is how many Secrets of a namespace a LIST of one release's
+	// records costs the API server as much as one GET: where a release's records cost fewer
+	// GETs, they are read by name (internal/releaserecords).
+	ReleaseListSecretsPerGET int
 	// LeaderElection says that the manager elects a leader: pending releases are repaired
 	// only then (see operations).
 	LeaderElection bool
@@ -128,7 +132,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		policies = append(policies, kindPolicy{gvk: w.GroupVersionKind, chart: w.Chart.Name(),
 			clusterKinds: clusterKinds, hooks: chartpolicy.HasHooks(w.Chart)})
 	}
-	configs, err := newTrustedConfigs(mgr.GetConfig(), mgr, opts.SigningKey, policies)
+	configs, err := newTrustedConfigs(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,8 @@ type trustedConfigs struct {
 	key releasesign.Key
 }
 
-func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []kindPolicy) (*trustedConfigs, error) {
+func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []kindPolicy,
+	secretsPerGET int) (*trustedConfigs, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -66,7 +67,7 @@ func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.Names
 		releaserecords.IndexField, releaserecords.IndexRelease); err != nil {
 		return nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
-	census := releaserecords.NewCensus()
+	census := releaserecords.NewCensus(secretsPerGET)
 	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Secret{})
 	if err != nil {
 		return nil, fmt.Errorf("counting release Secrets: %w", err)

@@ -7,16 +7,33 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
+// DefaultSecretsPerGET is how many Secrets of a namespace the API server filters, in a LIST
+// by label, for the cost of one GET (see the package's doc).
+const DefaultSecretsPerGET = 1300
+
 // Census counts the objects of an informer by namespace: added to the manager's informer of
-// release Secrets, it says where a LIST of one release's records costs more than reading them
-// by name (ByNameFrom).
+// release Secrets, it says where a LIST of one release's records costs the API server less
+// than reading them by name.
 type Census struct {
+	secretsPerGET int
+
 	mu sync.RWMutex
 	n  map[string]int
 }
 
-// NewCensus returns an empty census, to be added to an informer as its event handler.
-func NewCensus() *Census { return &Census{n: map[string]int{}} }
+// NewCensus returns an empty census, to be added to an informer as its event handler, for an
+// API server whose GET costs what a LIST spends on secretsPerGET Secrets (0: reading by name
+// is always cheaper).
+func NewCensus(secretsPerGET int) *Census {
+	return &Census{secretsPerGET: secretsPerGET, n: map[string]int{}}
+}
+
+// listCheaper says whether a LIST in namespace ns costs less than reading by name a release
+// of which the cache holds records records: those and the look for the next, a GET each. A
+// nil census never says so.
+func (c *Census) listCheaper(ns string, records int) bool {
+	return c != nil && c.In(ns) < c.secretsPerGET*(records+1)
+}
 
 // In is the number of objects in namespace ns.
 func (c *Census) In(ns string) int {

@@ -22,11 +22,12 @@
 //
 // Reading by name pays off only in a namespace with many Secrets: a LIST's cost grows with the
 // namespace's Secrets, a GET's does not. On the local cluster (hack/release-list-cost.sh 2000,
-// then 20000), the API server and etcd spent 1.9 ms on a LIST among 2000 release Secrets and 17 ms
-// among 20,000 (0.85 µs a Secret), and 1.1 ms on a GET; a release's two records and the look
-// for a third are three GETs, which cost what a LIST does at 3000 to 3600 Secrets. So the
-// client reads by name only in a namespace holding ByNameFrom release Secrets or more
-// (Census), and below that lists, as Helm does.
+// then 20000), the API server and etcd spent 1.9 ms on a LIST among 2000 release Secrets and
+// 17 ms among 20,000 (0.85 µs a Secret), and 1.1 ms on a GET: a GET costs what a LIST spends
+// on about 1300 Secrets (DefaultSecretsPerGET). A release whose cache holds k records costs
+// k+1 GETs by name, so the client reads by name only where the namespace holds at least
+// (k+1) × 1300 release Secrets (Census), and below that lists, as Helm does: at two records a
+// release, from about 2000 CRs in the namespace.
 //
 // Any list it does not recognise as one release's records, or that the cache cannot answer,
 // goes to the API server unchanged. What the client returns is what the LIST would have:
@@ -66,11 +67,6 @@ func IndexRelease(obj client.Object) []string {
 // instead, so that no release costs more requests than its one LIST.
 const MaxRecords = 32
 
-// ByNameFrom is the number of release Secrets in a namespace from which a release's records
-// are read by name rather than listed: about where three GETs cost the API server what one
-// LIST does (see the package's doc).
-const ByNameFrom = 3000
-
 // Client is a Secrets client of one namespace whose lists of a release's records are
 // answered from the cache's names and GETs.
 type Client struct {
@@ -87,11 +83,11 @@ func New(c corev1client.SecretInterface, cache client.Reader, census *Census, ns
 }
 
 // List answers a list of one release's records (name=<release> and owner=helm, any other
-// label terms) by reading them by name, in a namespace of ByNameFrom release Secrets or more;
-// every other list goes to the API server.
+// label terms) by reading them by name where that costs the API server less (Census); every
+// other list goes to the API server.
 func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
 	sel, release, ok := oneRelease(opts)
-	if !ok || (c.census != nil && c.census.In(c.namespace) < ByNameFrom) {
+	if !ok {
 		return c.SecretInterface.List(ctx, opts)
 	}
 	items, ok, err := c.records(ctx, release)
@@ -131,13 +127,13 @@ func oneRelease(opts metav1.ListOptions) (labels.Selector, string, bool) {
 }
 
 // records reads the release's records by name, those the cache knows of and any after its
-// newest; ok is false when the cache cannot be trusted for this release (see the package's
-// doc) and the API server's LIST must answer.
+// newest; ok is false when the API server's LIST must answer: where it costs less, or where
+// the cache cannot be trusted for this release (see the package's doc).
 func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secret, ok bool, _ error) {
 	var cached corev1.SecretList
 	err := c.cache.List(ctx, &cached, client.InNamespace(c.namespace),
 		client.MatchingFields{IndexField: release}, client.UnsafeDisableDeepCopy)
-	if err != nil || len(cached.Items) > MaxRecords {
+	if err != nil || len(cached.Items) > MaxRecords || c.census.listCheaper(c.namespace, len(cached.Items)) {
 		return nil, false, nil
 	}
 	names := make([]string, 0, len(cached.Items))

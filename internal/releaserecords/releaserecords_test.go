@@ -217,17 +217,20 @@ func releaseOf(name string, v int) *release.Release {
 	return &release.Release{Name: name, Namespace: "ns", Version: v, Info: &release.Info{Status: release.StatusDeployed}}
 }
 
-// Below ByNameFrom release Secrets in the namespace, a release's records are listed, as
-// Helm lists them; from it on, read by name. The census follows the informer's adds and
-// deletes, by namespace, tombstones included.
+// A release's records are listed, as Helm lists them, where the namespace holds fewer release
+// Secrets than the GETs by name would cost (secretsPerGET for each record cached and one for
+// the look past them), and read by name from there on. The census follows the informer's adds
+// and deletes, by namespace, tombstones included.
 func TestRecordsAreReadByNameOnlyInACrowdedNamespace(t *testing.T) {
-	census := NewCensus()
-	for i := range ByNameFrom - 1 {
-		census.OnAdd(record("ns", fmt.Sprint("r", i), 1, "deployed"), true)
+	const perGET = 10
+	census := NewCensus(perGET)
+	cached := []client.Object{record("ns", "r", 1, "superseded"), record("ns", "r", 2, "deployed")}
+	for i := range 3*perGET - 1 { // r's two records and the look for a third: 3 GETs
+		census.OnAdd(record("ns", fmt.Sprint("s", i), 1, "deployed"), true)
 	}
 	census.OnAdd(record("other", "r", 1, "deployed"), true)
-	cs := fake.NewClientset(record("ns", "r", 1, "deployed"))
-	c := New(cs.CoreV1().Secrets("ns"), cacheOf(record("ns", "r", 1, "deployed")), census, "ns")
+	cs := fake.NewClientset(record("ns", "r", 1, "superseded"), record("ns", "r", 2, "deployed"))
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(cached...), census, "ns")
 
 	list(t, c, "name=r,owner=helm")
 	if reqs := requests(cs); !slices.Equal(reqs, []string{"list"}) {
@@ -236,12 +239,12 @@ func TestRecordsAreReadByNameOnlyInACrowdedNamespace(t *testing.T) {
 	census.OnAdd(record("ns", "last", 1, "deployed"), true)
 	cs.ClearActions()
 	list(t, c, "name=r,owner=helm")
-	if reqs := requests(cs); slices.Contains(reqs, "list") {
-		t.Errorf("with %d release Secrets in the namespace: requests %v, want GETs", census.In("ns"), reqs)
+	if reqs, want := requests(cs), []string{"get " + Name("r", 1), "get " + Name("r", 2), "get " + Name("r", 3)}; !slices.Equal(reqs, want) {
+		t.Errorf("with %d release Secrets in the namespace: requests %v, want %v", census.In("ns"), reqs, want)
 	}
 	census.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/last", Obj: record("ns", "last", 1, "deployed")})
-	census.OnDelete(record("ns", "r0", 1, "deployed"))
-	if census.In("ns") != ByNameFrom-2 || census.In("other") != 1 {
-		t.Errorf("census after two deletes: ns %d, other %d; want %d and 1", census.In("ns"), census.In("other"), ByNameFrom-2)
+	census.OnDelete(record("ns", "s0", 1, "deployed"))
+	if census.In("ns") != 3*perGET-2 || census.In("other") != 1 {
+		t.Errorf("census after two deletes: ns %d, other %d; want %d and 1", census.In("ns"), census.In("other"), 3*perGET-2)
 	}
 }

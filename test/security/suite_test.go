@@ -13,6 +13,11 @@
 // WARPDRIVE_SECURITY_OPERATOR=stock runs the suite against the stock helm-operator instead,
 // to record how it fares: there an attack that succeeds is logged as "STOCK: VULNERABLE"
 // (and written to $WARPDRIVE_SECURITY_REPORT if set) instead of failing the test.
+//
+// WARPDRIVE_SECURITY_MANAGER_FLAGS (space-separated) are added after the pod's flags of the
+// manager: make test-security runs the suite a second time with
+// --release-list-secrets-per-get=0, so that the attacks also meet release records read by
+// name from the manager's cache, as in a namespace crowded with them (internal/releaserecords).
 package security
 
 import (
@@ -31,8 +36,9 @@ import (
 )
 
 var (
-	env   *framework.Env
-	stock = os.Getenv("WARPDRIVE_SECURITY_OPERATOR") == "stock"
+	env          *framework.Env
+	stock        = os.Getenv("WARPDRIVE_SECURITY_OPERATOR") == "stock"
+	managerFlags = strings.Fields(os.Getenv("WARPDRIVE_SECURITY_MANAGER_FLAGS"))
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -99,7 +105,7 @@ var manager *framework.Process
 
 // startManager runs the manager, or the stock helm-operator, as the pod runs it.
 func startManager() error {
-	o := processOptions("security-"+framework.ManagerBinary(stock), "security-manager")
+	o := processOptions("security-"+framework.ManagerBinary(stock), "security-manager", managerFlags...)
 	o.Stock = stock
 	var err error
 	manager, err = env.StartManager(o)
