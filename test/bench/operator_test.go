@@ -149,12 +149,14 @@ type result struct {
 func TestCompare(t *testing.T) {
 	s := loadSettings(t)
 	var results []result
+	// The commit of the binaries the run measures: the tree as the run begins. Read again at
+	// each variant, it named what was committed during an hour-long run instead.
+	measured := measuredNow()
 	for _, n := range s.sizes {
 		for _, v := range s.variants {
 			t.Logf("N=%d: %s", n, v.name)
 			// The report is written as each phase begins, so that a run stopped in its
 			// last hours keeps the figures of the phases it finished.
-			measured := measuredNow()
 			save := func(r result) {
 				r.measured = measured
 				if err := writeReport(s.out, s, append(slices.Clone(results), r)); err != nil {
