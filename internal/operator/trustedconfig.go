@@ -129,7 +129,8 @@ func (t *trustedConfigs) ActionConfigFor(ctx context.Context, obj client.Object)
 // signs what it writes and hides what does not verify, and that sets the CR as the owner
 // of each record (as helm-operator-plugins' default driver does). The driver serves one
 // reconcile, and answers the same query twice from one LIST until it writes (secretmemo);
-// a LIST of one release's records is made of GETs by name (releaserecords).
+// in a namespace crowded with release Secrets, a LIST of one release's records is made of
+// GETs by name (releaserecords).
 func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
 	if err != nil {

@@ -136,18 +136,15 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 	if err != nil || len(cached.Items) > MaxRecords || c.census.listCheaper(c.namespace, len(cached.Items)) {
 		return nil, false, nil
 	}
-	names := make([]string, 0, len(cached.Items))
 	newest := 0
 	for i := range cached.Items {
-		name := cached.Items[i].Name
-		names = append(names, name)
-		if v, ok := version(release, name); ok && v > newest {
+		if v, ok := version(release, cached.Items[i].Name); ok && v > newest {
 			newest = v
 		}
 	}
 	var found []*corev1.Secret
-	for _, name := range names {
-		s, err := c.SecretInterface.Get(ctx, name, metav1.GetOptions{})
+	for i := range cached.Items {
+		s, err := c.SecretInterface.Get(ctx, cached.Items[i].Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil // the cache is behind a deletion
 		}
