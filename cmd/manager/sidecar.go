@@ -2,12 +2,14 @@ package main
 
 import (
 	"flag"
+	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/sidecar"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
+	"transwarp.io/tos/warpdrive-operator/internal/workloadstatus"
 )
 
 // runSidecar is `manager sidecar`, the pod's second container: it writes the live state of
@@ -23,10 +25,13 @@ import (
 func runSidecar(args []string) {
 	var (
 		watchesFile string
+		workers     int
 		common      mgropts.Options
 	)
 	fs := flag.NewFlagSet("sidecar", flag.ExitOnError)
 	fs.StringVar(&watchesFile, "watches-file", "./watches.yaml", "Path to the helm-operator's watches file; a status controller runs for each kind in it.")
+	fs.IntVar(&workers, "max-concurrent-reconciles", workloadstatus.DefaultWorkers,
+		"CRs of each kind whose status is synced at once; a sync mostly waits on its write to the API server.")
 	common.BindFlags(fs, mgropts.Flags{
 		MetricsAddr:                  ":8082",
 		MetricsAddrUsage:             "Address the metrics endpoint binds to; \"0\" disables it.",
@@ -41,7 +46,10 @@ func runSidecar(args []string) {
 
 	ws, err := watchfile.Load(watchesFile)
 	exitOn(err, log, "Unable to load watches")
-	opts := sidecar.Options{Watches: ws}
+	if workers < 1 {
+		exitOn(fmt.Errorf("--max-concurrent-reconciles=%d: at least 1", workers), log, "Invalid flags")
+	}
+	opts := sidecar.Options{Watches: ws, Workers: workers}
 
 	mgrOpts := common.Manager()
 	exitOn(sidecar.ManagerOptions(&mgrOpts, opts), log, "Unable to build the manager options")

@@ -26,6 +26,9 @@ type Options struct {
 	// Watches are the kinds of the helm-operator's watches file; a status controller runs
 	// for each.
 	Watches []watchfile.Watch
+	// Workers is how many CRs of each kind the status controllers sync at once (see
+	// workloadstatus.DefaultWorkers).
+	Workers int
 }
 
 // ManagerOptions completes mgrOpts with the scheme, cache and client options the sidecar's
@@ -73,6 +76,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			GVK:      w.GroupVersionKind(),
 			Kinds:    kinds,
 			Selector: w.Selector,
+			Workers:  opts.Workers,
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("status controller for %s: %w", w.GroupVersionKind(), err)

@@ -48,6 +48,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -70,6 +71,16 @@ import (
 // its own helm-operator reconcile (~0.3-0.5 CPU-s). Pods take seconds to
 // become ready, so 200 ms of added latency is not noticeable.
 const DefaultCoalesceDelay = 200 * time.Millisecond
+
+// DefaultWorkers is how many CRs of one kind are synced at once.
+//
+// A sync is mostly waiting: on the API server, for the status write (and for the workloads'
+// fresh reads before a first RolledOut=True). In a wave of upgrades that wait is tens of
+// milliseconds, so one worker caps a kind at about 20 writes a second. At the end of a wave
+// of 1000 rollouts (make bench) one worker left 436 CRs queued and wrote the last status 14 s
+// after its Deployment had rolled out. Syncs of different CRs share nothing but the cache and
+// the API server; the workqueue never hands one CR to two workers.
+const DefaultWorkers = 4
 
 // Workload reads: the status is computed from these kinds, which are watched
 // so that their changes reach the CRs.
@@ -98,6 +109,8 @@ type StatusReconciler struct {
 	Live client.Reader
 	// CoalesceDelay defaults to DefaultCoalesceDelay.
 	CoalesceDelay time.Duration
+	// Workers is how many CRs are synced at once; it defaults to DefaultWorkers.
+	Workers int
 }
 
 // SetupIndexes registers the cache index that finds a release's workloads. It
@@ -116,6 +129,9 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CoalesceDelay == 0 {
 		r.CoalesceDelay = DefaultCoalesceDelay
 	}
+	if r.Workers == 0 {
+		r.Workers = DefaultWorkers
+	}
 	gk := r.GVK.GroupKind()
 	name := "status-" + strings.ToLower(gk.String())
 	cr := &unstructured.Unstructured{}
@@ -132,6 +148,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// through the same coalescing delay as the workloads' events.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
 			l := mgr.GetLogger().WithValues("controller", name, "controllerGroup", gk.Group, "controllerKind", gk.Kind)
 			if req != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/podargs"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -260,5 +263,15 @@ func TestSidecarFailover(t *testing.T) {
 	}
 	if n, _ := framework.Metric(addr, "controller_runtime_reconcile_total"); n == 0 {
 		t.Fatal("status followed, but not through the standby's reconciles")
+	}
+	// It syncs as many CRs at once as the pod's flag says: one at a time, the status of a
+	// wave of rollouts fell seconds behind (internal/workloadstatus, DefaultWorkers).
+	want, ok := env.PodFlag(podargs.Sidecar, "max-concurrent-reconciles")
+	if !ok {
+		t.Fatalf("config/default's sidecar sets no --max-concurrent-reconciles: %v", env.PodArgs[podargs.Sidecar])
+	}
+	controller := fmt.Sprintf(`controller="status-%s.`, strings.ToLower(memcached.kind))
+	if n, err := framework.Metric(addr, "controller_runtime_max_concurrent_reconciles", controller); err != nil || strconv.FormatFloat(n, 'f', -1, 64) != want {
+		t.Fatalf("the standby's status controller runs %v syncs at once (%v), the pod's flag says %s", n, err, want)
 	}
 }
