@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/podargs"
@@ -224,6 +226,10 @@ func TestStatusDoesNotFlap(t *testing.T) {
 	t.Logf("%d versions recorded, %d helm-operator status writes after availableReplicas was set", len(versions), helmWrites)
 }
 
+// sidecarLease is the sidecar's Lease: its default --leader-election-id, which
+// config/manager keeps (cmd/manager/sidecar.go).
+const sidecarLease = "warpdrive-sidecar.transwarp.io"
+
 // TestSidecarFailover: a standby sidecar writes nothing while the leader lives; when the
 // leader is killed it takes the Lease over and status keeps following.
 func TestSidecarFailover(t *testing.T) {
@@ -233,6 +239,19 @@ func TestSidecarFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The suite's sidecar, the only candidate yet, holds the Lease before the standby runs:
+	// run first, right after a run whose sidecar let the Lease go, the two would race for it.
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		var lease coordinationv1.Lease
+		key := client.ObjectKey{Namespace: env.LeaseNamespace, Name: sidecarLease}
+		if err := env.Client.Get(ctx, key, &lease); err != nil {
+			return err
+		}
+		if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
+			return fmt.Errorf("Lease %s held by no one yet", key)
+		}
+		return nil
+	})
 	standby, err := startSidecar("sidecar-standby", addr, false)
 	if err != nil {
 		t.Fatal(err)
