@@ -118,9 +118,10 @@ type result struct {
 	// unfinished names the phase under way when the figures were saved: a run stopped in it
 	// leaves the figures of the phases before it, and this name, in results.json.
 	unfinished string
-	// queueAtTimeout is the operator's workqueue depth when the phase timed out;
-	// createQueuePeak and editQueuePeak the deepest it was in those phases.
-	queueAtTimeout, createQueuePeak, editQueuePeak float64
+	// queueAtTimeout is the operator's workqueue depth when the phase timed out, and
+	// doneAtTimeout how many CRs had reached the phase's goal by then; createQueuePeak and
+	// editQueuePeak the deepest the queue was in those phases.
+	queueAtTimeout, doneAtTimeout, createQueuePeak, editQueuePeak float64
 	// cpuAtTimeout is the operator's CPU in the phase that timed out, and pssAtTimeoutMiB
 	// its memory then: what an operator that cannot keep up costs while it tries.
 	cpuAtTimeout, pssAtTimeoutMiB float64
@@ -279,20 +280,20 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
 	// phase runs one phase: change, then wait until done, recording the operator's queue; false
 	// when it timed out (r says where, and how deep the queue was).
-	phase := func(name string, change func(), done func() bool) (seconds, cpu, requests float64, queuePeak float64, ok bool) {
+	phase := func(name string, change func(), done count) (seconds, cpu, requests float64, queuePeak float64, ok bool) {
 		r.unfinished = name
 		save(r)
 		q := sampleQueue(metricsAddr)
 		req0, cpu0, t0 := apiserverRequests(t), procs.cpu(), time.Now()
 		change()
-		at, ok := tr.waitFor(phaseTimeout(n), done)
+		at, reached, ok := tr.waitFor(phaseTimeout(n), n, done)
 		queuePeak = q.stop()
 		if !ok {
-			r.timedOut, r.unfinished = name, ""
+			r.timedOut, r.unfinished, r.doneAtTimeout = name, "", float64(reached)
 			r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
 			r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
 			_, r.peakRSSMiB = procs.rss()
-			t.Logf("%s: %s not done after %s; %.0f CRs queued", v.name, name, phaseTimeout(n), r.queueAtTimeout)
+			t.Logf("%s: %s not done after %s; %d of %d CRs done, %.0f queued", v.name, name, phaseTimeout(n), reached, n, r.queueAtTimeout)
 			return 0, 0, 0, queuePeak, false
 		}
 		time.Sleep(settle)
@@ -304,7 +305,7 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	var ok bool
 	r.createS, r.createCPU, r.createRequests, r.createQueuePeak, ok = phase("create", func() {
 		parallel(n, func(i int) error { return env.Client.Create(ctx, appService(ns, i, r.replicas)) })
-	}, tr.allAvailable(n, int32(r.replicas)))
+	}, tr.available(int32(r.replicas)))
 	if !ok {
 		return r
 	}
@@ -316,7 +317,7 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 		parallel(n, func(i int) error {
 			return env.Client.Patch(ctx, appService(ns, i, -1), client.RawPatch(types.MergePatchType, []byte(ed.patch)))
 		})
-	}, ed.done(tr, n))
+	}, ed.done(tr))
 	if !ok {
 		return r
 	}
@@ -357,10 +358,10 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	save(r)
 	cpu0, t0 = procs.cpu(), time.Now()
 	parallel(n, func(i int) error { return client.IgnoreNotFound(env.Client.Delete(ctx, appService(ns, i, -1))) })
-	done, ok := tr.waitFor(phaseTimeout(n), func() bool { return len(tr.crs) == 0 && len(tr.deployments) == 0 })
+	done, reached, ok := tr.waitFor(phaseTimeout(n), n, tr.gone(n))
 	r.unfinished = ""
 	if !ok {
-		r.timedOut = "delete"
+		r.timedOut, r.doneAtTimeout = "delete", float64(reached)
 		r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
 		r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
 		return r
@@ -397,10 +398,10 @@ func podCapacity(t *testing.T) int {
 // edit is the change made to every CR in the edit phase: replicas R -> R+1, or, with no
 // replicas, the pods' CPU request 50m -> 60m (a Helm upgrade all the same).
 type edit struct {
-	replicas int            // after the edit
-	patch    string         // merge patch of the CR
-	values   map[string]any // the chart's values after it, for kubectl apply
-	done     func(tr *tracker, n int) func() bool
+	replicas int                     // after the edit
+	patch    string                  // merge patch of the CR
+	values   map[string]any          // the chart's values after it, for kubectl apply
+	done     func(tr *tracker) count // the Deployments that show it
 }
 
 func editFor(replicas int) edit {
@@ -409,13 +410,13 @@ func editFor(replicas int) edit {
 			replicas: replicas + 1,
 			patch:    fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas+1),
 			values:   map[string]any{"replicas": replicas + 1},
-			done:     func(tr *tracker, n int) func() bool { return tr.allAvailable(n, int32(replicas+1)) },
+			done:     func(tr *tracker) count { return tr.available(int32(replicas + 1)) },
 		}
 	}
 	return edit{
 		patch:  `{"spec":{"resources":{"requests":{"cpu":"60m"}}}}`,
 		values: map[string]any{"replicas": 0, "resources": map[string]any{"requests": map[string]any{"cpu": "60m", "memory": "64Mi"}}},
-		done:   func(tr *tracker, n int) func() bool { return tr.allWithCPU(n, "60m") },
+		done:   func(tr *tracker) count { return tr.withCPU("60m") },
 	}
 }
 
@@ -515,12 +516,12 @@ func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit, 
 	r.etcdStartMiB = etcdMiB(t)
 	for _, step := range []struct {
 		name, path    string
-		done          func() bool
+		done          count
 		out, requests *float64
 		etcd          *float64
 	}{
-		{"create", manifests("create", map[string]any{"replicas": r.replicas}), tr.allAvailable(n, int32(r.replicas)), &r.createS, &r.createRequests, &r.etcdCreateMiB},
-		{"edit", manifests("edit", ed.values), ed.done(tr, n), &r.editS, &r.editRequests, &r.etcdEditMiB},
+		{"create", manifests("create", map[string]any{"replicas": r.replicas}), tr.available(int32(r.replicas)), &r.createS, &r.createRequests, &r.etcdCreateMiB},
+		{"edit", manifests("edit", ed.values), ed.done(tr), &r.editS, &r.editRequests, &r.etcdEditMiB},
 	} {
 		r.unfinished = step.name
 		save(r)
@@ -539,7 +540,7 @@ func runKubectl(t *testing.T, tr *tracker, ns string, n int, r result, ed edit, 
 	if _, err := env.Kubectl("delete", "-n", ns, "--wait=false", "-f", filepath.Join(dir, "edit.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r.deleteS = mustWait(t, tr, "delete", n, func() bool { return len(tr.deployments) == 0 }).Sub(t0).Seconds()
+	r.deleteS = mustWait(t, tr, "delete", n, tr.gone(n)).Sub(t0).Seconds()
 	r.unfinished = ""
 	return r
 }
@@ -608,10 +609,10 @@ func parallel(n int, f func(i int) error) {
 	wg.Wait()
 }
 
-func mustWait(t *testing.T, tr *tracker, phase string, n int, cond func() bool) time.Time {
-	at, ok := tr.waitFor(phaseTimeout(n), cond)
+func mustWait(t *testing.T, tr *tracker, phase string, n int, c count) time.Time {
+	at, reached, ok := tr.waitFor(phaseTimeout(n), n, c)
 	if !ok {
-		t.Fatalf("%s: not done after %s", phase, phaseTimeout(n))
+		t.Fatalf("%s: not done after %s (%d of %d)", phase, phaseTimeout(n), reached, n)
 	}
 	return at
 }

@@ -68,9 +68,13 @@ func writeReport(dir string, s settings, results []result) error {
 					r.variant, r.unfinished)
 			}
 			if r.timedOut != "" {
-				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s, with %.0f CRs in its work queue; "+
+				reached := "" // zero: a run from before the harness counted them
+				if r.doneAtTimeout > 0 {
+					reached = fmt.Sprintf(" (%.0f of the %d CRs were)", r.doneAtTimeout, n)
+				}
+				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s%s, with %.0f CRs in its work queue; "+
 					"by then it had used %.0f CPU-s in the phase, its memory (PSS) was %.0f MiB and its peak RSS %.0f MiB; the phases after it were not measured.\n\n",
-					r.variant, r.timedOut, phaseTimeout(n), r.queueAtTimeout, r.cpuAtTimeout, r.pssAtTimeoutMiB, r.peakRSSMiB)
+					r.variant, r.timedOut, phaseTimeout(n), reached, r.queueAtTimeout, r.cpuAtTimeout, r.pssAtTimeoutMiB, r.peakRSSMiB)
 			}
 		}
 		fmt.Fprintf(&b, "| work | %s | %s | %s | this / stock | this / kubectl |\n|---|---|---|---|---|---|\n", floorName, stockName, ourName)

@@ -131,55 +131,62 @@ func (t *tracker) notify() {
 	}
 }
 
-// waitFor blocks until cond, evaluated under the lock after every change, holds; or until
-// timeout. It returns when it held.
-func (t *tracker) waitFor(timeout time.Duration, cond func() bool) (time.Time, bool) {
+// count is how many CRs reached a phase's goal; the tracker evaluates it under its lock.
+type count func() int
+
+// waitFor blocks until c, evaluated under the lock after every change, reaches n; or until
+// timeout. It returns when it did, or when it gave up, and how many had reached the goal
+// then: a phase that times out says how far it got.
+func (t *tracker) waitFor(timeout time.Duration, n int, c count) (time.Time, int, bool) {
 	deadline := time.After(timeout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		t.mu.Lock()
-		ok := cond()
+		done := c()
 		t.mu.Unlock()
-		if ok {
-			return time.Now(), true
+		if done >= n {
+			return time.Now(), done, true
 		}
 		select {
 		case <-t.changed:
 		case <-tick.C:
 		case <-deadline:
-			return time.Now(), false
+			return time.Now(), done, false
 		}
 	}
 }
 
-// allAvailable: n Deployments, each with want replicas available for its current spec.
-func (t *tracker) allAvailable(n int, want int32) func() bool {
-	return func() bool {
-		if len(t.deployments) < n {
-			return false
-		}
-		count := 0
+// available counts the Deployments with want replicas available for their current spec.
+func (t *tracker) available(want int32) count {
+	return func() int {
+		done := 0
 		for _, avail := range t.deployments {
 			if avail == want {
-				count++
+				done++
 			}
 		}
-		return count >= n
+		return done
 	}
 }
 
-// allWithCPU: n Deployments whose observed spec asks cpu for each pod.
-func (t *tracker) allWithCPU(n int, cpu string) func() bool {
-	return func() bool {
-		count := 0
+// withCPU counts the Deployments whose observed spec asks cpu for each pod.
+func (t *tracker) withCPU(cpu string) count {
+	return func() int {
+		done := 0
 		for _, c := range t.cpu {
 			if c == cpu {
-				count++
+				done++
 			}
 		}
-		return count >= n
+		return done
 	}
+}
+
+// gone counts, of n CRs, those whose CR and Deployment are both deleted (kubectl's runs
+// have no CRs: only their Deployments count).
+func (t *tracker) gone(n int) count {
+	return func() int { return n - max(len(t.crs), len(t.deployments)) }
 }
 
 // statusLatencies: for every CR, the time from its Deployment first showing want available

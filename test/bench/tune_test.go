@@ -49,7 +49,7 @@ func TestTunePeriod(t *testing.T) {
 		for _, p := range periods {
 			m := startTuned(t, "--reconcile-period="+p)
 			m.waitStartPass(t, n)
-			mustWait(t, tr, "install", n, tr.allAvailable(n, 1)) // no more Deployment events
+			mustWait(t, tr, "install", n, tr.available(1)) // no more Deployment events
 			time.Sleep(settle)
 			cpu0, t0 := m.cpu(), time.Now()
 			time.Sleep(s.idle)
@@ -93,7 +93,7 @@ func TestTuneWorkers(t *testing.T) {
 		ns, tr := populate(t, fmt.Sprintf("tune-workers-%d", w), wave, 1)
 		m := startTuned(t, "--max-concurrent-reconciles="+strconv.Itoa(w))
 		m.waitStartPass(t, wave)
-		mustWait(t, tr, "install", wave, tr.allAvailable(wave, 1))
+		mustWait(t, tr, "install", wave, tr.available(1))
 		time.Sleep(settle)
 
 		hist0 := m.reconcileHistogram(t)
@@ -102,7 +102,7 @@ func TestTuneWorkers(t *testing.T) {
 			return env.Client.Patch(context.Background(), appService(ns, i, -1),
 				client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`)))
 		})
-		edited := mustWait(t, tr, "edit", wave, tr.allAvailable(wave, 2)).Sub(t0).Seconds()
+		edited := mustWait(t, tr, "edit", wave, tr.available(2)).Sub(t0).Seconds()
 		time.Sleep(settle)
 		editCPU := m.cpu() - cpu0
 		p50, p99 := m.reconcileHistogram(t).sub(hist0).quantiles()
@@ -111,7 +111,7 @@ func TestTuneWorkers(t *testing.T) {
 		parallel(wave, func(i int) error {
 			return client.IgnoreNotFound(env.Client.Delete(context.Background(), appService(ns, i, -1)))
 		})
-		deleted := mustWait(t, tr, "delete", wave, func() bool { return len(tr.crs) == 0 && len(tr.deployments) == 0 }).Sub(t0).Seconds()
+		deleted := mustWait(t, tr, "delete", wave, tr.gone(wave)).Sub(t0).Seconds()
 		deleteCPU := m.cpu() - cpu0
 		_, peak := processes{m.p.Pid()}.rss()
 
