@@ -279,7 +279,7 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	defer stop()
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
 	// phase runs one phase: change, then wait until done, recording the operator's queue; false
-	// when it timed out (r says where, and how deep the queue was).
+	// when it timed out (r says where, how far it got and how deep the queue was).
 	phase := func(name string, change func(), done count) (seconds, cpu, requests float64, queuePeak float64, ok bool) {
 		r.unfinished = name
 		save(r)
