@@ -1,7 +1,9 @@
 package operator
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,5 +35,21 @@ func TestCacheTransformsDropWhatIsNotRead(t *testing.T) {
 	}
 	if s.Data != nil || s.ManagedFields != nil || s.Annotations[lastApplied] != "" {
 		t.Errorf("secret after the transform: %+v", s)
+	}
+}
+
+// The manager's cache interns what it keeps: two CRs' equal label values share their bytes.
+func TestCacheTransformInterns(t *testing.T) {
+	crs := make([]*unstructured.Unstructured, 2)
+	for i := range crs {
+		crs[i] = &unstructured.Unstructured{Object: map[string]any{}}
+		crs[i].SetLabels(map[string]string{"team": strings.Repeat("x", 3) + "-payments"})
+		if _, err := stripUnread(crs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := crs[0].GetLabels()["team"], crs[1].GetLabels()["team"]
+	if unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("equal label values of two cached CRs do not share their bytes")
 	}
 }
