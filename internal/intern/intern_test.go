@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/internal/heaptest"
 )
 
 // appService decodes the i-th of a fleet of the benchmark's AppServices (one read back from
@@ -86,23 +88,7 @@ func TestValueSharesEqualStrings(t *testing.T) {
 // What a cached AppService holds, measured on 2000 distinct ones: interning takes an eighth
 // or more off it (9360 -> 7643 bytes when written). Interning that stopped reaching the keys or the values fails here.
 func TestValueShrinksAFleet(t *testing.T) {
-	const n = 2000
-	heapPer := func(mk func(i int) any) int64 {
-		live := func() int64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return int64(m.HeapAlloc)
-		}
-		keep := make([]any, n)
-		before := live()
-		for i := range keep {
-			keep[i] = mk(i)
-		}
-		after := live()
-		runtime.KeepAlive(keep)
-		return (after - before) / n
-	}
+	heapPer := func(mk func(i int) any) int64 { return heaptest.PerObject(2000, mk) }
 	whole := heapPer(func(i int) any { return appService(t, i) })
 	interned := heapPer(func(i int) any {
 		u := appService(t, i)

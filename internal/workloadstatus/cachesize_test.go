@@ -3,30 +3,17 @@ package workloadstatus
 import (
 	"encoding/json"
 	"os"
-	"runtime"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/internal/heaptest"
 )
 
 // heapPer is the live heap that each of 2000 objects made by mk holds, in bytes.
 func heapPer(mk func() any) int64 {
-	const n = 2000
-	live := func() int64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
-	keep := make([]any, n)
-	before := live()
-	for i := range keep {
-		keep[i] = mk()
-	}
-	after := live()
-	runtime.KeepAlive(keep)
-	return (after - before) / n
+	return heaptest.PerObject(2000, func(int) any { return mk() })
 }
 
 // What the sidecar's cache holds per CR, measured on the objects of one of the benchmark's
