@@ -86,7 +86,8 @@ func TestValueSharesEqualStrings(t *testing.T) {
 }
 
 // What a cached AppService holds, measured on 2000 distinct ones: interning takes an eighth
-// or more off it (9360 -> 7643 bytes when written). Interning that stopped reaching the keys or the values fails here.
+// or more off it (9360 -> 7643 bytes when written). Interning that stopped reaching the keys
+// or the values fails here.
 func TestValueShrinksAFleet(t *testing.T) {
 	heapPer := func(mk func(i int) any) int64 { return heaptest.PerObject(2000, mk) }
 	whole := heapPer(func(i int) any { return appService(t, i) })
