@@ -54,14 +54,19 @@ func Value(v any) any {
 // each object's own and are left as they are.
 func Meta(o metav1.Object) {
 	if l := o.GetLabels(); len(l) > 0 {
-		o.SetLabels(stringMap(l))
+		o.SetLabels(StringMap(l))
 	}
 	if a := o.GetAnnotations(); len(a) > 0 {
-		o.SetAnnotations(stringMap(a))
+		o.SetAnnotations(StringMap(a))
 	}
 }
 
-func stringMap(in map[string]string) map[string]string {
+// StringMap returns a copy of in with its keys and values interned (a map's keys cannot be
+// replaced in place); nil stays nil.
+func StringMap(in map[string]string) map[string]string {
+	if in == nil {
+		return nil
+	}
 	out := make(map[string]string, len(in))
 	for k, v := range in {
 		out[String(k)] = String(v)

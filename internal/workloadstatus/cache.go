@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/intern"
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 )
 
@@ -31,6 +32,10 @@ import (
 //     type and status, shared between CRs (see TrimCustomResource).
 //     (WarpdrivePools keep the three spec fields the pool bookkeeping reads:
 //     see internal/poolstatus/cache.go.)
+//
+// What is kept has its repeated strings interned (internal/intern): keys, label
+// keys and values, namespaces, owner kinds are the same in every CR and workload
+// of a chart (TestCachedSizes: about 1 KB less per CR with its Deployment).
 //
 // Nothing else is cached here: no Pods, no Secrets (the Helm release storage),
 // no ReplicaSets. The pool bookkeeping adds trimmed PersistentVolumeClaims.
@@ -66,15 +71,15 @@ func TrimWorkload(in interface{}) (interface{}, error) {
 	switch o := in.(type) {
 	case *appsv1.Deployment:
 		o.ObjectMeta = trimMeta(o.ObjectMeta)
-		o.Spec = appsv1.DeploymentSpec{Selector: o.Spec.Selector, Replicas: o.Spec.Replicas}
+		o.Spec = appsv1.DeploymentSpec{Selector: internSelector(o.Spec.Selector), Replicas: o.Spec.Replicas}
 		o.Status.Conditions = nil
 	case *appsv1.StatefulSet:
 		o.ObjectMeta = trimMeta(o.ObjectMeta)
-		o.Spec = appsv1.StatefulSetSpec{Selector: o.Spec.Selector, Replicas: o.Spec.Replicas}
+		o.Spec = appsv1.StatefulSetSpec{Selector: internSelector(o.Spec.Selector), Replicas: o.Spec.Replicas}
 		o.Status.Conditions = nil
 	case *appsv1.DaemonSet:
 		o.ObjectMeta = trimMeta(o.ObjectMeta)
-		o.Spec = appsv1.DaemonSetSpec{Selector: o.Spec.Selector}
+		o.Spec = appsv1.DaemonSetSpec{Selector: internSelector(o.Spec.Selector)}
 		o.Status.Conditions = nil
 	}
 	return in, nil
@@ -90,18 +95,31 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 			ann[k] = v
 		}
 	}
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind = intern.String(r.APIVersion), intern.String(r.Kind)
+	}
 	return metav1.ObjectMeta{
 		Name:              m.Name,
-		Namespace:         m.Namespace,
+		Namespace:         intern.String(m.Namespace),
 		UID:               m.UID,
 		ResourceVersion:   m.ResourceVersion,
 		Generation:        m.Generation,
 		CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
-		Labels:            m.Labels,
-		Annotations:       ann,
+		Labels:            intern.StringMap(m.Labels),
+		Annotations:       intern.StringMap(ann),
 		OwnerReferences:   m.OwnerReferences,
 	}
+}
+
+// internSelector interns a workload's selector's labels, the same few keys and values in
+// every workload of a chart.
+func internSelector(s *metav1.LabelSelector) *metav1.LabelSelector {
+	if s != nil {
+		s.MatchLabels = intern.StringMap(s.MatchLabels)
+	}
+	return s
 }
 
 // TrimCustomResource is a cache transform for the CRs. The sidecar reads of a CR
@@ -122,19 +140,29 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 	delete(u.Object, "spec")
 	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 	unstructured.RemoveNestedField(u.Object, "metadata", "annotations", corev1.LastAppliedConfigAnnotation)
-	status, _ := u.Object["status"].(map[string]interface{})
-	if status == nil {
-		return u, nil
-	}
-	delete(status, readiness.FieldDeployedRelease)
-	delete(status, readiness.FieldChart)
-	if conds, ok := status["conditions"].([]interface{}); ok {
-		for i, c := range conds {
-			if m, ok := c.(map[string]interface{}); ok && m["type"] != readiness.RolledOut {
-				conds[i] = briefCondition(m["type"], m["status"])
-			}
+	// The conditions are set aside while the rest is interned: interning builds every map
+	// again, which would copy the shared brief conditions into maps of each CR's own.
+	var conds []interface{}
+	if status, ok := u.Object["status"].(map[string]interface{}); ok {
+		delete(status, readiness.FieldDeployedRelease)
+		delete(status, readiness.FieldChart)
+		if c, ok := status["conditions"].([]interface{}); ok {
+			conds = c
+			delete(status, "conditions")
 		}
 	}
+	u.Object = intern.Value(u.Object).(map[string]interface{})
+	if conds == nil {
+		return u, nil
+	}
+	for i, c := range conds {
+		if m, ok := c.(map[string]interface{}); ok && m["type"] != readiness.RolledOut {
+			conds[i] = briefCondition(m["type"], m["status"])
+		} else {
+			conds[i] = intern.Value(c)
+		}
+	}
+	u.Object["status"].(map[string]interface{})["conditions"] = conds
 	return u, nil
 }
 
