@@ -1,11 +1,9 @@
 package intern
 
 import (
-	"fmt"
 	"os"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -17,21 +15,15 @@ import (
 
 // appService decodes the i-th of a fleet of the benchmark's AppServices (one read back from
 // the local cluster at 10,000 CRs), each with its own name, UID, resource version and times,
-// as a cache would hold them.
+// as a cache would hold them (heaptest.FleetMember).
 func appService(t testing.TB, i int) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile("../workloadstatus/testdata/appservice.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := strings.NewReplacer(
-		"0000", fmt.Sprintf("%04d", i),
-		"1ba6bfb8", fmt.Sprintf("%08x", i),
-		`"808"`, fmt.Sprintf(`"%d"`, 1000+i),
-		"03:00:31Z", fmt.Sprintf("03:%02d:%02dZ", i/60%60, i%60),
-	).Replace(string(b))
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON([]byte(j)); err != nil {
+	if err := u.UnmarshalJSON(heaptest.FleetMember(b, i)); err != nil {
 		t.Fatal(err)
 	}
 	return u

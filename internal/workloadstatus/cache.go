@@ -86,13 +86,14 @@ func TrimWorkload(in interface{}) (interface{}, error) {
 }
 
 func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	// The kept annotations' keys are this package's constants, shared already.
 	var ann map[string]string
 	for _, k := range []string{helmReleaseNameAnnotation, helmReleaseNamespaceAnnotation} {
 		if v, ok := m.Annotations[k]; ok {
 			if ann == nil {
 				ann = make(map[string]string, 2)
 			}
-			ann[k] = v
+			ann[k] = intern.String(v)
 		}
 	}
 	for i := range m.OwnerReferences {
@@ -108,7 +109,7 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 		CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
 		Labels:            intern.StringMap(m.Labels),
-		Annotations:       intern.StringMap(ann),
+		Annotations:       ann,
 		OwnerReferences:   m.OwnerReferences,
 	}
 }

@@ -2,9 +2,7 @@ package workloadstatus
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -14,25 +12,14 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/heaptest"
 )
 
-// fleetMember is the i-th of a fleet made from a testdata file (one of the benchmark's
-// objects, read back from the local cluster at 10,000 CRs): its own name, UIDs, resource
-// version and times, as a cache would hold them. A fleet of copies of one object would
-// share every interned name and overstate what interning saves.
+// fleetMember is the i-th of a fleet made from a testdata file (heaptest.FleetMember).
 func fleetMember(t testing.TB, file string, i int) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []byte(strings.NewReplacer(
-		"0000", fmt.Sprintf("%04d", i),
-		"1ba6bfb8", fmt.Sprintf("%08x", i),
-		"ffc3c75b", fmt.Sprintf("%08x", 1<<20+i),
-		`"808"`, fmt.Sprintf(`"%d"`, 1000+i),
-		`"675"`, fmt.Sprintf(`"%d"`, 100000+i),
-		"03:00:30Z", fmt.Sprintf("03:%02d:%02dZ", i/60%60, i%60),
-		"03:00:31Z", fmt.Sprintf("04:%02d:%02dZ", i/60%60, i%60),
-	).Replace(string(b)))
+	return heaptest.FleetMember(b, i)
 }
 
 func sampleAppService(t testing.TB, i int) *unstructured.Unstructured {
@@ -75,22 +62,13 @@ func TestCachedSizes(t *testing.T) {
 // stays its own.
 func TestTrimmedObjectsShareStrings(t *testing.T) {
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
-	key := func(m map[string]any, name string) string {
-		for k := range m {
-			if k == name {
-				return k
-			}
-		}
-		t.Fatalf("no key %q in %v", name, m)
-		return ""
-	}
 	crs := [2]*unstructured.Unstructured{}
 	for i := range crs {
 		o, _ := TrimCustomResource(sampleAppService(t, i))
 		crs[i] = o.(*unstructured.Unstructured)
 	}
 	a, b := crs[0].Object["metadata"].(map[string]any), crs[1].Object["metadata"].(map[string]any)
-	if !same(key(a, "resourceVersion"), key(b, "resourceVersion")) {
+	if !same(mapKey(t, a, "resourceVersion"), mapKey(t, b, "resourceVersion")) {
 		t.Error("the key resourceVersion of two cached CRs is not shared")
 	}
 	if !same(crs[0].GetNamespace(), crs[1].GetNamespace()) {
@@ -104,7 +82,7 @@ func TestTrimmedObjectsShareStrings(t *testing.T) {
 	d1, _ := TrimWorkload(sampleDeployment(t, 1))
 	x, y := d0.(*appsv1.Deployment), d1.(*appsv1.Deployment)
 	const chartLabel = "helm.sh/chart"
-	if !same(x.Labels[chartLabel], y.Labels[chartLabel]) || !same(key(anyMap(x.Labels), chartLabel), key(anyMap(y.Labels), chartLabel)) {
+	if !same(x.Labels[chartLabel], y.Labels[chartLabel]) || !same(mapKey(t, x.Labels, chartLabel), mapKey(t, y.Labels, chartLabel)) {
 		t.Error("the chart label of two cached Deployments is not shared")
 	}
 	if !same(x.OwnerReferences[0].Kind, y.OwnerReferences[0].Kind) || !same(x.Namespace, y.Namespace) {
@@ -116,10 +94,14 @@ func TestTrimmedObjectsShareStrings(t *testing.T) {
 	}
 }
 
-func anyMap(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
+// mapKey is m's key equal to name, as the map holds it.
+func mapKey[V any](t *testing.T, m map[string]V, name string) string {
+	t.Helper()
+	for k := range m {
+		if k == name {
+			return k
+		}
 	}
-	return out
+	t.Fatalf("no key %q in %v", name, m)
+	return ""
 }
