@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 
-# ---- build stage: the helm-operator (helm-operator-plugins, version pinned in go.mod), whose
-# `manager sidecar` is the pod's second container
+# ---- build stage: one binary, the helm-operator (cmd/manager, helm-operator-plugins pinned in
+# go.mod) and the sidecar (sidecar/, run as `manager sidecar`, the pod's second container): the
+# node keeps one binary's pages for both containers (docs/bench/memory.md, "One binary")
 FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH

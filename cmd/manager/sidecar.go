@@ -7,16 +7,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
-	"transwarp.io/tos/warpdrive-operator/internal/sidecar"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
-	"transwarp.io/tos/warpdrive-operator/internal/workloadstatus"
+	"transwarp.io/tos/warpdrive-operator/sidecar"
 )
 
 // runSidecar is `manager sidecar`, the pod's second container: it writes the live state of
 // each CR's workloads (replicas, readyReplicas, availableReplicas, selector and the
 // RolledOut condition) into the CR's status, for every kind listed in watches.yaml (see
-// internal/workloadstatus), and keeps the books of each WarpdrivePool's claims in
-// status.pool (see internal/poolstatus). internal/sidecar composes them.
+// sidecar/internal/workloadstatus), and keeps the books of each WarpdrivePool's claims in
+// status.pool (see sidecar/internal/poolstatus). sidecar composes them.
 //
 // It is a subcommand of the manager's binary, not a binary of its own, so that the node keeps
 // one binary's pages for both containers: most of a process's resident memory here is its
@@ -30,7 +29,7 @@ func runSidecar(args []string) {
 	)
 	fs := flag.NewFlagSet("sidecar", flag.ExitOnError)
 	fs.StringVar(&watchesFile, "watches-file", "./watches.yaml", "Path to the helm-operator's watches file; a status controller runs for each kind in it.")
-	fs.IntVar(&workers, "max-concurrent-reconciles", workloadstatus.DefaultWorkers,
+	fs.IntVar(&workers, "max-concurrent-reconciles", sidecar.DefaultWorkers,
 		"CRs of each kind whose status is synced at once; a sync mostly waits on its write to the API server.")
 	common.BindFlags(fs, mgropts.Flags{
 		MetricsAddr:                  ":8082",

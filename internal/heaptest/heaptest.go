@@ -28,7 +28,7 @@ func PerObject(n int, mk func(i int) any) int64 {
 }
 
 // FleetMember makes the i-th of a fleet from one of the benchmark's objects read back from
-// the local cluster at 10,000 CRs (internal/workloadstatus/testdata: app-0000, its
+// the local cluster at 10,000 CRs (sidecar/internal/workloadstatus/testdata: app-0000, its
 // Deployment): its own name, UIDs, resource version and times, as a cache would hold them.
 // A fleet of copies of one object would share every interned name and overstate what
 // interning saves.

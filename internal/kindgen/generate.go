@@ -21,13 +21,13 @@ type Options struct {
 	Watches string
 	// Charts is the directory of the charts ("helm-charts").
 	Charts string
-	// CodeDirs are scanned for +kubebuilder:rbac markers ("cmd", "internal").
+	// CodeDirs are scanned for +kubebuilder:rbac markers ("cmd", "internal", "sidecar").
 	CodeDirs []string
 }
 
 // DefaultOptions are the repository's layout, with root as its root.
 func DefaultOptions(root string) Options {
-	return Options{Root: root, Watches: "watches.yaml", Charts: "helm-charts", CodeDirs: []string{"cmd", "internal"}}
+	return Options{Root: root, Watches: "watches.yaml", Charts: "helm-charts", CodeDirs: []string{"cmd", "internal", "sidecar"}}
 }
 
 // File is a generated file: its path relative to the root, slash-separated, and its content.

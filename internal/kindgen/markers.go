@@ -13,7 +13,7 @@ import (
 // on a resource of an API group, and the directory (relative to the scanned root) of the file
 // that has it. The generator adds the markers' verbs on the custom resources to the manager
 // role's rules on them, so that code which needs more than the helm-operator does (as
-// internal/poolstatus reads a pool's status) says so next to the code.
+// sidecar/internal/poolstatus reads a pool's status) says so next to the code.
 type Marker struct {
 	Group, Resource, Verb string
 	Dir                   string

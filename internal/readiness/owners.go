@@ -66,14 +66,14 @@ var (
 		Fields:       []string{FieldObservedGeneration, FieldFailures, FieldLastHandledReconcileAt, FieldChart},
 		Conditions:   []string{Ready, Reconciling, Stalled, ChartRollout},
 	}
-	// SidecarStatus is the sidecar's workload status controller (internal/workloadstatus).
+	// SidecarStatus is the sidecar's workload status controller (sidecar/internal/workloadstatus).
 	SidecarStatus = StatusOwner{
 		FieldManager: SidecarFieldManager,
 		Process:      ProcessSidecar,
 		Fields:       []string{FieldReplicas, FieldReadyReplicas, FieldAvailableReplicas, FieldSelector},
 		Conditions:   []string{RolledOut},
 	}
-	// PoolBooks is the sidecar's pool bookkeeping (internal/poolstatus). It writes
+	// PoolBooks is the sidecar's pool bookkeeping (sidecar/internal/poolstatus). It writes
 	// status.pool of a WarpdrivePool whole, with a JSON merge patch rather than an apply, and
 	// keeps its conditions inside it.
 	PoolBooks = StatusOwner{

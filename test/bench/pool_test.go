@@ -26,7 +26,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-// TestPoolStatusLatency measures the sidecar's pool bookkeeping (internal/poolstatus): the
+// TestPoolStatusLatency measures the sidecar's pool bookkeeping (sidecar/internal/poolstatus): the
 // time from a claim's creation to its pool's status.pool counting it, p50 and p99, with
 // WARPDRIVE_BENCH_POOL_CLAIMS claims (default 10,000) across 10 pools, and the sidecar's
 // RSS holding them. Two phases:

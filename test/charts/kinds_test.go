@@ -55,7 +55,7 @@ func TestAddingAKind(t *testing.T) {
 		copyTree(t, filepath.Join(root, p), filepath.Join(dir, p), func(string) bool { return true })
 	}
 	// The code's +kubebuilder:rbac markers, which the manager role and the RBAC tests read.
-	for _, p := range []string{"cmd", "internal"} {
+	for _, p := range []string{"cmd", "internal", "sidecar"} {
 		copyTree(t, filepath.Join(root, p), filepath.Join(dir, p), func(path string) bool {
 			return strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go")
 		})

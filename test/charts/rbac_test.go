@@ -282,7 +282,7 @@ func markerNeeds(t *testing.T) map[permission]string {
 	t.Helper()
 	out := map[permission]string{}
 	re := regexp.MustCompile(`//\s*\+kubebuilder:rbac:(\S+)`)
-	for _, dir := range []string{"cmd", "internal"} {
+	for _, dir := range []string{"cmd", "internal", "sidecar"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err

@@ -284,7 +284,7 @@ func TestSidecarFailover(t *testing.T) {
 		t.Fatal("status followed, but not through the standby's reconciles")
 	}
 	// It syncs as many CRs at once as the pod's flag says: one at a time, the status of a
-	// wave of rollouts fell seconds behind (internal/workloadstatus, DefaultWorkers).
+	// wave of rollouts fell seconds behind (sidecar/internal/workloadstatus, DefaultWorkers).
 	want, ok := env.PodFlag(podargs.Sidecar, "max-concurrent-reconciles")
 	if !ok {
 		t.Fatalf("config/default's sidecar sets no --max-concurrent-reconciles: %v", env.PodArgs[podargs.Sidecar])

@@ -167,7 +167,7 @@ func sidecarApply(replicas, ready, available int64, selector string, rolledOut m
 // test CRs carry a stub spec.
 func poolTypeConverter(t *testing.T) managedfields.TypeConverter {
 	t.Helper()
-	data, err := os.ReadFile("../../config/crd/bases/tos.transwarp.io_warpdrivepools.yaml")
+	data, err := os.ReadFile("../../../config/crd/bases/tos.transwarp.io_warpdrivepools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

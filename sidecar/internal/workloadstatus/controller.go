@@ -55,8 +55,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"transwarp.io/tos/warpdrive-operator/internal/enqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/sidecar/internal/enqueue"
 )
 
 // DefaultCoalesceDelay is how long a CR waits in the queue after an event

@@ -31,7 +31,7 @@ import (
 //     status.chart, and with the conditions other than RolledOut cut to their
 //     type and status, shared between CRs (see TrimCustomResource).
 //     (WarpdrivePools keep the three spec fields the pool bookkeeping reads:
-//     see internal/poolstatus/cache.go.)
+//     see sidecar/internal/poolstatus/cache.go.)
 //
 // What is kept has its repeated strings interned (internal/intern): keys, label
 // keys and values, namespaces, owner kinds are the same in every CR and workload

@@ -1,7 +1,7 @@
 // Package sidecar composes the sidecar process (`manager sidecar`): for every kind in
 // watches.yaml, a status controller that writes the live state of each CR's workloads into
-// the CR's status (internal/workloadstatus), and for the pool kind the books of each
-// WarpdrivePool's claims (internal/poolstatus). It is to the sidecar what internal/operator
+// the CR's status (sidecar/internal/workloadstatus), and for the pool kind the books of each
+// WarpdrivePool's claims (sidecar/internal/poolstatus). It is to the sidecar what internal/operator
 // is to the manager.
 package sidecar
 
@@ -16,10 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/poolstatus"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
-	"transwarp.io/tos/warpdrive-operator/internal/workloadstatus"
+	"transwarp.io/tos/warpdrive-operator/sidecar/internal/poolstatus"
+	"transwarp.io/tos/warpdrive-operator/sidecar/internal/workloadstatus"
 )
+
+// DefaultWorkers is how many CRs of each kind the status controllers sync at once unless
+// told otherwise (see workloadstatus.DefaultWorkers).
+const DefaultWorkers = workloadstatus.DefaultWorkers
 
 // Options configures the sidecar.
 type Options struct {

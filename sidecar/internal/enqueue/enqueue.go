@@ -1,5 +1,5 @@
 // Package enqueue holds the event handler both status controllers of the sidecar
-// (internal/workloadstatus and internal/poolstatus) put between their watches and their
+// (sidecar/internal/workloadstatus and sidecar/internal/poolstatus) put between their watches and their
 // queue: it adds the requests of each event after a delay rather than at once.
 //
 // client-go's delaying queue keeps one waiting entry per request, at the earliest time

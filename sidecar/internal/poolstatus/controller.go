@@ -60,7 +60,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"transwarp.io/tos/warpdrive-operator/internal/enqueue"
+	"transwarp.io/tos/warpdrive-operator/sidecar/internal/enqueue"
 )
 
 // DefaultCoalesceDelay is how long a pool waits in the queue after an event before it is
@@ -292,7 +292,7 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 	if r.Selector != nil && !r.Selector.Matches(labels.Set(pool.GetLabels())) {
 		return nil
 	}
-	// As in internal/workloadstatus: a status write during the helm-operator's first
+	// As in sidecar/internal/workloadstatus: a status write during the helm-operator's first
 	// reconcile would make its final update conflict and cost another reconcile. Its
 	// report re-triggers this sync (poolInputsChanged).
 	if !helmOperatorReported(pool) {
