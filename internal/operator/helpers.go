@@ -5,7 +5,6 @@ import (
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/release"
 )
 
 // Reasons of a failed release operation: of the Warning Event on the CR (releaseevents.go)
@@ -58,11 +57,3 @@ func isDryRun(opts []helmclient.UpgradeOption) bool {
 // releaseKey names a release across namespaces, as the release guard's locks and the
 // pending repair's operations key it.
 func releaseKey(namespace, name string) string { return namespace + "/" + name }
-
-// releaseChart is the name of the chart a release record says it is of, "" if none.
-func releaseChart(rel *release.Release) string {
-	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
-		return ""
-	}
-	return rel.Chart.Metadata.Name
-}

@@ -7,11 +7,11 @@
 //     that the sidecar's replica counts survive every install, upgrade and failure;
 //   - an update of a CR's status alone does not start a reconcile (informerfilters.go): only a change
 //     of what the release should be does;
-//   - release records are signed, and Helm reads only the operator's own (trustedconfig.go,
+//   - release records are signed, and Helm reads only the operator's own (trustedconfig/,
 //     internal/releasesign): a namespace editor cannot forge or alter a record to steer
 //     the operator; refused records are reported on the CR (recordreport.go);
 //   - every release operation is confined to the release's namespace and the cluster-scoped
-//     kinds its chart declares (confinement.go), and hooks run only for charts that have
+//     kinds its chart declares (trustedconfig/confinement.go), and hooks run only for charts that have
 //     them;
 //   - a reconciler touches only releases of its own chart (releaseguard.go): a CR named like
 //     another kind's CR in its namespace cannot take over that CR's release, even when both
@@ -84,6 +84,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
@@ -123,16 +124,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	versions := newReleaseVersions() // the releases handed to the reconcilers: see releaseversions.go
 	cl := statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
 		releaseManifest: opts.StatusReleaseManifest}
-	policies := make([]kindPolicy, 0, len(ws))
+	policies := make([]trustedconfig.KindPolicy, 0, len(ws))
 	for _, w := range ws {
 		clusterKinds, err := chartpolicy.ClusterScopedKinds(w.Chart)
 		if err != nil {
 			return err
 		}
-		policies = append(policies, kindPolicy{gvk: w.GroupVersionKind, chart: w.Chart.Name(),
-			clusterKinds: clusterKinds, hooks: chartpolicy.HasHooks(w.Chart)})
+		policies = append(policies, trustedconfig.KindPolicy{GVK: w.GroupVersionKind, Chart: w.Chart.Name(),
+			ClusterKinds: clusterKinds, Hooks: chartpolicy.HasHooks(w.Chart)})
 	}
-	configs, err := newTrustedConfigs(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET)
+	configs, err := trustedconfig.New(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET)
 	if err != nil {
 		return err
 	}
@@ -144,9 +145,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	locks := newKeyedMutex()                                // one release name, across kinds: see releaseguard.go
-	manifests := newReleaseManifests(configs.storedRelease) // for the drift filter: see drift.go
+	manifests := newReleaseManifests(configs.StoredRelease) // for the drift filter: see drift.go
 	for i, w := range ws {
-		engine, err := newHelmEngine(configs, policies[i].hooks)
+		engine, err := newHelmEngine(configs, policies[i].Hooks)
 		if err != nil {
 			return err
 		}
@@ -158,7 +159,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			concurrency = *w.MaxConcurrentReconciles
 		}
 		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
-		cluster := clusterObjects{kinds: policies[i].clusterKinds, mapper: mgr.GetRESTMapper(),
+		cluster := clusterObjects{kinds: policies[i].ClusterKinds, mapper: mgr.GetRESTMapper(),
 			reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
 		// The reconciler's own recorder name, so that these Events share its source.
 		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
@@ -212,7 +213,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
-			"clusterScopedKinds", policies[i].clusterKinds, "hooks", policies[i].hooks,
+			"clusterScopedKinds", policies[i].ClusterKinds, "hooks", policies[i].Hooks,
 			"chart", w.Chart.Metadata.Version, "chartDigest", roll.carried.digest, "rollout", policy.String())
 	}
 	return setupOrphanCollectors(mgr, policies)
@@ -221,14 +222,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 // setupOrphanCollectors adds an orphan collector (orphancollector.go) for each cluster-scoped
 // kind that a chart declares, for the CR kinds whose charts declare it. A kind the API server
 // does not serve has no objects to collect.
-func setupOrphanCollectors(mgr ctrl.Manager, policies []kindPolicy) error {
+func setupOrphanCollectors(mgr ctrl.Manager, policies []trustedconfig.KindPolicy) error {
 	owners := map[schema.GroupKind]map[schema.GroupKind]schema.GroupVersionKind{}
 	for _, p := range policies {
-		for _, gk := range p.clusterKinds {
+		for _, gk := range p.ClusterKinds {
 			if owners[gk] == nil {
 				owners[gk] = map[schema.GroupKind]schema.GroupVersionKind{}
 			}
-			owners[gk][p.gvk.GroupKind()] = p.gvk
+			owners[gk][p.GVK.GroupKind()] = p.GVK
 		}
 	}
 	for gk, crKinds := range owners {

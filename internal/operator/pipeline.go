@@ -18,7 +18,7 @@ import (
 // The layers, from the engine outwards (layers lists them in this order; the reconciler
 // calls the last, and each call goes down the chain and its result comes back up):
 //
-//  0. engine (newHelmEngine, trustedconfig.go, confinement.go): helm-operator-plugins'
+//  0. engine (newHelmEngine, trustedconfig/): helm-operator-plugins'
 //     action client over Helm's actions. Release records are signed: Helm reads only the
 //     operator's own, and the records it refused are collected for the record report. The
 //     Kubernetes client is confined to the release's namespace and the cluster-scoped kinds

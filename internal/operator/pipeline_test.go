@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
@@ -243,9 +244,9 @@ func TestPipelineLayersAct(t *testing.T) {
 
 	t.Run("record report", func(t *testing.T) {
 		p, rec, status := testPipeline()
-		refused := &refusals{}
-		refused.add("sh.helm.release.v1.x.v2", errors.New("not signed"))
-		signed := storage.Init(&signedDriver{Secrets: driver.NewSecrets(nil), refused: refused})
+		d := trustedconfig.NewSignedDriver(nil)
+		d.Refuse("sh.helm.release.v1.x.v2", errors.New("not signed"))
+		signed := storage.Init(d)
 		cr := appServiceCR()
 		c := clientFor(t, p, &fakeActions{rel: revision("appservice", 1, release.StatusDeployed), cfg: &action.Configuration{Releases: signed}}, cr)
 		if _, err := c.Get("x"); err != nil {

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
@@ -86,7 +87,7 @@ func (c reportingClient) report() {
 	if !ok {
 		return
 	}
-	refused := refusedRecords(c.ActionInterface)
+	refused := trustedconfig.RefusedRecords(c.ActionInterface)
 	want := refusalCondition(refused)
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	i := conditionIndex(conds, conditionRecordRefused)

@@ -10,6 +10,8 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 )
 
 // newReleaseGuard hands out action clients that refuse releases of charts other than c.
@@ -60,7 +62,7 @@ type guardedClient struct {
 // lock waited for.
 func (c guardedClient) lock(name string) (unlock func()) {
 	unlock = c.locks.lock(releaseKey(c.namespace, name))
-	freshReleaseReads(c.ActionInterface)
+	trustedconfig.FreshReleaseReads(c.ActionInterface)
 	return unlock
 }
 
@@ -96,7 +98,7 @@ func (c guardedClient) Get(name string, opts ...helmclient.GetOption) (*release.
 	if err != nil {
 		return rel, err
 	}
-	if got := releaseChart(rel); got != c.chart {
+	if got := trustedconfig.ReleaseChart(rel); got != c.chart {
 		return nil, &foreignReleaseError{name: name, namespace: rel.Namespace, chart: got, want: c.chart}
 	}
 	return rel, nil

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
@@ -172,7 +173,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cs := k8sfake.NewClientset()
 			lists := secretmemo.New(records(cs.CoreV1().Secrets("team-a")))
-			d := &signedDriver{Secrets: driver.NewSecrets(lists), refused: &refusals{}, lists: lists}
+			d := trustedconfig.NewSignedDriver(lists)
 			f := &storeActions{cfg: &action.Configuration{Releases: storage.Init(d)}}
 			if _, err := f.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 				t.Fatalf("before the other kind's install: %v, want no release", err)

@@ -2,12 +2,10 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/lru"
@@ -21,7 +19,7 @@ import (
 // or a CR last written by the stock helm-operator), otherwise from the signed release record
 // of the revision the status names (status.deployedRelease.revision, statusclient.go).
 //
-// Records are read through the operator's signed storage (trustedconfig.go), so a record a
+// Records are read through the operator's signed storage (trustedconfig/), so a record a
 // namespace editor forged or altered is not read; the drift filter then cannot tell, and
 // passes the event on (a reconcile, which is what every event did without the filter).
 // Parsed manifests are kept for the last few revisions read: a rollout updates each object of
@@ -86,24 +84,4 @@ func findInManifest(objs []*unstructured.Unstructured, gvk schema.GroupVersionKi
 		}
 	}
 	return nil
-}
-
-// errNoKeyYet: the signing key is loaded by the first reconcile, on the leader; the drift
-// filter does not load it.
-var errNoKeyYet = errors.New("the release signing key is not loaded yet")
-
-// storedRelease reads a revision of the release of cr (named after it) from the signed
-// storage, once the key is loaded.
-func (t *trustedConfigs) storedRelease(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
-	t.mu.Lock()
-	loaded := t.key != nil
-	t.mu.Unlock()
-	if !loaded {
-		return nil, errNoKeyYet
-	}
-	d, err := t.storageDriver(ctx, cr, nil)
-	if err != nil {
-		return nil, err
-	}
-	return storage.Init(d).Get(cr.GetName(), revision)
 }

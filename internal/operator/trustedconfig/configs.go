@@ -1,17 +1,21 @@
-package operator
+package trustedconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -25,16 +29,16 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
 
-// kindPolicy is what the operator lets the releases of one kind do: render its chart, and
+// KindPolicy is what the operator lets the releases of one kind do: render its chart, and
 // touch the cluster-scoped kinds the chart declares.
-type kindPolicy struct {
-	gvk          schema.GroupVersionKind
-	chart        string // the chart's name, as release records carry it
-	clusterKinds []schema.GroupKind
-	hooks        bool // the chart has Helm hooks; without them no hook of any record runs
+type KindPolicy struct {
+	GVK          schema.GroupVersionKind
+	Chart        string // the chart's name, as release records carry it
+	ClusterKinds []schema.GroupKind
+	Hooks        bool // the chart has Helm hooks; without them no hook of any record runs
 }
 
-// trustedConfigs hands out Helm action configurations whose release storage is signed
+// Configs hands out Helm action configurations whose release storage is signed
 // (internal/releasesign) and whose Kubernetes client is confined to the release (confinedKube).
 // It is the innermost layer of every action client: everything Helm reads of a release's
 // history, and everything it applies, passes through it.
@@ -42,22 +46,22 @@ type kindPolicy struct {
 // Before the first configuration it loads the signing key and, once per cluster, takes
 // over the unsigned records an earlier version of the operator wrote (takeOver). Both wait
 // for the first reconcile, which runs on the leader only, so standbys never write.
-type trustedConfigs struct {
+type Configs struct {
 	inner     helmclient.ActionConfigGetter
 	secrets   kubernetes.Interface
 	reader    client.Reader
 	records   client.Reader // the manager's cache of release Secrets, indexed by release (releaserecords)
 	census    *releaserecords.Census
 	mapper    meta.RESTMapper
-	policies  map[schema.GroupVersionKind]kindPolicy
+	policies  map[schema.GroupVersionKind]KindPolicy
 	keySecret types.NamespacedName
 
 	mu  sync.Mutex
 	key releasesign.Key
 }
 
-func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []kindPolicy,
-	secretsPerGET int) (*trustedConfigs, error) {
+func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []KindPolicy,
+	secretsPerGET int) (*Configs, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -75,12 +79,12 @@ func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.Names
 	if _, err := inf.AddEventHandler(census); err != nil {
 		return nil, fmt.Errorf("counting release Secrets: %w", err)
 	}
-	t := &trustedConfigs{
+	t := &Configs{
 		secrets: cs, reader: mgr.GetAPIReader(), records: mgr.GetCache(), census: census, mapper: mgr.GetRESTMapper(),
-		policies: map[schema.GroupVersionKind]kindPolicy{}, keySecret: keySecret,
+		policies: map[schema.GroupVersionKind]KindPolicy{}, keySecret: keySecret,
 	}
 	for _, p := range policies {
-		t.policies[p.gvk] = p
+		t.policies[p.GVK] = p
 	}
 	t.inner, err = helmclient.NewActionConfigGetter(cfg, mgr.GetRESTMapper(), helmclient.StorageDriverMapper(t.storageDriver))
 	if err != nil {
@@ -90,7 +94,7 @@ func newTrustedConfigs(cfg *rest.Config, mgr ctrl.Manager, keySecret types.Names
 }
 
 // signingKey returns the key, loading it (and taking over unsigned records) the first time.
-func (t *trustedConfigs) signingKey(ctx context.Context) (releasesign.Key, error) {
+func (t *Configs) signingKey(ctx context.Context) (releasesign.Key, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.key != nil {
@@ -108,7 +112,7 @@ func (t *trustedConfigs) signingKey(ctx context.Context) (releasesign.Key, error
 }
 
 // ActionConfigFor is the configuration for the release of the CR obj.
-func (t *trustedConfigs) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
+func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
 	policy, ok := t.policies[obj.GetObjectKind().GroupVersionKind()]
 	if !ok {
 		return nil, fmt.Errorf("no chart policy for %s", obj.GetObjectKind().GroupVersionKind())
@@ -121,7 +125,7 @@ func (t *trustedConfigs) ActionConfigFor(ctx context.Context, obj client.Object)
 	if !ok {
 		return nil, fmt.Errorf("unexpected Helm Kubernetes client %T", cfg.KubeClient)
 	}
-	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.clusterKinds)
+	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds)
 	return cfg, nil
 }
 
@@ -131,7 +135,7 @@ func (t *trustedConfigs) ActionConfigFor(ctx context.Context, obj client.Object)
 // reconcile, and answers the same query twice from one LIST until it writes (secretmemo);
 // in a namespace crowded with release Secrets, a LIST of one release's records is made of
 // GETs by name (releaserecords).
-func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
+func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
 	if err != nil {
 		return nil, err
@@ -143,41 +147,54 @@ func (t *trustedConfigs) storageDriver(ctx context.Context, obj client.Object, _
 		records = releaserecords.New(records, t.records, t.census, ns)
 	}
 	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
-	d := &signedDriver{refused: &refusals{}}
-	d.lists = secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.refused.add))
+	d := &SignedDriver{refused: &refusals{}}
+	d.lists = secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.Refuse))
 	d.Secrets = driver.NewSecrets(d.lists)
 	return d, nil
 }
 
-// signedDriver is Helm's Secrets driver with the records it refused, for the CR's report
-// (withRecordReport), and the lists of records it remembers (freshReleaseReads).
-type signedDriver struct {
+// SignedDriver is Helm's Secrets driver with the records it refused, for the CR's report
+// (withRecordReport), and the lists of records it remembers (FreshReleaseReads).
+type SignedDriver struct {
 	*driver.Secrets
 	refused *refusals
 	lists   *secretmemo.Memo
 }
 
-// freshReleaseReads makes the storage of c read the API server again from now on, instead
+// NewSignedDriver is a SignedDriver over records that lists serves as they are (nil: none),
+// for the tests of the layers that read a driver's refusals and lists.
+func NewSignedDriver(lists *secretmemo.Memo) *SignedDriver {
+	d := &SignedDriver{refused: &refusals{}, lists: lists, Secrets: driver.NewSecrets(nil)}
+	if lists != nil {
+		d.Secrets = driver.NewSecrets(lists)
+	}
+	return d
+}
+
+// Refuse records that the record in the Secret named secret was refused, and why.
+func (d *SignedDriver) Refuse(secret string, reason error) { d.refused.add(secret, reason) }
+
+// FreshReleaseReads makes the storage of c read the API server again from now on, instead
 // of answering a list from one it made earlier in the reconcile: the release guard calls it
 // once it holds a release name's lock, so that what it reads under the lock includes what
 // another kind's reconcile wrote before releasing it.
-func freshReleaseReads(c helmclient.ActionInterface) {
+func FreshReleaseReads(c helmclient.ActionInterface) {
 	cfg := c.Config()
 	if cfg == nil || cfg.Releases == nil {
 		return
 	}
-	if s, ok := cfg.Releases.Driver.(*signedDriver); ok && s.lists != nil {
+	if s, ok := cfg.Releases.Driver.(*SignedDriver); ok && s.lists != nil {
 		s.lists.Forget()
 	}
 }
 
-// refusedRecords returns the records the storage of c refused so far, by Secret name.
-func refusedRecords(c helmclient.ActionInterface) map[string]error {
+// RefusedRecords returns the records the storage of c refused so far, by Secret name.
+func RefusedRecords(c helmclient.ActionInterface) map[string]error {
 	cfg := c.Config()
 	if cfg == nil {
 		return nil
 	}
-	if s, ok := cfg.Releases.Driver.(*signedDriver); ok {
+	if s, ok := cfg.Releases.Driver.(*SignedDriver); ok {
 		return s.refused.all()
 	}
 	return nil
@@ -206,4 +223,32 @@ func (r *refusals) all() map[string]error {
 		out[k] = v
 	}
 	return out
+}
+
+// errNoKeyYet: the signing key is loaded by the first reconcile, on the leader; the drift
+// filter does not load it.
+var errNoKeyYet = errors.New("the release signing key is not loaded yet")
+
+// StoredRelease reads a revision of the release of cr (named after it) from the signed
+// storage, once the key is loaded.
+func (t *Configs) StoredRelease(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
+	t.mu.Lock()
+	loaded := t.key != nil
+	t.mu.Unlock()
+	if !loaded {
+		return nil, errNoKeyYet
+	}
+	d, err := t.storageDriver(ctx, cr, nil)
+	if err != nil {
+		return nil, err
+	}
+	return storage.Init(d).Get(cr.GetName(), revision)
+}
+
+// ReleaseChart is the name of the chart a release record says it is of, "" if none.
+func ReleaseChart(rel *release.Release) string {
+	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
+		return ""
+	}
+	return rel.Chart.Metadata.Name
 }

@@ -1,4 +1,4 @@
-package operator
+package trustedconfig
 
 import (
 	"bytes"
@@ -72,9 +72,9 @@ func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tc := &trustedConfigs{secrets: cs, mapper: testMapper(), policies: map[schema.GroupVersionKind]kindPolicy{}}
+	tc := &Configs{secrets: cs, mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{}}
 	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
-	tc.policies[appGVK] = kindPolicy{gvk: appGVK, chart: "appservice"}
+	tc.policies[appGVK] = KindPolicy{GVK: appGVK, Chart: "appservice"}
 	tc.reader = crs{"AppService t1/kept": true, "AppService t1/reaching": true, "AppService t1/wrong-chart": true,
 		"AppService t1/cluster": true, "AppService t1/other-key": true}
 

@@ -1,4 +1,4 @@
-package operator
+package trustedconfig
 
 import (
 	"errors"

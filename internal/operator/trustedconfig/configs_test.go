@@ -1,12 +1,9 @@
-package operator
+package trustedconfig
 
 import (
 	"strings"
 	"testing"
-	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	helmtime "helm.sh/helm/v3/pkg/time"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -49,43 +46,5 @@ func TestConfinedManifest(t *testing.T) {
 		case tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)):
 			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.refuse)
 		}
-	}
-}
-
-// A pending revision is repaired only when no live operation can hold it.
-func TestMayRepair(t *testing.T) {
-	now := time.Now()
-	pending := func(age time.Duration) *release.Release {
-		return &release.Release{Info: &release.Info{Status: release.StatusPendingUpgrade, LastDeployed: helmtime.Time{Time: now.Add(-age)}}}
-	}
-	key := releaseKey("t1", "x")
-
-	noElection := newOperations()
-	if noElection.mayRepair(key, pending(time.Hour), now) {
-		t.Error("repaired without leader election")
-	}
-
-	ops := newOperations()
-	ops.elected(now.Add(-time.Minute))
-	if !ops.mayRepair(key, pending(2*time.Minute), now) {
-		t.Error("a revision begun before this process led was not repaired")
-	}
-	if ops.mayRepair(key, pending(30*time.Second), now) {
-		t.Error("a revision begun since this process leads, not by it, was repaired (another manager's live operation)")
-	}
-	if !ops.mayRepair(key, pending(staleAfter+time.Second), now) {
-		t.Error("a revision older than any operation was not repaired")
-	}
-	done := ops.start(key)
-	if ops.mayRepair(key, pending(time.Hour), now) {
-		t.Error("repaired under this process's running operation")
-	}
-	done()
-	if !ops.mayRepair(key, pending(30*time.Second), now) {
-		t.Error("this process's own ended operation was not repaired")
-	}
-	ops.forget(key)
-	if ops.mayRepair(key, pending(30*time.Second), now) {
-		t.Error("a forgotten release still counts as this process's own")
 	}
 }

@@ -1,4 +1,4 @@
-package operator
+package trustedconfig
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ const takenOverAnnotation = "warpdrive.transwarp.io/unsigned-records-taken-over"
 // kinds the chart declares, and it has hooks only if the chart has. Any other record stays
 // unsigned, so it is refused (and reported on its CR) from then on. Whatever a taken-over
 // record says, the release operations stay confined (confinedKube).
-func (t *trustedConfigs) takeOver(ctx context.Context, key releasesign.Key, keySecret *corev1.Secret) error {
+func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *corev1.Secret) error {
 	if _, done := keySecret.Annotations[takenOverAnnotation]; done {
 		return nil
 	}
@@ -93,7 +93,7 @@ func (t *trustedConfigs) takeOver(ctx context.Context, key releasesign.Key, keyS
 }
 
 // mayTakeOver returns nil if s is a record this operator could have written (see takeOver).
-func (t *trustedConfigs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
+func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 	rel, err := decodeRecord(s.Data["release"])
 	if err != nil {
 		return err
@@ -102,27 +102,27 @@ func (t *trustedConfigs) mayTakeOver(ctx context.Context, s *corev1.Secret) erro
 		s.Labels["name"] != rel.Name {
 		return fmt.Errorf("record of release %s/%s revision %d is stored as %s/%s", rel.Namespace, rel.Name, rel.Version, s.Namespace, s.Name)
 	}
-	chartName := releaseChart(rel)
+	chartName := ReleaseChart(rel)
 	for _, p := range t.policies {
-		if p.chart != chartName {
+		if p.Chart != chartName {
 			continue
 		}
 		cr := &unstructured.Unstructured{}
-		cr.SetGroupVersionKind(p.gvk)
+		cr.SetGroupVersionKind(p.GVK)
 		if err := t.reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: rel.Name}, cr); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			return err
 		}
-		if len(rel.Hooks) > 0 && !p.hooks {
+		if len(rel.Hooks) > 0 && !p.Hooks {
 			return fmt.Errorf("the record has hooks and chart %s has none", chartName)
 		}
 		manifests := []string{rel.Manifest}
 		for _, h := range rel.Hooks {
 			manifests = append(manifests, h.Manifest)
 		}
-		return confinedManifest(t.mapper, s.Namespace, p.clusterKinds, manifests...)
+		return confinedManifest(t.mapper, s.Namespace, p.ClusterKinds, manifests...)
 	}
 	return fmt.Errorf("no custom resource %s/%s of a kind with chart %q", s.Namespace, rel.Name, chartName)
 }
