@@ -57,49 +57,6 @@ type rolloutStatus struct {
 	baseline rollout.Baseline
 }
 
-// statusChart is the status.chart the manager writes for cr: the chart of the release as
-// the outcome saw it (or, before this process has seen it deployed, as the status says),
-// whether it is behind the carried chart, and the failure mark. Nil when the chart of the
-// release is not known yet.
-func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map[string]any {
-	old, _, _ := unstructured.NestedMap(cr.Object, "status", "chart")
-	ch := map[string]any{}
-	if o.chartSet {
-		ch[chartVersion], ch[chartDigest], ch[chartRevision] = o.chart.version, o.chart.digest, o.chart.revision
-		if !o.chart.deployed.IsZero() {
-			ch[chartLastDeployed] = o.chart.deployed.UTC().Format(time.RFC3339)
-		}
-	} else {
-		for _, k := range []string{chartVersion, chartDigest, chartRevision, chartLastDeployed} {
-			if v, ok := old[k]; ok {
-				ch[k] = v
-			}
-		}
-	}
-	digest, _ := ch[chartDigest].(string)
-	if digest == "" {
-		return nil
-	}
-	ch[chartBehind] = digest != rs.targetDigest
-	failed := rs.failedDigest
-	if !rs.known {
-		if f, _ := old[chartFailed].(string); f == rs.targetDigest {
-			failed = f
-		}
-	}
-	if failed != "" {
-		ch[chartFailed] = failed
-	}
-	baseline := baselineField(rs.baseline)
-	if !rs.known {
-		baseline, _ = old[chartBaseline].(map[string]any)
-	}
-	if baseline != nil {
-		ch[chartBaseline] = baseline
-	}
-	return ch
-}
-
 // baselineField is status.chart.baseline for b; nil for none.
 func baselineField(b rollout.Baseline) map[string]any {
 	if b.Digest == "" {

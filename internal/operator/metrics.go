@@ -39,8 +39,8 @@ var (
 )
 
 // managerCollectors are the metrics above, registered once with controller-runtime's
-// registry, which the manager serves.
-var managerCollectors = []prometheus.Collector{fleet, rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves}
+// registry, which the manager serves. The per-CR series are Setup's (registerFleet).
+var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves}
 
 func init() {
 	metrics.Registry.MustRegister(managerCollectors...)
@@ -67,8 +67,17 @@ var (
 		"1 if the last install or upgrade of the CR's release succeeded, 0 if it failed.", crLabels, nil)
 )
 
-// fleet holds the per-CR series of every kind.
-var fleet = &fleetSeries{crs: map[crKey]*crSeries{}}
+// newFleetSeries is an empty collector of the per-CR series of every kind: Setup makes one,
+// registers it (registerFleet) and hands it to what writes them, the outcomes layer of each
+// pipeline and each readiness controller.
+func newFleetSeries() *fleetSeries { return &fleetSeries{crs: map[crKey]*crSeries{}} }
+
+// registerFleet registers f with the registry the manager serves, in place of the collector of
+// an earlier Setup in this process (the integration test sets up more than one manager).
+func registerFleet(f *fleetSeries) error {
+	metrics.Registry.Unregister(f)
+	return metrics.Registry.Register(f)
+}
 
 // fleetSeries is the collector of the per-CR metrics. It keeps each CR's values in a small
 // struct and builds the series only when scraped: a GaugeVec keeps every series as a metric
@@ -84,7 +93,7 @@ type crKey struct{ kind, namespace, name string }
 
 // crSeries is what the series of one CR say; a series is exported once its value is known.
 type crSeries struct {
-	observed       bool // ready and stalled are known (the readiness controller decided)
+	decided        bool // ready and stalled are known (the readiness controller decided)
 	ready, stalled bool
 	chartKnown     bool // behind and version are known
 	behind         bool
@@ -108,12 +117,12 @@ func (f *fleetSeries) series(key crKey) *crSeries {
 
 // observe sets cr's series from the status the readiness controller decided. While the
 // release's chart is unknown, the chart's series keep their last values.
-func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, mf managerFields) {
+func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, conditions []metav1.Condition, chart map[string]any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.series(crKey{kind, cr.GetNamespace(), cr.GetName()})
-	s.observed, s.ready, s.stalled = true, false, false
-	for _, c := range mf.conditions {
+	s.decided, s.ready, s.stalled = true, false, false
+	for _, c := range conditions {
 		switch {
 		case c.Type == readiness.Ready && c.Status == metav1.ConditionTrue:
 			s.ready = true
@@ -121,13 +130,13 @@ func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, mf man
 			s.stalled = true
 		}
 	}
-	if mf.chart == nil {
+	if chart == nil {
 		return
 	}
 	s.chartKnown = true
-	s.behind, _ = mf.chart[chartBehind].(bool)
-	s.version, _ = mf.chart[chartVersion].(string)
-	if rev, ok := mf.chart[chartRevision].(int64); ok {
+	s.behind, _ = chart[chartBehind].(bool)
+	s.version, _ = chart[chartVersion].(string)
+	if rev, ok := chart[chartRevision].(int64); ok {
 		s.revisionKnown, s.revision = true, rev
 	}
 }
@@ -174,7 +183,7 @@ func (f *fleetSeries) Collect(ch chan<- prometheus.Metric) {
 	f.mu.Unlock()
 	for _, e := range entries {
 		k, s := e.k, e.s
-		if s.observed {
+		if s.decided {
 			gauge(crReady, one(s.ready), k.kind, k.namespace, k.name)
 			gauge(crStalled, one(s.stalled), k.kind, k.namespace, k.name)
 		}

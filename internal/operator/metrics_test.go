@@ -26,7 +26,10 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	for _, c := range managerCollectors {
+	if err := registerFleet(newFleetSeries()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append([]prometheus.Collector{newFleetSeries()}, managerCollectors...) {
 		err := metrics.Registry.Register(c)
 		if are := (prometheus.AlreadyRegisteredError{}); !errors.As(err, &are) {
 			t.Errorf("a collector of the manager is not registered with the served registry: %v", err)
@@ -133,7 +136,7 @@ func TestDashboardsUseExportedMetrics(t *testing.T) {
 // The per-CR series follow what the readiness controller decided and the Helm operations'
 // outcomes: a new chart version replaces the chart's series, and a CR that is gone has none.
 func TestFleetSeries(t *testing.T) {
-	f := &fleetSeries{crs: map[crKey]*crSeries{}}
+	f := newFleetSeries()
 	cr := &unstructured.Unstructured{}
 	cr.SetNamespace("team-a")
 	cr.SetName("web")
@@ -151,7 +154,7 @@ func TestFleetSeries(t *testing.T) {
 	help := func(name, text string) string { return "# HELP " + name + " " + text + "\n# TYPE " + name + " gauge\n" }
 
 	// Before its chart is known, a CR has its conditions' series only.
-	f.observe("AppService", cr, managerFields{conditions: []metav1.Condition{ready, stalled}})
+	f.observe("AppService", cr, []metav1.Condition{ready, stalled}, nil)
 	expect("conditions only", help("warpdrive_cr_ready", "1 while the CR's Ready condition is True at its generation, else 0.")+
 		`warpdrive_cr_ready{kind="AppService",name="web",namespace="team-a"} 1
 `+help("warpdrive_cr_stalled", "1 while the CR's Stalled condition is True, else 0.")+
@@ -161,8 +164,8 @@ func TestFleetSeries(t *testing.T) {
 	chart := func(version string, revision int64, behind bool) map[string]any {
 		return map[string]any{chartVersion: version, chartRevision: revision, chartBehind: behind}
 	}
-	f.observe("AppService", cr, managerFields{conditions: []metav1.Condition{stalled}, chart: chart("1.0.0", 3, true)})
-	f.observe("AppService", cr, managerFields{conditions: []metav1.Condition{ready}, chart: chart("1.1.0", 4, false)})
+	f.observe("AppService", cr, []metav1.Condition{stalled}, chart("1.0.0", 3, true))
+	f.observe("AppService", cr, []metav1.Condition{ready}, chart("1.1.0", 4, false))
 	f.helmOperation("AppService", "team-a", "web", 1500*time.Millisecond, errors.New("timed out"))
 	expect("after an upgrade to 1.1.0 and a failed operation",
 		help("warpdrive_cr_ready", "1 while the CR's Ready condition is True at its generation, else 0.")+

@@ -138,6 +138,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	log := ctrl.Log.WithName("operator")
+	fleet := newFleetSeries() // the per-CR series: see metrics.go
+	if err := registerFleet(fleet); err != nil {
+		return fmt.Errorf("registering the per-CR metrics: %w", err)
+	}
 	ops := newOperations() // Helm operations in progress, across kinds: see pendingrepair.go
 	if opts.LeaderElection {
 		if err := mgr.Add(leaderRunnable(func(context.Context) { ops.elected(time.Now()) })); err != nil {
@@ -173,7 +177,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		// from the API server, N CRs decoded per event: O(N^2) through a wave of creates or
 		// deletes (docs/bench/memory.md, "the rollout's list").
 		roll := newKindRollout(w.GroupVersionKind, selector, policy, w.Chart, mgr.GetCache(), recorder, outcomes.notify)
-		getter := pipeline{chart: w.Chart, gate: roll, locks: locks, ops: ops, status: cl, outcomes: outcomes,
+		getter := pipeline{chart: w.Chart, gate: roll, locks: locks, ops: ops, status: cl, outcomes: outcomes, metrics: fleet,
 			versions: versions, cluster: cluster, recorder: recorder}.build(engine)
 		r, err := reconciler.New(
 			reconciler.WithChart(*w.Chart),
@@ -204,7 +208,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 		}
 		rr := &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
-			outcomes: outcomes, rollout: roll, now: metav1.Now}
+			outcomes: outcomes, rollout: roll, metrics: fleet, now: metav1.Now}
 		if err := rr.setup(mgr); err != nil {
 			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
 		}

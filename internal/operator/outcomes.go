@@ -172,14 +172,14 @@ func (o *outcomes) tell(cr client.Object) {
 // withOutcomes hands out action clients that record each failed attempt in o. Successes are
 // recorded by the post-hook (recordSuccess), which runs only once the whole install, upgrade
 // or drift repair has succeeded.
-func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes) helmclient.ActionClientGetter {
+func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes, metrics *fleetSeries) helmclient.ActionClientGetter {
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
 		c, err := getter.ActionClientFor(ctx, cr)
 		if err != nil {
 			o.failed(cr, readiness.Failure{Reason: "ErrorGettingClient", Step: "reconcile", Message: err.Error()})
 			return nil, err
 		}
-		return outcomeClient{ActionInterface: c, obj: cr, outcomes: o}, nil
+		return outcomeClient{ActionInterface: c, obj: cr, outcomes: o, metrics: metrics}, nil
 	})
 }
 
@@ -187,6 +187,7 @@ type outcomeClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
 	outcomes *outcomes
+	metrics  *fleetSeries // the last install's or upgrade's duration and result
 }
 
 func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
@@ -200,7 +201,7 @@ func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.
 func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
 	start := time.Now()
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	fleet.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+	c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	if err != nil {
 		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
 	}
@@ -211,7 +212,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	start := time.Now()
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	if !isDryRun(opts) {
-		fleet.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+		c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	}
 	if err != nil {
 		reason := reasonUpgradeFailed

@@ -1,8 +1,6 @@
 package operator
 
 import (
-	"context"
-
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -91,15 +89,9 @@ type pipeline struct {
 	recorder record.EventRecorder // the kind's reconciler's, so that Events share its source
 	status   client.StatusClient  // writes the record report's condition
 	outcomes *outcomes            // the kind's, read by its readiness controller
+	metrics  *fleetSeries         // the manager's per-CR series (metrics.go)
 	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
-}
-
-// layer is one layer of a pipeline: wrap hands out the action clients of the layer below,
-// each wrapped for the CR it serves.
-type layer struct {
-	name string
-	wrap func(below helmclient.ActionClientGetter) helmclient.ActionClientGetter
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
@@ -124,7 +116,7 @@ func (p pipeline) layers() []layer {
 			return withRecordReport(g, p.recorder, p.status)
 		}},
 		{"outcomes", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withOutcomes(g, p.outcomes)
+			return withOutcomes(g, p.outcomes, p.metrics)
 		}},
 		{"release versions", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withReleaseVersions(g, p.versions)
@@ -136,15 +128,6 @@ func (p pipeline) layers() []layer {
 // is given.
 func (p pipeline) build(engine helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 	return stack(engine, p.layers())
-}
-
-// stack wraps engine in layers, the first next to the engine.
-func stack(engine helmclient.ActionClientGetter, layers []layer) helmclient.ActionClientGetter {
-	g := engine
-	for _, l := range layers {
-		g = l.wrap(g)
-	}
-	return g
 }
 
 // newHelmEngine makes the innermost action client getter of one kind, over the trusted
@@ -174,16 +157,4 @@ func newHelmEngine(acg helmclient.ActionConfigGetter, hooks bool) (helmclient.Ac
 		helmclient.AppendInstallFailureUninstallOptions(func(u *action.Uninstall) error { u.DisableHooks = noHooks; return nil }),
 		helmclient.AppendUpgradeFailureRollbackOptions(func(r *action.Rollback) error { r.DisableHooks = noHooks; return nil }),
 	)
-}
-
-// wrapActionClients returns a getter that hands out the action clients of getter, each
-// wrapped by wrap for the CR it serves: how most layers are made (see pipeline).
-func wrapActionClients(getter helmclient.ActionClientGetter, wrap func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface) helmclient.ActionClientGetter {
-	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
-		c, err := getter.ActionClientFor(ctx, cr)
-		if err != nil {
-			return nil, err
-		}
-		return wrap(c, cr), nil
-	})
 }

@@ -51,6 +51,7 @@ type readinessReconciler struct {
 	selector labels.Selector
 	outcomes *outcomes
 	rollout  rolloutSource // status.chart and ChartRollout: the kind's rollout controller
+	metrics  *fleetSeries  // the CR's Ready and Stalled, and its chart's series
 	now      func() metav1.Time
 }
 
@@ -75,7 +76,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.reader.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.outcomes.forget(req.NamespacedName)
-			fleet.forget(r.gvk.Kind, req.NamespacedName)
+			r.metrics.forget(r.gvk.Kind, req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -87,7 +88,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, nil
 	}
 	want := managerStatus(cr, o, r.now(), r.rollout.status(cr))
-	fleet.observe(r.gvk.Kind, cr, want)
+	r.metrics.observe(r.gvk.Kind, cr, want.conditions, want.chart)
 	if !want.differs(cr) {
 		return reconcile.Result{}, nil
 	}
@@ -203,4 +204,47 @@ func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.
 		},
 		"status": status,
 	}}
+}
+
+// statusChart is the status.chart the manager writes for cr: the chart of the release as
+// the outcome saw it (or, before this process has seen it deployed, as the status says),
+// whether it is behind the carried chart, and the failure mark. Nil when the chart of the
+// release is not known yet.
+func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map[string]any {
+	old, _, _ := unstructured.NestedMap(cr.Object, "status", "chart")
+	ch := map[string]any{}
+	if o.chartSet {
+		ch[chartVersion], ch[chartDigest], ch[chartRevision] = o.chart.version, o.chart.digest, o.chart.revision
+		if !o.chart.deployed.IsZero() {
+			ch[chartLastDeployed] = o.chart.deployed.UTC().Format(time.RFC3339)
+		}
+	} else {
+		for _, k := range []string{chartVersion, chartDigest, chartRevision, chartLastDeployed} {
+			if v, ok := old[k]; ok {
+				ch[k] = v
+			}
+		}
+	}
+	digest, _ := ch[chartDigest].(string)
+	if digest == "" {
+		return nil
+	}
+	ch[chartBehind] = digest != rs.targetDigest
+	failed := rs.failedDigest
+	if !rs.known {
+		if f, _ := old[chartFailed].(string); f == rs.targetDigest {
+			failed = f
+		}
+	}
+	if failed != "" {
+		ch[chartFailed] = failed
+	}
+	baseline := baselineField(rs.baseline)
+	if !rs.known {
+		baseline, _ = old[chartBaseline].(map[string]any)
+	}
+	if baseline != nil {
+		ch[chartBaseline] = baseline
+	}
+	return ch
 }
