@@ -43,7 +43,7 @@ func chartOf(rel *release.Release) (deployedChart, bool) {
 	return c, true
 }
 
-// rolloutStatus is the rollout controller's word on one CR (rollout.go), for its status.
+// rolloutStatus is the rollout controller's word on one CR (rollout_controller.go), for its status.
 type rolloutStatus struct {
 	// targetVersion and targetDigest are the chart the operator carries.
 	targetVersion, targetDigest string

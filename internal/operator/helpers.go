@@ -7,8 +7,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 )
 
-// Reasons of a failed release operation: of the Warning Event on the CR (releaseevents.go)
-// and of the failure that the CR's Ready and Stalled conditions report (outcomes.go), so
+// Reasons of a failed release operation: of the Warning Event on the CR (layer_releaseevents.go)
+// and of the failure that the CR's Ready and Stalled conditions report (layer_outcomes.go), so
 // that both say the same.
 const (
 	reasonInstallFailed   = "InstallFailed"

@@ -9,11 +9,11 @@
 //     of what the release should be does;
 //   - release records are signed, and Helm reads only the operator's own (trustedconfig/,
 //     internal/releasesign): a namespace editor cannot forge or alter a record to steer
-//     the operator; refused records are reported on the CR (recordreport.go);
+//     the operator; refused records are reported on the CR (layer_recordreport.go);
 //   - every release operation is confined to the release's namespace and the cluster-scoped
 //     kinds its chart declares (trustedconfig/confinement.go), and hooks run only for charts that have
 //     them;
-//   - a reconciler touches only releases of its own chart (releaseguard.go): a CR named like
+//   - a reconciler touches only releases of its own chart (layer_releaseguard.go): a CR named like
 //     another kind's CR in its namespace cannot take over that CR's release, even when both
 //     are created at once;
 //   - the objects of each release are watched, so that a hand edit or deletion is repaired at
@@ -22,13 +22,13 @@
 //   - a watch's own reconcilePeriod and maxConcurrentReconciles in watches.yaml are honoured
 //     (the stock command reads only its flags);
 //   - a release left pending by an interrupted operation is marked failed and retried
-//     (pendingrepair.go); a CR whose release Secrets were deleted under it (with its
-//     namespace) still has its cluster-scoped objects deleted (orphansweep.go), and so does
+//     (layer_pendingrepair.go); a CR whose release Secrets were deleted under it (with its
+//     namespace) still has its cluster-scoped objects deleted (layer_orphansweep.go), and so does
 //     a CR that went without any uninstall, such as by a finalizer removed by hand
-//     (orphancollector.go); failed Helm operations are recorded as Events on the CR
-//     (releaseevents.go);
+//     (orphan_controller.go); failed Helm operations are recorded as Events on the CR
+//     (layer_releaseevents.go);
 //   - status.deployedRelease names the release's revision and chart version instead of
-//     copying its rendered manifest (statusclient.go, releaseversions.go), unless
+//     copying its rendered manifest (statusclient.go, layer_releaseversions.go), unless
 //     Options.StatusReleaseManifest asks for the stock shape.
 //
 // # The pipeline
@@ -64,7 +64,7 @@
 //	success           the post-hook recordSuccess counts it in outcomes
 //
 // The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
-// (readiness.go).
+// (readiness_controller.go).
 package operator
 
 import (
@@ -108,7 +108,7 @@ type Options struct {
 	// StatusReleaseManifest keeps the release's rendered manifest in status.deployedRelease,
 	// as the stock helm-operator writes it (statusclient.go).
 	StatusReleaseManifest bool
-	// Rollouts are the chart rollout policies by kind (rollout.go, docs/rollouts.md).
+	// Rollouts are the chart rollout policies by kind (rollout_controller.go, docs/rollouts.md).
 	Rollouts rollout.Policies
 }
 
@@ -121,7 +121,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.SigningKey.Name == "" || opts.SigningKey.Namespace == "" {
 		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
 	}
-	versions := newReleaseVersions() // the releases handed to the reconcilers: see releaseversions.go
+	versions := newReleaseVersions() // the releases handed to the reconcilers: see layer_releaseversions.go
 	cl := statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
 		releaseManifest: opts.StatusReleaseManifest}
 	policies := make([]trustedconfig.KindPolicy, 0, len(ws))
@@ -142,13 +142,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := registerFleet(fleet); err != nil {
 		return fmt.Errorf("registering the per-CR metrics: %w", err)
 	}
-	ops := newOperations() // Helm operations in progress, across kinds: see pendingrepair.go
+	ops := newOperations() // Helm operations in progress, across kinds: see layer_pendingrepair.go
 	if opts.LeaderElection {
 		if err := mgr.Add(leaderRunnable(func(context.Context) { ops.elected(time.Now()) })); err != nil {
 			return err
 		}
 	}
-	locks := newKeyedMutex()                                // one release name, across kinds: see releaseguard.go
+	locks := newKeyedMutex()                                // one release name, across kinds: see layer_releaseguard.go
 	manifests := newReleaseManifests(configs.StoredRelease) // for the drift filter: see drift.go
 	for i, w := range ws {
 		engine, err := newHelmEngine(configs, policies[i].Hooks)
@@ -162,7 +162,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if w.MaxConcurrentReconciles != nil {
 			concurrency = *w.MaxConcurrentReconciles
 		}
-		outcomes := newOutcomes() // how each visit ended: see outcomes.go and readiness.go
+		outcomes := newOutcomes() // how each visit ended: see layer_outcomes.go and readiness_controller.go
 		cluster := clusterObjects{kinds: policies[i].ClusterKinds, mapper: mgr.GetRESTMapper(),
 			reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
 		// The reconciler's own recorder name, so that these Events share its source.
@@ -223,7 +223,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	return setupOrphanCollectors(mgr, policies)
 }
 
-// setupOrphanCollectors adds an orphan collector (orphancollector.go) for each cluster-scoped
+// setupOrphanCollectors adds an orphan collector (orphan_controller.go) for each cluster-scoped
 // kind that a chart declares, for the CR kinds whose charts declare it. A kind the API server
 // does not serve has no objects to collect.
 func setupOrphanCollectors(mgr ctrl.Manager, policies []trustedconfig.KindPolicy) error {

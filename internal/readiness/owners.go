@@ -59,7 +59,7 @@ var (
 		Conditions:   []string{"Initialized", "Deployed", "ReleaseFailed", "Irreconcilable", Paused, "ReleaseRecordRefused"},
 	}
 	// ManagerStatus is the manager's readiness controller: the outcome of Decide, and the
-	// chart rollout's word on the CR (internal/operator/rollout.go).
+	// chart rollout's word on the CR (internal/operator/rollout_controller.go).
 	ManagerStatus = StatusOwner{
 		FieldManager: ManagerFieldManager,
 		Process:      ProcessManager,

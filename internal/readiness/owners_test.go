@@ -47,7 +47,7 @@ func TestStatusOwnersDoNotOverlap(t *testing.T) {
 func TestDecideWritesTheManagersConditions(t *testing.T) {
 	d := Decide(State{Generation: 1})
 	// ChartRollout is the rollout controller's word, which the readiness controller writes
-	// beside Decide's (internal/operator/rollout.go).
+	// beside Decide's (internal/operator/rollout_controller.go).
 	got := []string{d.Ready.Type, d.Reconciling.Type, d.Stalled.Type, ChartRollout}
 	if strings.Join(got, ",") != strings.Join(ManagerStatus.Conditions, ",") {
 		t.Errorf("Decide writes %v, ManagerStatus declares %v", got, ManagerStatus.Conditions)

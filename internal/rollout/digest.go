@@ -1,6 +1,6 @@
 // Package rollout decides how a new chart reaches the custom resources of one kind: which
 // of them may move to it now, in waves, and when the rollout halts. It is pure: the
-// operator's rollout controller (internal/operator/rollout.go) observes the CRs, asks Decide,
+// operator's rollout controller (internal/operator/rollout_controller.go) observes the CRs, asks Decide,
 // and acts on the answer. docs/rollouts.md explains the behaviour.
 package rollout
 

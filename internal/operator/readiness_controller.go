@@ -27,7 +27,7 @@ import (
 //
 // Its loop, one controller per kind:
 //
-//  1. The helm reconciler records each visit's outcome (outcomes.go) and wakes this
+//  1. The helm reconciler records each visit's outcome (layer_outcomes.go) and wakes this
 //     controller; so does every change of the CR, its status included (the sidecar's
 //     RolledOut condition, helm-operator-plugins' Paused).
 //  2. sync reads the CR from the cache and its outcome from memory, and asks

@@ -26,7 +26,7 @@ import (
 // handled. The helm reconciler writes its own conditions only when they change, so an
 // attempt that fails like the one before, or a reconcile that finds nothing to change,
 // leaves no trace on the CR; this is where they are counted. The readiness controller
-// (readiness.go) turns them into status.observedGeneration and Ready, Reconciling and
+// (readiness_controller.go) turns them into status.observedGeneration and Ready, Reconciling and
 // Stalled, and is told of each new outcome through notify.
 //
 // It holds only what this process saw: after a restart, the status the previous leader
@@ -217,7 +217,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if err != nil {
 		reason := reasonUpgradeFailed
 		if isDryRun(opts) {
-			reason = "DryRunFailed" // the spec does not render or is refused: see releaseevents.go
+			reason = "DryRunFailed" // the spec does not render or is refused: see layer_releaseevents.go
 		}
 		c.outcomes.failed(c.obj, readiness.Failure{Reason: reason, Step: "upgrade", Message: err.Error()})
 	}

@@ -37,7 +37,7 @@ func (r crRef) String() string { return r.kind.String() + "/" + r.key.String() }
 //
 // Kubernetes' garbage collector cannot do it: a cluster-scoped object cannot have a
 // namespaced owner. The uninstall finalizer normally deletes these objects with the release,
-// and the orphan sweep (orphansweep.go) when the release records went first. Neither helps
+// and the orphan sweep (layer_orphansweep.go) when the release records went first. Neither helps
 // when the CR goes without an uninstall that saw the object: a namespace editor who removes
 // the finalizer by hand (the release's namespaced objects then go with their owner
 // references, its StorageClass stays), or an install that was still applying the release

@@ -48,7 +48,7 @@ const (
 // manager, that observes every CR of the kind (their status.chart and conditions), asks
 // rollout.Decide which may move to the chart the operator carries, and acts on the plan:
 //
-//   - the rollout gate of the kind's pipeline (rolloutgate.go) asks it whether a CR may move
+//   - the rollout gate of the kind's pipeline (layer_rolloutgate.go) asks it whether a CR may move
 //     (admits, rollsBack); before its first plan nothing moves;
 //   - CRs it newly admits, and failed CRs to roll back, are sent to the helm reconciler
 //     (wake), whose own watch ignores status changes;

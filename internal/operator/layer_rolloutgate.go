@@ -13,7 +13,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
-// chartGate is the rollout controller of a kind as the rollout gate asks it (rollout.go).
+// chartGate is the rollout controller of a kind as the rollout gate asks it (rollout_controller.go).
 type chartGate interface {
 	// carries reports whether c is the chart the operator carries for the kind.
 	carries(c *chart.Chart) bool
