@@ -31,61 +31,28 @@
 //     copying its rendered manifest (statusclient.go, layer_releaseversions.go), unless
 //     Options.StatusReleaseManifest asks for the stock shape.
 //
-// # The pipeline
+// # How it is built
 //
-// Each reconciler runs Helm through a pipeline (pipeline.go): the Helm engine under a chain
-// of action-client layers, from the engine outwards release guard, pending repair, orphan
-// sweep, release events, record report and outcomes. The reconciler calls the outermost;
-// each call goes down the chain to the engine and its result comes back up. One reconcile of
-// a CR, as helm-operator-plugins' reconciler (v0.9.1) makes its calls, and the layers that
-// act on each (a layer not named passes the call on):
-//
-//	ActionClientFor   every layer wraps the client for the CR; outcomes counts a failure
-//	Get               guard: another chart's release is an error; repair: a pending
-//	                  revision no operation runs on is marked failed; events: a Warning if
-//	                  the release exists but cannot be read; record report; outcomes: failure
-//	if the CR is being deleted:
-//	  Uninstall       guard: another chart's release is "not found" and left alone;
-//	                  repair: tracks the operation; sweep: no release left, so its
-//	                  cluster-scoped objects are deleted; events: a Warning if it failed;
-//	                  record report. No error, or "not found": the finalizer is removed.
-//	otherwise, Get again (as above), then
-//	  no release:     Install: guard: refused, under the name's lock, if another chart's
-//	                  release appeared; repair: tracks it, and on failure marks its pending
-//	                  revisions failed; events: Warning InstallFailed; record report;
-//	                  outcomes: failure
-//	  a release:      dry-run Upgrade (does the spec change the release?): guard, under the
-//	                  lock; repair: tracks it; events: Warning UpgradeFailed; record
-//	                  report; outcomes: DryRunFailed
-//	    it changes, or the release failed: Get, then Upgrade: as the dry run, and repair
-//	                  marks the pending revisions failed when it fails
-//	    it does not:  Reconcile (repairs drifted objects): events: Warning ReconcileFailed;
-//	                  outcomes: failure
-//	success           the post-hook recordSuccess counts it in outcomes
-//
-// The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
-// (readiness_controller.go).
+// Setup makes what the kinds share and, for each kind, its controllers (kind.go: setupKind,
+// and kindControllers, whose doc draws how a CR moves between them). Each helm reconciler
+// runs Helm through a pipeline of layers, listed once, in pipeline.go; the Helm action
+// configurations under every pipeline (signed records, confinement, take-over) are
+// trustedconfig's.
 package operator
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
-	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
@@ -112,7 +79,8 @@ type Options struct {
 	Rollouts rollout.Policies
 }
 
-// Setup adds a helm reconciler to mgr for every kind in the watches file.
+// Setup adds to mgr, for every kind in the watches file, the kind's controllers (setupKind,
+// kind.go), and the orphan collectors of the cluster-scoped kinds the charts declare.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	ws, err := watches.Load(opts.WatchesFile)
 	if err != nil {
@@ -122,8 +90,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
 	}
 	versions := newReleaseVersions() // the releases handed to the reconcilers: see layer_releaseversions.go
-	cl := statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
-		releaseManifest: opts.StatusReleaseManifest}
+	s := shared{period: opts.ReconcilePeriod, concurrency: opts.MaxConcurrentReconciles,
+		history: opts.MaxReleaseHistory, rollouts: opts.Rollouts, versions: versions,
+		status: statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
+			releaseManifest: opts.StatusReleaseManifest}}
 	policies := make([]trustedconfig.KindPolicy, 0, len(ws))
 	for _, w := range ws {
 		clusterKinds, err := chartpolicy.ClusterScopedKinds(w.Chart)
@@ -133,92 +103,31 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		policies = append(policies, trustedconfig.KindPolicy{GVK: w.GroupVersionKind, Chart: w.Chart.Name(),
 			ClusterKinds: clusterKinds, Hooks: chartpolicy.HasHooks(w.Chart)})
 	}
-	configs, err := trustedconfig.New(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET)
-	if err != nil {
+	if s.configs, err = trustedconfig.New(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET); err != nil {
 		return err
 	}
-	log := ctrl.Log.WithName("operator")
-	fleet := newFleetSeries() // the per-CR series: see metrics.go
-	if err := registerFleet(fleet); err != nil {
+	s.ops = newOperations() // Helm operations in progress, across kinds: see layer_pendingrepair.go
+	if opts.LeaderElection {
+		if err := mgr.Add(leaderRunnable(func(context.Context) { s.ops.elected(time.Now()) })); err != nil {
+			return err
+		}
+	}
+	s.locks = newKeyedMutex()                                  // one release name, across kinds: see layer_releaseguard.go
+	s.manifests = newReleaseManifests(s.configs.StoredRelease) // for the drift filter: see drift.go
+	s.metrics = newFleetSeries()                               // the per-CR series: see metrics.go
+	if err := registerFleet(s.metrics); err != nil {
 		return fmt.Errorf("registering the per-CR metrics: %w", err)
 	}
-	ops := newOperations() // Helm operations in progress, across kinds: see layer_pendingrepair.go
-	if opts.LeaderElection {
-		if err := mgr.Add(leaderRunnable(func(context.Context) { ops.elected(time.Now()) })); err != nil {
-			return err
-		}
-	}
-	locks := newKeyedMutex()                                // one release name, across kinds: see layer_releaseguard.go
-	manifests := newReleaseManifests(configs.StoredRelease) // for the drift filter: see drift.go
+	log := ctrl.Log.WithName("operator")
 	for i, w := range ws {
-		engine, err := newHelmEngine(configs, policies[i].Hooks)
+		k, err := setupKind(mgr, w, policies[i], s)
 		if err != nil {
 			return err
-		}
-		period, concurrency := opts.ReconcilePeriod, opts.MaxConcurrentReconciles
-		if w.ReconcilePeriod != nil {
-			period = w.ReconcilePeriod.Duration
-		}
-		if w.MaxConcurrentReconciles != nil {
-			concurrency = *w.MaxConcurrentReconciles
-		}
-		outcomes := newOutcomes() // how each visit ended: see layer_outcomes.go and readiness_controller.go
-		cluster := clusterObjects{kinds: policies[i].ClusterKinds, mapper: mgr.GetRESTMapper(),
-			reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
-		// The reconciler's own recorder name, so that these Events share its source.
-		recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
-		selector, err := metav1.LabelSelectorAsSelector(w.Selector)
-		if err != nil {
-			return fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)
-		}
-		policy := opts.Rollouts.For(w.GroupVersionKind.Kind)
-		// The rollout lists every CR of the kind at each plan, and plans on every CR event: from
-		// the cache (which its watch fills anyway). The client would read unstructured objects
-		// from the API server, N CRs decoded per event: O(N^2) through a wave of creates or
-		// deletes (docs/bench/memory.md, "the rollout's list").
-		roll := newKindRollout(w.GroupVersionKind, selector, policy, w.Chart, mgr.GetCache(), recorder, outcomes.notify)
-		getter := pipeline{chart: w.Chart, gate: roll, locks: locks, ops: ops, status: cl, outcomes: outcomes, metrics: fleet,
-			versions: versions, cluster: cluster, recorder: recorder}.build(engine)
-		r, err := reconciler.New(
-			reconciler.WithChart(*w.Chart),
-			reconciler.WithGroupVersionKind(w.GroupVersionKind),
-			reconciler.WithOverrideValues(w.OverrideValues),
-			reconciler.WithSelector(*w.Selector),
-			// The stock run command passes watchDependentResources itself here, so its
-			// default (true) turns the watches off and drift waits for the periodic pass.
-			reconciler.SkipDependentWatches(!*w.WatchDependentResources),
-			reconciler.WithMaxConcurrentReconciles(concurrency),
-			reconciler.WithReconcilePeriod(period),
-			reconciler.WithMaxReleaseHistory(opts.MaxReleaseHistory),
-			reconciler.WithInstallAnnotations(annotation.DefaultInstallAnnotations...),
-			reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
-			reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
-			reconciler.WithClient(cl),
-			reconciler.WithActionClientGetter(getter),
-			reconciler.WithPostHook(recordSuccess(outcomes)),
-			reconciler.WithPauseReconcileHandler(pauseHandler(outcomes)),
-			reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
-				return c.Watch(roll.wakeSource()) // the CRs the rollout admits
-			}),
-		)
-		if err != nil {
-			return fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
-		}
-		if err := r.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, manifests)); err != nil {
-			return fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
-		}
-		rr := &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind, selector: selector,
-			outcomes: outcomes, rollout: roll, metrics: fleet, now: metav1.Now}
-		if err := rr.setup(mgr); err != nil {
-			return fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
-		}
-		if err := roll.setup(mgr); err != nil {
-			return fmt.Errorf("rollout controller for %s: %w", w.GroupVersionKind, err)
 		}
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
-			"reconcilePeriod", period, "maxConcurrentReconciles", concurrency,
+			"reconcilePeriod", k.period, "maxConcurrentReconciles", k.concurrency,
 			"clusterScopedKinds", policies[i].ClusterKinds, "hooks", policies[i].Hooks,
-			"chart", w.Chart.Metadata.Version, "chartDigest", roll.carried.digest, "rollout", policy.String())
+			"chart", w.Chart.Metadata.Version, "chartDigest", k.rollout.carried.digest, "rollout", k.rollout.policy.String())
 	}
 	return setupOrphanCollectors(mgr, policies)
 }
@@ -251,20 +160,6 @@ func setupOrphanCollectors(mgr ctrl.Manager, policies []trustedconfig.KindPolicy
 		}
 	}
 	return nil
-}
-
-// pauseHandler stops every reconcile of a CR whose pause annotation is "true"
-// (helm-operator-plugins then sets its Paused condition), and records the visit so that
-// Ready and Reconciling say that the CR is paused.
-func pauseHandler(o *outcomes) reconciler.PauseReconcileHandlerFunc {
-	paused := reconciler.PauseReconcileIfAnnotationTrue(readiness.PauseAnnotation)
-	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
-		p, err := paused(ctx, obj)
-		if p {
-			o.visited(obj)
-		}
-		return p, err
-	}
 }
 
 // leaderRunnable runs f once this process leads.

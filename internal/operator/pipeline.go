@@ -79,6 +79,39 @@ import (
 //     Uninstall and "no release" forget the release. Assumes of the layers below: they return
 //     the release the reconciler then records in the status.
 //
+// One reconcile of a CR, as helm-operator-plugins' reconciler (v0.9.1) makes its calls, and
+// the layers that act on each (a layer not named passes the call on):
+//
+//	ActionClientFor   every layer wraps the client for the CR; outcomes counts a failure
+//	Get               guard: another chart's release is an error; repair: a pending
+//	                  revision no operation runs on is marked failed; events: a Warning if
+//	                  the release exists but cannot be read; record report; outcomes: failure
+//	if the CR is being deleted:
+//	  Uninstall       guard: another chart's release is "not found" and left alone;
+//	                  repair: tracks the operation; sweep: no release left, so its
+//	                  cluster-scoped objects are deleted; events: a Warning if it failed;
+//	                  record report. No error, or "not found": the finalizer is removed.
+//	otherwise, Get again (as above), then
+//	  no release:     Install: guard: refused, under the name's lock, if another chart's
+//	                  release appeared; repair: tracks it, and on failure marks its pending
+//	                  revisions failed; events: Warning InstallFailed; record report;
+//	                  outcomes: failure
+//	  a release:      dry-run Upgrade (does the spec change the release?): guard, under the
+//	                  lock; repair: tracks it; events: Warning UpgradeFailed; record
+//	                  report; outcomes: DryRunFailed
+//	    it changes, or the release failed: Get, then Upgrade: as the dry run, and repair
+//	                  marks the pending revisions failed when it fails
+//	    it does not:  Reconcile (repairs drifted objects): events: Warning ReconcileFailed;
+//	                  outcomes: failure
+//	success           the post-hook recordSuccess counts it in outcomes
+//
+// The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
+// (readiness_controller.go).
+// Setup adds a helm reconciler to mgr for every kind in the watches file.
+// pauseHandler stops every reconcile of a CR whose pause annotation is "true"
+// (helm-operator-plugins then sets its Paused condition), and records the visit so that
+// Ready and Reconciling say that the CR is paused.
+//
 // The tests in pipeline_test.go build this chain over a fake engine and check the order,
 // and that the guard refuses another chart's release before the layers over it act.
 type pipeline struct {

@@ -1,0 +1,154 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+)
+
+// shared is what the kinds' controllers share: one of each per manager (Setup).
+type shared struct {
+	// The flags' defaults for every kind (Options); a watch may override the first two.
+	period      time.Duration
+	concurrency int
+	history     int
+	rollouts    rollout.Policies
+
+	status    statusKeepingClient    // the helm reconcilers' status writer (statusclient.go)
+	versions  *releaseVersions       // the releases handed to the reconcilers, read by status
+	configs   *trustedconfig.Configs // Helm's action configurations: signed records, confinement
+	ops       *operations            // Helm operations of this process, by release
+	locks     *keyedMutex            // one lock per release name
+	manifests *releaseManifests      // the deployed manifests, for the drift filter
+	metrics   *fleetSeries           // the per-CR series
+}
+
+// kindControllers are the three controllers of one CR kind and the channels between them.
+// A CR's life moves between them so:
+//
+//	CR event (informerfilters.go: not a status-only update)
+//	or drift of a rendered object (drift.go)            rollout.wake: CRs it admits
+//	      |                                               or rolls back
+//	      v                                                      |
+//	helm: helm-operator-plugins' reconciler  <-------------------+
+//	      |  calls Helm through the pipeline (pipeline.go);       |
+//	      |  its rollout gate asks rollout whether the CR         |
+//	      |  may move to the carried chart ---------------> rollout (rollout_controller.go):
+//	      |                                                 plans the waves from every CR's
+//	      v                                                 status.chart and conditions
+//	outcomes: how each visit ended (layer_outcomes.go)            |
+//	      |  outcomes.notify                        rollout.notify: CRs whose
+//	      v                                         ChartRollout is out of date
+//	readiness (readiness_controller.go) <-------------------------+
+//	      writes observedGeneration, Ready, Reconciling, Stalled, status.chart and
+//	      ChartRollout, asking rollout where the CR stands; its status writes are
+//	      read back by rollout's next plan
+//
+// The helm reconciler writes status.deployedRelease and its own conditions
+// (statusclient.go); the sidecar writes the workloads' live state.
+type kindControllers struct {
+	helm      *reconciler.Reconciler
+	readiness *readinessReconciler
+	rollout   *kindRollout
+	// outcomes links helm to readiness: written by the pipeline's outcomes layer and the
+	// reconciler's hooks, read by readiness, which outcomes.notify wakes.
+	outcomes *outcomes
+	// The reconcile period and the reconciles run at once: the watch's, else the flags'.
+	period      time.Duration
+	concurrency int
+}
+
+// setupKind adds to mgr the controllers of the kind of w, whose chart policy is policy.
+func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolicy, s shared) (*kindControllers, error) {
+	engine, err := newHelmEngine(s.configs, policy.Hooks)
+	if err != nil {
+		return nil, err
+	}
+	k := &kindControllers{period: s.period, concurrency: s.concurrency,
+		outcomes: newOutcomes()}
+	if w.ReconcilePeriod != nil {
+		k.period = w.ReconcilePeriod.Duration
+	}
+	if w.MaxConcurrentReconciles != nil {
+		k.concurrency = *w.MaxConcurrentReconciles
+	}
+	cluster := clusterObjects{kinds: policy.ClusterKinds, mapper: mgr.GetRESTMapper(),
+		reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
+	// The reconciler's own recorder name, so that these Events share its source.
+	recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
+	selector, err := metav1.LabelSelectorAsSelector(w.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("selector of %s: %w", w.GroupVersionKind, err)
+	}
+	// The rollout lists every CR of the kind at each plan, and plans on every CR event: from
+	// the cache (which its watch fills anyway). The client would read unstructured objects
+	// from the API server, N CRs decoded per event: O(N^2) through a wave of creates or
+	// deletes (docs/bench/memory.md, "the rollout's list").
+	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
+		mgr.GetCache(), recorder, k.outcomes.notify)
+	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
+		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder}.build(engine)
+	k.helm, err = reconciler.New(
+		reconciler.WithChart(*w.Chart),
+		reconciler.WithGroupVersionKind(w.GroupVersionKind),
+		reconciler.WithOverrideValues(w.OverrideValues),
+		reconciler.WithSelector(*w.Selector),
+		// The stock run command passes watchDependentResources itself here, so its
+		// default (true) turns the watches off and drift waits for the periodic pass.
+		reconciler.SkipDependentWatches(!*w.WatchDependentResources),
+		reconciler.WithMaxConcurrentReconciles(k.concurrency),
+		reconciler.WithReconcilePeriod(k.period),
+		reconciler.WithMaxReleaseHistory(s.history),
+		reconciler.WithInstallAnnotations(annotation.DefaultInstallAnnotations...),
+		reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
+		reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
+		reconciler.WithClient(s.status),
+		reconciler.WithActionClientGetter(getter),
+		reconciler.WithPostHook(recordSuccess(k.outcomes)),
+		reconciler.WithPauseReconcileHandler(pauseHandler(k.outcomes)),
+		reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
+			return c.Watch(k.rollout.wakeSource()) // the CRs the rollout admits
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
+	}
+	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests)); err != nil {
+		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
+	}
+	k.readiness = &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind,
+		selector: selector, outcomes: k.outcomes, rollout: k.rollout, metrics: s.metrics, now: metav1.Now}
+	if err := k.readiness.setup(mgr); err != nil {
+		return nil, fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
+	}
+	if err := k.rollout.setup(mgr); err != nil {
+		return nil, fmt.Errorf("rollout controller for %s: %w", w.GroupVersionKind, err)
+	}
+	return k, nil
+}
+
+// pauseHandler stops every reconcile of a CR whose pause annotation is "true"
+// (helm-operator-plugins then sets its Paused condition), and records the visit so that
+// Ready and Reconciling say that the CR is paused.
+func pauseHandler(o *outcomes) reconciler.PauseReconcileHandlerFunc {
+	paused := reconciler.PauseReconcileIfAnnotationTrue(readiness.PauseAnnotation)
+	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+		p, err := paused(ctx, obj)
+		if p {
+			o.visited(obj)
+		}
+		return p, err
+	}
+}
