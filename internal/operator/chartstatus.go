@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // Fields of status.chart, the chart of a CR's release as the manager last saw it
@@ -76,7 +76,7 @@ func sameChart(cr *unstructured.Unstructured, ch map[string]any) bool {
 
 // chartMember is what the rollout controller observes of cr (rollout.Member).
 func chartMember(cr *unstructured.Unstructured) rollout.Member {
-	return memberOf(cr, readiness.Conditions(cr))
+	return memberOf(cr, statuscontract.Conditions(cr))
 }
 
 // memberOf is chartMember of cr, whose conditions are conds.
@@ -93,13 +93,13 @@ func memberOf(cr *unstructured.Unstructured, conds []metav1.Condition) rollout.M
 	if s, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartLastDeployed); s != "" {
 		m.Deployed, _ = time.Parse(time.RFC3339, s)
 	}
-	if c := readiness.Find(conds, readiness.Ready); c != nil {
+	if c := statuscontract.Find(conds, statuscontract.Ready); c != nil {
 		m.Ready = c.Status == metav1.ConditionTrue && c.ObservedGeneration == cr.GetGeneration()
 		if !m.Ready {
 			m.NotReadySince = c.LastTransitionTime.Time
 		}
 	}
-	if c := readiness.Find(conds, readiness.Stalled); c != nil {
+	if c := statuscontract.Find(conds, statuscontract.Stalled); c != nil {
 		m.Stalled = c.Status == metav1.ConditionTrue
 	}
 	return m

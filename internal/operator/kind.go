@@ -14,8 +14,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // shared is what the kinds' controllers share: one of each per manager (Setup).
@@ -143,7 +143,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 // (helm-operator-plugins then sets its Paused condition), and records the visit so that
 // Ready and Reconciling say that the CR is paused.
 func pauseHandler(o *outcomes) reconciler.PauseReconcileHandlerFunc {
-	paused := reconciler.PauseReconcileIfAnnotationTrue(readiness.PauseAnnotation)
+	paused := reconciler.PauseReconcileIfAnnotationTrue(statuscontract.PauseAnnotation)
 	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
 		p, err := paused(ctx, obj)
 		if p {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // outcomes remembers, for each CR of one kind, how the helm reconciler's last visit ended:
@@ -45,7 +45,7 @@ type outcome struct {
 	// failures counts the failed attempts in a row at failedGeneration; failure is the last.
 	failures         int64
 	failedGeneration int64
-	failure          readiness.Failure
+	failure          statuscontract.Failure
 	// handled is the reconcile request (RequestAnnotation) the last visit handled.
 	handled    string
 	handledSet bool
@@ -61,7 +61,7 @@ const maxRequestEcho = 1024
 
 // handle records the reconcile request cr carries, if any, as handled.
 func (e *outcome) handle(cr client.Object) {
-	if v, ok := cr.GetAnnotations()[readiness.RequestAnnotation]; ok {
+	if v, ok := cr.GetAnnotations()[statuscontract.RequestAnnotation]; ok {
 		if len(v) > maxRequestEcho {
 			v = truncate(v, maxRequestEcho-len(" … "))
 		}
@@ -102,7 +102,7 @@ func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
 	if chartSet {
 		e.chart, e.chartSet = ch, true
 	}
-	e.failures, e.failedGeneration, e.failure = 0, 0, readiness.Failure{}
+	e.failures, e.failedGeneration, e.failure = 0, 0, statuscontract.Failure{}
 	e.handle(cr)
 	o.mu.Unlock()
 	o.tell(cr)
@@ -111,7 +111,7 @@ func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
 // failed records a failed attempt at cr's generation. The count goes on from the CR's
 // status when this process has not seen the CR fail before (after a restart or a
 // failover), so that a restart does not hide a stall.
-func (o *outcomes) failed(cr client.Object, f readiness.Failure) {
+func (o *outcomes) failed(cr client.Object, f statuscontract.Failure) {
 	f.Message = truncate(f.Message, maxConditionMessage/2)
 	o.mu.Lock()
 	e := o.entry(cr)
@@ -134,7 +134,7 @@ func statusFailures(cr client.Object) int64 {
 		return 0
 	}
 	n, _, _ := unstructured.NestedInt64(u.Object, "status", "failures")
-	ready := readiness.Find(readiness.Conditions(u), readiness.Ready)
+	ready := statuscontract.Find(statuscontract.Conditions(u), statuscontract.Ready)
 	if n <= 0 || ready == nil || ready.ObservedGeneration != cr.GetGeneration() {
 		return 0
 	}
@@ -176,7 +176,7 @@ func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes, metrics *fl
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
 		c, err := getter.ActionClientFor(ctx, cr)
 		if err != nil {
-			o.failed(cr, readiness.Failure{Reason: "ErrorGettingClient", Step: "reconcile", Message: err.Error()})
+			o.failed(cr, statuscontract.Failure{Reason: "ErrorGettingClient", Step: "reconcile", Message: err.Error()})
 			return nil, err
 		}
 		return outcomeClient{ActionInterface: c, obj: cr, outcomes: o, metrics: metrics}, nil
@@ -193,7 +193,7 @@ type outcomeClient struct {
 func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonReleaseInvalid, Step: "reconcile", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonReleaseInvalid, Step: "reconcile", Message: err.Error()})
 	}
 	return rel, err
 }
@@ -203,7 +203,7 @@ func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 	c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	if err != nil {
-		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
 	}
 	return rel, err
 }
@@ -219,7 +219,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 		if isDryRun(opts) {
 			reason = "DryRunFailed" // the spec does not render or is refused: see layer_releaseevents.go
 		}
-		c.outcomes.failed(c.obj, readiness.Failure{Reason: reason, Step: "upgrade", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reason, Step: "upgrade", Message: err.Error()})
 	}
 	return rel, err
 }
@@ -227,7 +227,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 func (c outcomeClient) Reconcile(rel *release.Release) error {
 	err := c.ActionInterface.Reconcile(rel)
 	if err != nil {
-		c.outcomes.failed(c.obj, readiness.Failure{Reason: reasonReconcileFailed, Step: "drift repair", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonReconcileFailed, Step: "drift repair", Message: err.Error()})
 	}
 	return err
 }

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 func crAt(gen int64, status map[string]any) *unstructured.Unstructured {
@@ -29,7 +29,7 @@ func drain(o *outcomes) {
 func TestOutcomesCountFailures(t *testing.T) {
 	o := newOutcomes()
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	f := readiness.Failure{Reason: reasonUpgradeFailed, Step: "upgrade", Message: "boom"}
+	f := statuscontract.Failure{Reason: reasonUpgradeFailed, Step: "upgrade", Message: "boom"}
 
 	// A restarted manager: the status counts 2 failures at generation 3.
 	cr := crAt(3, map[string]any{"failures": int64(2), "conditions": []any{
@@ -51,7 +51,7 @@ func TestOutcomesCountFailures(t *testing.T) {
 
 	// Success clears the count and records the handled request.
 	ok := crAt(4, nil)
-	ok.SetAnnotations(map[string]string{readiness.RequestAnnotation: "now"})
+	ok.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: "now"})
 	o.succeeded(ok, nil)
 	got, _ := o.get(key, "uid-1")
 	if got.failures != 0 || got.deployed != 4 || got.handled != "now" || !got.handledSet {
@@ -75,7 +75,7 @@ func TestManagerStatus(t *testing.T) {
 	if f.observedGeneration != 2 || f.failures != 0 || f.handled != "x" {
 		t.Fatalf("manager fields %+v", f)
 	}
-	if ready := readiness.Find(f.conditions, readiness.Ready); ready == nil || ready.Status != metav1.ConditionTrue || !ready.LastTransitionTime.Equal(&now) {
+	if ready := statuscontract.Find(f.conditions, statuscontract.Ready); ready == nil || ready.Status != metav1.ConditionTrue || !ready.LastTransitionTime.Equal(&now) {
 		t.Fatalf("Ready %+v, want True since now", ready)
 	}
 	if !f.differs(cr) {
@@ -103,7 +103,7 @@ func TestManagerStatus(t *testing.T) {
 func TestOutcomesBoundTheEchoedRequest(t *testing.T) {
 	o := newOutcomes()
 	cr := crAt(1, nil)
-	cr.SetAnnotations(map[string]string{readiness.RequestAnnotation: strings.Repeat("x", 300000)})
+	cr.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: strings.Repeat("x", 300000)})
 	o.succeeded(cr, nil)
 	got, _ := o.get(types.NamespacedName{Namespace: "ns", Name: "m"}, "uid-1")
 	if len(got.handled) > maxRequestEcho || !got.handledSet {

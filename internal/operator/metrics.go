@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // The manager's own metrics, beside controller-runtime's: one series per CR for the fleet
@@ -124,9 +124,9 @@ func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, condit
 	s.decided, s.ready, s.stalled = true, false, false
 	for _, c := range conditions {
 		switch {
-		case c.Type == readiness.Ready && c.Status == metav1.ConditionTrue:
+		case c.Type == statuscontract.Ready && c.Status == metav1.ConditionTrue:
 			s.ready = true
-		case c.Type == readiness.Stalled && c.Status == metav1.ConditionTrue:
+		case c.Type == statuscontract.Stalled && c.Status == metav1.ConditionTrue:
 			s.stalled = true
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // readinessReconciler writes the manager's part of a CR's status: observedGeneration,
@@ -31,7 +31,7 @@ import (
 //     controller; so does every change of the CR, its status included (the sidecar's
 //     RolledOut condition, helm-operator-plugins' Paused).
 //  2. sync reads the CR from the cache and its outcome from memory, and asks
-//     readiness.Decide what they mean.
+//     statuscontract.Decide what they mean.
 //  3. If that differs from the CR's status, sync applies it (server-side apply, field manager
 //     warpdrive-manager) on the condition that the CR is still the version it read: a
 //     decision taken on an older version is never written. A conflict goes back to the
@@ -93,7 +93,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, nil
 	}
 	err := r.client.Status().Patch(ctx, want.applyObject(cr), client.Apply,
-		client.FieldOwner(readiness.ManagerFieldManager), client.ForceOwnership)
+		client.FieldOwner(statuscontract.ManagerFieldManager), client.ForceOwnership)
 	if apierrors.IsConflict(err) {
 		// The cache brings the newer version, and its event brings the CR back here.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
@@ -102,7 +102,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 }
 
 // managerFields is the manager's part of a CR's status: the fields and conditions of
-// readiness.ManagerStatus.
+// statuscontract.ManagerStatus.
 type managerFields struct {
 	observedGeneration int64
 	failures           int64
@@ -116,39 +116,39 @@ type managerFields struct {
 // managerStatus decides the manager's status of cr from its visit outcome o and where it
 // stands in its kind's chart rollout, rs.
 func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs rolloutStatus) managerFields {
-	conds := readiness.Conditions(cr)
-	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldObservedGeneration)
-	s := readiness.State{
+	conds := statuscontract.Conditions(cr)
+	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldObservedGeneration)
+	s := statuscontract.State{
 		Generation: cr.GetGeneration(),
 		Deployed:   max(observed, o.deployed),
-		Rollout:    readiness.Find(conds, readiness.RolledOut),
+		Rollout:    statuscontract.Find(conds, statuscontract.RolledOut),
 	}
-	if p := readiness.Find(conds, readiness.Paused); p != nil && p.Status == metav1.ConditionTrue {
+	if p := statuscontract.Find(conds, statuscontract.Paused); p != nil && p.Status == metav1.ConditionTrue {
 		s.Paused = true
 	}
 	if o.failures > 0 {
 		s.Failures, s.FailedGeneration, s.Failure = o.failures, o.failedGeneration, &o.failure
 	}
-	d := readiness.Decide(s)
+	d := statuscontract.Decide(s)
 	f := managerFields{observedGeneration: d.ObservedGeneration}
 	if o.failures > 0 && o.failedGeneration == s.Generation {
 		f.failures = o.failures
 	}
 	f.handled, f.handledSet = o.handled, o.handledSet
 	if !o.handledSet {
-		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", readiness.FieldLastHandledReconcileAt)
+		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", statuscontract.FieldLastHandledReconcileAt)
 	}
 	f.chart = statusChart(cr, o, rs)
 	decided := []metav1.Condition{d.Ready, d.Reconciling, d.Stalled}
 	if rs.known {
 		decided = append(decided, rs.condition)
-	} else if c := readiness.Find(conds, readiness.ChartRollout); c != nil {
+	} else if c := statuscontract.Find(conds, statuscontract.ChartRollout); c != nil {
 		decided = append(decided, *c) // the previous leader's word stands until the rollout controller's
 	}
 	for _, c := range decided {
 		c.ObservedGeneration = cr.GetGeneration()
 		c.Message = truncate(c.Message, maxConditionMessage)
-		readiness.KeepTransitionTime(&c, readiness.Find(conds, c.Type), now)
+		statuscontract.KeepTransitionTime(&c, statuscontract.Find(conds, c.Type), now)
 		f.conditions = append(f.conditions, c)
 	}
 	return f
@@ -156,16 +156,16 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 
 // differs reports whether cr's status says something else than f.
 func (f managerFields) differs(cr *unstructured.Unstructured) bool {
-	observed, found, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldObservedGeneration)
-	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldFailures)
-	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", readiness.FieldLastHandledReconcileAt)
+	observed, found, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldObservedGeneration)
+	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldFailures)
+	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldLastHandledReconcileAt)
 	if !found || observed != f.observedGeneration || failures != f.failures ||
 		handledSet != f.handledSet || handled != f.handled || !sameChart(cr, f.chart) {
 		return true
 	}
-	conds := readiness.Conditions(cr)
+	conds := statuscontract.Conditions(cr)
 	for i := range f.conditions {
-		if !readiness.SameCondition(&f.conditions[i], readiness.Find(conds, f.conditions[i].Type)) {
+		if !statuscontract.SameCondition(&f.conditions[i], statuscontract.Find(conds, f.conditions[i].Type)) {
 			return true
 		}
 	}
@@ -184,15 +184,15 @@ func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.
 		conds = append(conds, m)
 	}
 	status := map[string]any{
-		readiness.FieldObservedGeneration: f.observedGeneration,
-		readiness.FieldFailures:           f.failures,
-		"conditions":                      conds,
+		statuscontract.FieldObservedGeneration: f.observedGeneration,
+		statuscontract.FieldFailures:           f.failures,
+		"conditions":                           conds,
 	}
 	if f.handledSet {
-		status[readiness.FieldLastHandledReconcileAt] = f.handled
+		status[statuscontract.FieldLastHandledReconcileAt] = f.handled
 	}
 	if f.chart != nil {
-		status[readiness.FieldChart] = f.chart
+		status[statuscontract.FieldChart] = f.chart
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": cr.GetAPIVersion(),

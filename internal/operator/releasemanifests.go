@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // releaseManifests finds the object a CR's deployed release renders, for the drift filter
@@ -40,13 +40,13 @@ func newReleaseManifests(record func(ctx context.Context, cr *unstructured.Unstr
 
 // object returns the object of kind gvk named name in the deployed release of cr, if known.
 func (m *releaseManifests) object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
-	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", readiness.FieldDeployedRelease, "manifest"); ok {
+	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldDeployedRelease, "manifest"); ok {
 		return findInManifest(parseManifest(manifest), gvk, name)
 	}
 	if m == nil {
 		return nil
 	}
-	revision, ok, _ := unstructured.NestedInt64(cr.Object, "status", readiness.FieldDeployedRelease, "revision")
+	revision, ok, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldDeployedRelease, "revision")
 	if !ok || revision < 1 {
 		return nil
 	}

@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // Event reasons of a chart rollout.
@@ -130,9 +130,9 @@ func (k *kindRollout) observe(cr *unstructured.Unstructured) *observed {
 	rv := cr.GetResourceVersion()
 	o := k.seen[key]
 	if o == nil || rv == "" || o.resourceVersion != rv {
-		conds := readiness.Conditions(cr)
+		conds := statuscontract.Conditions(cr)
 		o = &observed{resourceVersion: rv, member: memberOf(cr, conds)}
-		if c := readiness.Find(conds, readiness.ChartRollout); c != nil {
+		if c := statuscontract.Find(conds, statuscontract.ChartRollout); c != nil {
 			o.chartRollout, o.chartRolloutStatus, o.chartRolloutReason, o.chartRolloutMessage = true, c.Status, c.Reason, c.Message
 		}
 		k.seen[key] = o
@@ -303,11 +303,11 @@ func (k *kindRollout) send(ch chan event.GenericEvent, cr client.Object) bool {
 
 // failureOf is what cr's conditions say of its failure.
 func failureOf(cr *unstructured.Unstructured) string {
-	conds := readiness.Conditions(cr)
-	if c := readiness.Find(conds, readiness.Stalled); c != nil && c.Status == metav1.ConditionTrue {
+	conds := statuscontract.Conditions(cr)
+	if c := statuscontract.Find(conds, statuscontract.Stalled); c != nil && c.Status == metav1.ConditionTrue {
 		return c.Message
 	}
-	if c := readiness.Find(conds, readiness.Ready); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+	if c := statuscontract.Find(conds, statuscontract.Ready); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 		return "not Ready within the timeout: " + c.Message
 	}
 	return "not Ready within the timeout"
@@ -391,7 +391,7 @@ func (k *kindRollout) statusOf(m rollout.Member, plan rollout.Plan) rolloutStatu
 	if reason == "Upgraded" {
 		status = metav1.ConditionTrue
 	}
-	rs.condition = metav1.Condition{Type: readiness.ChartRollout, Status: status, Reason: reason, Message: msg,
+	rs.condition = metav1.Condition{Type: statuscontract.ChartRollout, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: m.Generation}
 	if plan.Failed[m.Key] {
 		rs.failedDigest = plan.Target

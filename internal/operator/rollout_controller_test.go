@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // onChart is a Memcached CR whose release is on the chart of digest, Ready since an hour.
@@ -27,7 +27,7 @@ func onChart(name, digest string) *unstructured.Unstructured {
 	cr := memcached(map[string]any{
 		"chart": map[string]any{chartVersion: "1.0.0", chartDigest: digest,
 			chartLastDeployed: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)},
-		"conditions": []any{map[string]any{"type": readiness.Ready, "status": "True", "observedGeneration": int64(1),
+		"conditions": []any{map[string]any{"type": statuscontract.Ready, "status": "True", "observedGeneration": int64(1),
 			"reason": "Ready", "lastTransitionTime": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}},
 	})
 	cr.SetName(name)
@@ -115,9 +115,9 @@ func TestRolloutController(t *testing.T) {
 	canary := objs[3].(*unstructured.Unstructured)
 	_ = unstructured.SetNestedField(canary.Object, rollout.Digest(v2), "status", "chart", chartDigest)
 	_ = unstructured.SetNestedSlice(canary.Object, []any{
-		map[string]any{"type": readiness.Ready, "status": "False", "reason": "RollingOut", "observedGeneration": int64(1),
+		map[string]any{"type": statuscontract.Ready, "status": "False", "reason": "RollingOut", "observedGeneration": int64(1),
 			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)},
-		map[string]any{"type": readiness.Stalled, "status": "True", "reason": "UpgradeFailed", "message": "boom",
+		map[string]any{"type": statuscontract.Stalled, "status": "True", "reason": "UpgradeFailed", "message": "boom",
 			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")
 	if err := c.Update(context.Background(), canary); err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 	}
 	rs := k.status(m1)
 	conds, _, _ := unstructured.NestedSlice(m1.Object, "status", "conditions")
-	conds = append(conds, map[string]any{"type": readiness.ChartRollout, "status": string(rs.condition.Status),
+	conds = append(conds, map[string]any{"type": statuscontract.ChartRollout, "status": string(rs.condition.Status),
 		"reason": rs.condition.Reason, "message": rs.condition.Message,
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
 	_ = unstructured.SetNestedSlice(m1.Object, conds, "status", "conditions")

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // statusKeepingClient is the client the helm reconcilers use. It differs from the manager's
@@ -96,7 +96,7 @@ func (w statusKeepingWriter) Update(ctx context.Context, obj client.Object, opts
 		return nil
 	}
 	err = w.SubResourceWriter.Patch(ctx, apply, client.Apply,
-		client.FieldOwner(readiness.HelmFieldManager), client.ForceOwnership)
+		client.FieldOwner(statuscontract.HelmFieldManager), client.ForceOwnership)
 	if err == nil {
 		u.SetResourceVersion(apply.GetResourceVersion())
 	}
@@ -134,8 +134,8 @@ func goneOnceUninstalled(u *unstructured.Unstructured) bool {
 }
 
 // notHelmConditions are the condition types written by others: the manager's readiness
-// controller and the sidecar (readiness.StatusOwners).
-var notHelmConditions = readiness.ConditionsOwnedByOthers(readiness.HelmFieldManager)
+// controller and the sidecar (statuscontract.StatusOwners).
+var notHelmConditions = statuscontract.ConditionsOwnedByOthers(statuscontract.HelmFieldManager)
 
 // helmStatusApply is the apply configuration that makes the helm-operator's part of the CR's
 // status equal to that of u: its conditions (every type but the others') and deployedRelease.
@@ -153,7 +153,7 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 	}
 	boundMessages(conds)
 	fields := map[string]any{"conditions": conds}
-	for _, f := range readiness.HelmStatus.Fields { // deployedRelease
+	for _, f := range statuscontract.HelmStatus.Fields { // deployedRelease
 		if v, ok := status[f]; ok && v != nil {
 			fields[f] = v
 		}
@@ -170,7 +170,7 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 // revision and chart version, when the manifest is the one the action clients last handed
 // out for the release, and drops the manifest unless c keeps it.
 func (c statusKeepingClient) shapeDeployedRelease(apply *unstructured.Unstructured) {
-	rel, ok, _ := unstructured.NestedMap(apply.Object, "status", readiness.FieldDeployedRelease)
+	rel, ok, _ := unstructured.NestedMap(apply.Object, "status", statuscontract.FieldDeployedRelease)
 	if !ok {
 		return
 	}
@@ -187,7 +187,7 @@ func (c statusKeepingClient) shapeDeployedRelease(apply *unstructured.Unstructur
 	if !c.releaseManifest {
 		delete(rel, "manifest")
 	}
-	_ = unstructured.SetNestedMap(apply.Object, rel, "status", readiness.FieldDeployedRelease)
+	_ = unstructured.SetNestedMap(apply.Object, rel, "status", statuscontract.FieldDeployedRelease)
 }
 
 // unchanged reports whether the CR, as c.current has it, already has the helm-operator's part

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // appliedStatus lists the status fields and condition types of an apply configuration.
@@ -39,7 +39,7 @@ func sortedJoin(s []string) string {
 	return strings.Join(s, ",")
 }
 
-// Each of the manager's two status writers applies exactly what readiness.StatusOwners
+// Each of the manager's two status writers applies exactly what statuscontract.StatusOwners
 // declares it owns, from a CR whose status holds every writer's fields.
 func TestStatusAppliesMatchTheirOwners(t *testing.T) {
 	cr := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "x/v1", "kind": "K"}}
@@ -47,7 +47,7 @@ func TestStatusAppliesMatchTheirOwners(t *testing.T) {
 	cr.SetNamespace("ns")
 	status := map[string]any{}
 	var conds []any
-	for _, o := range readiness.StatusOwners {
+	for _, o := range statuscontract.StatusOwners {
 		for _, f := range o.Fields {
 			status[f] = "x"
 		}
@@ -63,30 +63,30 @@ func TestStatusAppliesMatchTheirOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields, types := appliedStatus(t, apply)
-	if want := sortedJoin(readiness.HelmStatus.Fields); fields != want {
+	if want := sortedJoin(statuscontract.HelmStatus.Fields); fields != want {
 		t.Errorf("the helm-operator applies fields %s, owns %s", fields, want)
 	}
-	if want := sortedJoin(readiness.HelmStatus.Conditions); types != want {
+	if want := sortedJoin(statuscontract.HelmStatus.Conditions); types != want {
 		t.Errorf("the helm-operator applies conditions %s, owns %s", types, want)
 	}
 
 	f := managerFields{handledSet: true, chart: map[string]any{chartVersion: "0.1.0"}}
-	for _, typ := range readiness.ManagerStatus.Conditions {
+	for _, typ := range statuscontract.ManagerStatus.Conditions {
 		f.conditions = append(f.conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue})
 	}
 	fields, types = appliedStatus(t, f.applyObject(cr))
-	if want := sortedJoin(readiness.ManagerStatus.Fields); fields != want {
+	if want := sortedJoin(statuscontract.ManagerStatus.Fields); fields != want {
 		t.Errorf("the readiness controller applies fields %s, owns %s", fields, want)
 	}
-	if want := sortedJoin(readiness.ManagerStatus.Conditions); types != want {
+	if want := sortedJoin(statuscontract.ManagerStatus.Conditions); types != want {
 		t.Errorf("the readiness controller applies conditions %s, owns %s", types, want)
 	}
-	got := managerStatus(cr, outcome{}, metav1.Now(), rolloutStatus{known: true, condition: metav1.Condition{Type: readiness.ChartRollout}})
+	got := managerStatus(cr, outcome{}, metav1.Now(), rolloutStatus{known: true, condition: metav1.Condition{Type: statuscontract.ChartRollout}})
 	var decided []string
 	for _, c := range got.conditions {
 		decided = append(decided, c.Type)
 	}
-	if strings.Join(decided, ",") != strings.Join(readiness.ManagerStatus.Conditions, ",") {
-		t.Errorf("the readiness controller decides %v, owns %v", decided, readiness.ManagerStatus.Conditions)
+	if strings.Join(decided, ",") != strings.Join(statuscontract.ManagerStatus.Conditions, ",") {
+		t.Errorf("the readiness controller decides %v, owns %v", decided, statuscontract.ManagerStatus.Conditions)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -72,7 +72,7 @@ func rolloutRestart(t *testing.T, old *corev1.Pod, crs []*unstructured.Unstructu
 	// The new leader has reconciled every CR once it has handled a forced reconcile of each.
 	requested := "restart-" + rand.String(6)
 	for _, cr := range crs {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readiness.RequestAnnotation, requested)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, statuscontract.RequestAnnotation, requested)
 		if err := env.Client.Patch(ctx, cr, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}

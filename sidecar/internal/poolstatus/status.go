@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // StatusField is the one status field the bookkeeping owns: status.pool
-// (readiness.PoolBooks). Everything in it
+// (statuscontract.PoolBooks). Everything in it
 // is written at once, with a JSON merge patch of just that object, so nothing else in the
 // status is touched.
 //
@@ -25,7 +25,7 @@ import (
 // helm-operator owns status.conditions (Initialized, Deployed, ReleaseFailed,
 // Irreconcilable) and writes it as a whole list, which would erase ours, and ours written
 // there would erase its own.
-const StatusField = readiness.FieldPool
+const StatusField = statuscontract.FieldPool
 
 // TopNamespaces is how many namespaces the status lists, largest first.
 const TopNamespaces = 10

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/intern"
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // The sidecar shares a pod with the helm-operator, so its informer cache is
@@ -145,8 +145,8 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 	// again, which would copy the shared brief conditions into maps of each CR's own.
 	var conds []interface{}
 	if status, ok := u.Object["status"].(map[string]interface{}); ok {
-		delete(status, readiness.FieldDeployedRelease)
-		delete(status, readiness.FieldChart)
+		delete(status, statuscontract.FieldDeployedRelease)
+		delete(status, statuscontract.FieldChart)
 		if c, ok := status["conditions"].([]interface{}); ok {
 			conds = c
 			delete(status, "conditions")
@@ -157,7 +157,7 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 		return u, nil
 	}
 	for i, c := range conds {
-		if m, ok := c.(map[string]interface{}); ok && m["type"] != readiness.RolledOut {
+		if m, ok := c.(map[string]interface{}); ok && m["type"] != statuscontract.RolledOut {
 			conds[i] = briefCondition(m["type"], m["status"])
 		} else {
 			conds[i] = intern.Value(c)
@@ -177,7 +177,7 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 // into a status cannot grow the table.
 var briefConditions = func() map[[2]string]map[string]interface{} {
 	table := map[[2]string]map[string]interface{}{}
-	for _, owner := range readiness.StatusOwners {
+	for _, owner := range statuscontract.StatusOwners {
 		for _, typ := range owner.Conditions {
 			for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 				table[[2]string{typ, string(st)}] = map[string]interface{}{"type": typ, "status": string(st)}

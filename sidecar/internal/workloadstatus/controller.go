@@ -55,7 +55,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/sidecar/internal/enqueue"
 )
 
@@ -237,8 +237,8 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 	}
 	deployed, _, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
 	desired := ComputeStatus(deployed, workloads)
-	old := readiness.Find(readiness.Conditions(cr), readiness.RolledOut)
-	if desired.RolledOut.Status == metav1.ConditionTrue && !readiness.SameCondition(&desired.RolledOut, old) && r.Live != nil {
+	old := statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut)
+	if desired.RolledOut.Status == metav1.ConditionTrue && !statuscontract.SameCondition(&desired.RolledOut, old) && r.Live != nil {
 		// Rolled out at a generation for the first time. The cache may not have the
 		// manager's last upgrade of a workload yet, though the manager has already said it
 		// is done: the CR's event can come before the workload's. Read the workloads from
@@ -251,7 +251,7 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 	if !differs(cr, desired) {
 		return nil
 	}
-	readiness.KeepTransitionTime(&desired.RolledOut, old, metav1.Now())
+	statuscontract.KeepTransitionTime(&desired.RolledOut, old, metav1.Now())
 
 	// A server-side apply of the sidecar's fields alone (field manager
 	// warpdrive-sidecar): it cannot remove or change the manager's fields, and
@@ -261,7 +261,7 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 	// no-op that produces no event.
 	log.FromContext(ctx).V(1).Info("Applying status", "rolledOut", desired.RolledOut.Status, "message", desired.RolledOut.Message)
 	err = r.Client.Status().Patch(ctx, applyObject(cr, desired), client.Apply,
-		client.FieldOwner(readiness.SidecarFieldManager), client.ForceOwnership)
+		client.FieldOwner(statuscontract.SidecarFieldManager), client.ForceOwnership)
 	return client.IgnoreNotFound(err)
 }
 

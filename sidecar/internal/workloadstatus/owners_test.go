@@ -7,10 +7,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
-// The sidecar applies exactly the status fields and conditions readiness.SidecarStatus
+// The sidecar applies exactly the status fields and conditions statuscontract.SidecarStatus
 // declares it owns.
 func TestApplyObjectMatchesTheSidecarsOwnership(t *testing.T) {
 	cr := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "x/v1", "kind": "K"}}
@@ -26,13 +26,13 @@ func TestApplyObjectMatchesTheSidecarsOwnership(t *testing.T) {
 	for _, c := range status["conditions"].([]any) {
 		conds = append(conds, c.(map[string]any)["type"].(string))
 	}
-	want := append([]string(nil), readiness.SidecarStatus.Fields...)
+	want := append([]string(nil), statuscontract.SidecarStatus.Fields...)
 	sort.Strings(fields)
 	sort.Strings(want)
 	if strings.Join(fields, ",") != strings.Join(want, ",") {
 		t.Errorf("the sidecar applies fields %v, owns %v", fields, want)
 	}
-	if strings.Join(conds, ",") != strings.Join(readiness.SidecarStatus.Conditions, ",") {
-		t.Errorf("the sidecar applies conditions %v, owns %v", conds, readiness.SidecarStatus.Conditions)
+	if strings.Join(conds, ",") != strings.Join(statuscontract.SidecarStatus.Conditions, ",") {
+		t.Errorf("the sidecar applies conditions %v, owns %v", conds, statuscontract.SidecarStatus.Conditions)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
-	"transwarp.io/tos/warpdrive-operator/internal/readiness"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // Workload is the part of a Deployment, StatefulSet or DaemonSet that feeds a
@@ -108,7 +108,7 @@ func (w Workload) rollout() string {
 	return ""
 }
 
-// Status holds the CR status fields the sidecar owns (readiness.SidecarStatus). Every
+// Status holds the CR status fields the sidecar owns (statuscontract.SidecarStatus). Every
 // other status field belongs to the manager (docs/status.md).
 type Status struct {
 	Replicas          int32
@@ -123,12 +123,12 @@ type Status struct {
 	RolledOut metav1.Condition
 }
 
-// Names of the owned fields under .status: readiness.SidecarStatus.
+// Names of the owned fields under .status: statuscontract.SidecarStatus.
 const (
-	fieldReplicas          = readiness.FieldReplicas
-	fieldReadyReplicas     = readiness.FieldReadyReplicas
-	fieldAvailableReplicas = readiness.FieldAvailableReplicas
-	fieldSelector          = readiness.FieldSelector
+	fieldReplicas          = statuscontract.FieldReplicas
+	fieldReadyReplicas     = statuscontract.FieldReadyReplicas
+	fieldAvailableReplicas = statuscontract.FieldAvailableReplicas
+	fieldSelector          = statuscontract.FieldSelector
 )
 
 // Reasons of the RolledOut condition.
@@ -144,7 +144,7 @@ const (
 // zero rather than absent, so that "scaled to nothing" is distinguishable from
 // "not computed yet".
 func ComputeStatus(deployed int64, workloads []Workload) Status {
-	st := Status{RolledOut: metav1.Condition{Type: readiness.RolledOut, ObservedGeneration: deployed}}
+	st := Status{RolledOut: metav1.Condition{Type: statuscontract.RolledOut, ObservedGeneration: deployed}}
 	sorted := make([]Workload, len(workloads))
 	copy(sorted, workloads)
 	sort.Slice(sorted, func(i, j int) bool {
@@ -200,7 +200,7 @@ func differs(cr *unstructured.Unstructured, desired Status) bool {
 		!fieldEquals(current[fieldSelector], desired.Selector) {
 		return true
 	}
-	return !readiness.SameCondition(&desired.RolledOut, readiness.Find(readiness.Conditions(cr), readiness.RolledOut))
+	return !statuscontract.SameCondition(&desired.RolledOut, statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut))
 }
 
 // applyObject is the server-side apply configuration of the sidecar's status
@@ -234,12 +234,12 @@ func applyObject(cr *unstructured.Unstructured, desired Status) *unstructured.Un
 func ownedStatusFields(cr *unstructured.Unstructured) [6]interface{} {
 	st, _ := cr.Object["status"].(map[string]interface{})
 	var rolledOut interface{}
-	if c := readiness.Find(readiness.Conditions(cr), readiness.RolledOut); c != nil {
+	if c := statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut); c != nil {
 		rolledOut = *c
 	}
 	return [6]interface{}{
 		st[fieldReplicas], st[fieldReadyReplicas], st[fieldAvailableReplicas],
-		st[readiness.FieldObservedGeneration], st[fieldSelector], rolledOut,
+		st[statuscontract.FieldObservedGeneration], st[fieldSelector], rolledOut,
 	}
 }
 

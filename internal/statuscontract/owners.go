@@ -1,4 +1,4 @@
-package readiness
+package statuscontract
 
 // Names of the fields under a CR's status, by owner (see StatusOwners).
 const (

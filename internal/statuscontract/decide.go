@@ -1,13 +1,4 @@
-// Package readiness decides the conditions that kstatus, `kubectl wait`, Argo CD and Flux read
-// from a CR: Ready, Reconciling and Stalled, and with them status.observedGeneration. The
-// contract is in docs/status.md.
-//
-// Two processes know half each. The manager knows what happened to the release: which
-// generation it deployed, which attempts failed, whether reconciling is paused. The sidecar
-// knows whether the workloads of the deployed release have rolled out, and says so in its
-// RolledOut condition, for the generation it checked. Decide combines both for the manager,
-// which alone writes the result; the sidecar writes only RolledOut.
-package readiness
+package statuscontract
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package readiness
+package statuscontract
 
 import (
 	"reflect"
