@@ -18,7 +18,7 @@ import (
 // as a cache would hold them (heaptest.FleetMember).
 func appService(t testing.TB, i int) *unstructured.Unstructured {
 	t.Helper()
-	b, err := os.ReadFile("../workloadstatus/testdata/appservice.json")
+	b, err := os.ReadFile("../../sidecar/internal/workloadstatus/testdata/appservice.json")
 	if err != nil {
 		t.Fatal(err)
 	}
