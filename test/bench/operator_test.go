@@ -125,6 +125,9 @@ type result struct {
 	// cpuAtTimeout is the operator's CPU in the phase that timed out, and pssAtTimeoutMiB
 	// its memory then: what an operator that cannot keep up costs while it tries.
 	cpuAtTimeout, pssAtTimeoutMiB float64
+	// timeoutS is the bound, in seconds, that the phase named by timedOut was cut off at: the
+	// run's (phaseTimeout), kept with the result so that a later report does not print its own.
+	timeoutS float64
 
 	createRequests, editRequests float64 // apiserver requests (every client's) per CR created, edited
 	etcdStartMiB                 float64 // etcd's database in use before the create
@@ -290,6 +293,7 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 		queuePeak = q.stop()
 		if !ok {
 			r.timedOut, r.unfinished, r.doneAtTimeout = name, "", float64(reached)
+			r.timeoutS = phaseTimeout(n).Seconds()
 			r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
 			r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
 			_, r.peakRSSMiB = procs.rss()
@@ -362,6 +366,7 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	r.unfinished = ""
 	if !ok {
 		r.timedOut, r.doneAtTimeout = "delete", float64(reached)
+		r.timeoutS = phaseTimeout(n).Seconds()
 		r.queueAtTimeout, _ = framework.Metric(metricsAddr, "workqueue_depth", `name="appservice-controller"`)
 		r.cpuAtTimeout, r.pssAtTimeoutMiB = procs.cpu()-cpu0, procs.pss()
 		return r

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -72,9 +73,13 @@ func writeReport(dir string, s settings, results []result) error {
 				if r.doneAtTimeout > 0 {
 					reached = fmt.Sprintf(" (%.0f of the %d CRs were)", r.doneAtTimeout, n)
 				}
-				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done after %s%s, with %.0f CRs in its work queue; "+
+				after := "within its run's timeout (not recorded)" // a result from before timeouts were stored
+				if r.timeoutS > 0 {
+					after = "after " + (time.Duration(r.timeoutS) * time.Second).String()
+				}
+				fmt.Fprintf(&b, "**%s did not converge**: its %s phase was not done %s%s, with %.0f CRs in its work queue; "+
 					"by then it had used %.0f CPU-s in the phase, its memory (PSS) was %.0f MiB and its peak RSS %.0f MiB; the phases after it were not measured.\n\n",
-					r.variant, r.timedOut, phaseTimeout(n), reached, r.queueAtTimeout, r.cpuAtTimeout, r.pssAtTimeoutMiB, r.peakRSSMiB)
+					r.variant, r.timedOut, after, reached, r.queueAtTimeout, r.cpuAtTimeout, r.pssAtTimeoutMiB, r.peakRSSMiB)
 			}
 		}
 		fmt.Fprintf(&b, "| work | %s | %s | %s | this / stock | this / kubectl |\n|---|---|---|---|---|---|\n", floorName, stockName, ourName)

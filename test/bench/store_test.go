@@ -37,7 +37,7 @@ type stored struct {
 func (r *result) figures() map[string]*float64 {
 	return map[string]*float64{
 		"queueAtTimeout": &r.queueAtTimeout, "doneAtTimeout": &r.doneAtTimeout, "createQueuePeak": &r.createQueuePeak, "editQueuePeak": &r.editQueuePeak,
-		"cpuAtTimeout": &r.cpuAtTimeout, "pssAtTimeoutMiB": &r.pssAtTimeoutMiB,
+		"cpuAtTimeout": &r.cpuAtTimeout, "pssAtTimeoutMiB": &r.pssAtTimeoutMiB, "timeoutS": &r.timeoutS,
 		"createRequests": &r.createRequests, "editRequests": &r.editRequests,
 		"etcdStartMiB": &r.etcdStartMiB, "etcdCreateMiB": &r.etcdCreateMiB, "etcdEditMiB": &r.etcdEditMiB,
 		"createS": &r.createS, "createCPU": &r.createCPU, "editS": &r.editS, "editCPU": &r.editCPU,
@@ -147,7 +147,7 @@ func TestReportKeepsEarlierRuns(t *testing.T) {
 	}
 	second := []result{
 		{variant: ourName, n: 10000, measured: "day 2 on bbb", createS: 1800, editCPU: 500, pssMiB: 300},
-		{variant: stockName, n: 10000, measured: "day 2 on bbb", timedOut: "create", queueAtTimeout: 4000, doneAtTimeout: 6200, cpuAtTimeout: 2500},
+		{variant: stockName, n: 10000, measured: "day 2 on bbb", timedOut: "create", queueAtTimeout: 4000, doneAtTimeout: 6200, cpuAtTimeout: 2500, timeoutS: 2700},
 		{variant: floorName, n: 10000, measured: "day 2 on bbb", unfinished: "edit", createS: 2000},
 	}
 	if err := writeReport(dir, s, second); err != nil {
@@ -183,6 +183,7 @@ func TestReportKeepsEarlierRuns(t *testing.T) {
 		"Measured day 2 on bbb, the three in one run.",
 		"**kubectl apply was stopped in its edit phase**",
 		"**stock helm-operator did not converge**: its create phase",
+		"its create phase was not done after 45m0s (", // the run's timeout, stored with its result
 		" (6200 of the 10000 CRs were), with 4000 CRs in its work queue; by then it had used 2500 CPU-s",
 	} {
 		if !strings.Contains(string(report), line) {
