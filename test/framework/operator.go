@@ -45,7 +45,7 @@ var SuiteFlags = map[string]string{
 	"leader-election-id": "a test's own Lease, so that it does not wait for another test's leader",
 	// The security suite's takeover test runs a new version for the first time in a cluster.
 	"release-signing-key": "the first run of a version in a cluster, with a signing key of its own",
-	// test/bench's TestTune measures the candidates for config/manager/manager.yaml.
+	// test/bench's TestTunePeriod and TestTuneWorkers measure the candidates for config/manager/manager.yaml.
 	"reconcile-period":          "test/bench TestTune measures the candidate values",
 	"max-concurrent-reconciles": "test/bench TestTune measures the candidate values",
 	// test/e2e's TestStatusHoldsNoRenderedData checks that the flag brings the manifest back.
