@@ -95,7 +95,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	// The rollout lists every CR of the kind at each plan, and plans on every CR event: from
 	// the cache (which its watch fills anyway). The client would read unstructured objects
 	// from the API server, N CRs decoded per event: O(N^2) through a wave of creates or
-	// deletes (docs/bench/memory.md, "the rollout's list").
+	// deletes (docs/bench/findings.md, "The rollout's list from the cache").
 	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
 		mgr.GetCache(), recorder, k.outcomes.notify)
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,

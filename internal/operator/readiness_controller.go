@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,56 +152,30 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 	return f
 }
 
+// part is f as the manager's part of the status contract (statuscontract.ManagerStatus).
+func (f managerFields) part() statuscontract.Part {
+	fields := map[string]any{
+		statuscontract.FieldObservedGeneration: f.observedGeneration,
+		statuscontract.FieldFailures:           f.failures,
+	}
+	if f.handledSet {
+		fields[statuscontract.FieldLastHandledReconcileAt] = f.handled
+	}
+	if f.chart != nil {
+		fields[statuscontract.FieldChart] = f.chart
+	}
+	return statuscontract.Part{Fields: fields, Conditions: f.conditions}
+}
+
 // differs reports whether cr's status says something else than f.
 func (f managerFields) differs(cr *unstructured.Unstructured) bool {
-	observed, found, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldObservedGeneration)
-	failures, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldFailures)
-	handled, handledSet, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldLastHandledReconcileAt)
-	if !found || observed != f.observedGeneration || failures != f.failures ||
-		handledSet != f.handledSet || handled != f.handled || !sameChart(cr, f.chart) {
-		return true
-	}
-	conds := statuscontract.Conditions(cr)
-	for i := range f.conditions {
-		if !statuscontract.SameCondition(&f.conditions[i], statuscontract.Find(conds, f.conditions[i].Type)) {
-			return true
-		}
-	}
-	return false
+	return !statuscontract.ManagerStatus.Holds(cr, f.part())
 }
 
 // applyObject is the server-side apply configuration of f for cr, conditional on cr's
-// resourceVersion.
+// resourceVersion: the readiness controller decides from the CR it read.
 func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.Unstructured {
-	conds := make([]any, 0, len(f.conditions))
-	for _, c := range f.conditions {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
-		if err != nil {
-			panic(fmt.Sprintf("converting a condition: %v", err)) // a metav1.Condition always converts
-		}
-		conds = append(conds, m)
-	}
-	status := map[string]any{
-		statuscontract.FieldObservedGeneration: f.observedGeneration,
-		statuscontract.FieldFailures:           f.failures,
-		"conditions":                           conds,
-	}
-	if f.handledSet {
-		status[statuscontract.FieldLastHandledReconcileAt] = f.handled
-	}
-	if f.chart != nil {
-		status[statuscontract.FieldChart] = f.chart
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": cr.GetAPIVersion(),
-		"kind":       cr.GetKind(),
-		"metadata": map[string]any{
-			"name":            cr.GetName(),
-			"namespace":       cr.GetNamespace(),
-			"resourceVersion": cr.GetResourceVersion(),
-		},
-		"status": status,
-	}}
+	return statuscontract.ManagerStatus.ApplyObject(cr, f.part(), true)
 }
 
 // statusChart is the status.chart the manager writes for cr: the chart of the release as

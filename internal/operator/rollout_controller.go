@@ -91,7 +91,7 @@ type kindRollout struct {
 // changed since the last plan. A plan looks at every CR of the kind, and through a wave of
 // creates or edits plans come every second or two: reading every CR's status each time cost
 // O(N) allocations per plan, O(N^2) through a wave (18% of what the manager allocated
-// creating 4000 CRs; docs/bench/memory.md, "4000 CRs").
+// creating 4000 CRs; docs/bench/findings.md, "The rollout's plans read only changed CRs").
 type observed struct {
 	resourceVersion string
 	member          rollout.Member

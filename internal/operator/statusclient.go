@@ -3,10 +3,11 @@ package operator
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -204,11 +205,33 @@ func (c statusKeepingClient) unchanged(ctx context.Context, apply *unstructured.
 	if err := c.current.Get(ctx, client.ObjectKeyFromObject(apply), cur); err != nil {
 		return false
 	}
-	have, err := helmStatusApply(cur)
+	p, err := helmPart(apply)
 	if err != nil {
 		return false
 	}
-	return reflect.DeepEqual(have.Object["status"], apply.Object["status"])
+	return statuscontract.HelmStatus.Holds(cur, p)
+}
+
+// helmPart is the status of apply (helmStatusApply) as the helm reconciler's part of the
+// status contract.
+func helmPart(apply *unstructured.Unstructured) (statuscontract.Part, error) {
+	status, _ := apply.Object["status"].(map[string]any)
+	p := statuscontract.Part{Fields: map[string]any{}}
+	for _, f := range statuscontract.HelmStatus.Fields {
+		if v, ok := status[f]; ok {
+			p.Fields[f] = v
+		}
+	}
+	list, _ := status["conditions"].([]any)
+	for _, c := range list {
+		m, _ := c.(map[string]any)
+		var cond metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond); err != nil {
+			return p, err
+		}
+		p.Conditions = append(p.Conditions, cond)
+	}
+	return p, nil
 }
 
 func boundMessages(conditions []any) {

@@ -44,6 +44,9 @@ type StatusOwner struct {
 	Process    string
 	Fields     []string
 	Conditions []string
+	// OtherConditions says that the writer also owns every condition type no other writer
+	// declares: helm-operator-plugins' reconciler writes conditions of its own choosing.
+	OtherConditions bool
 }
 
 // The writers of a CR's status.
@@ -53,10 +56,11 @@ var (
 	// writes, and ReleaseRecordRefused (internal/operator's signed release records): it
 	// applies every condition type the other owners do not.
 	HelmStatus = StatusOwner{
-		FieldManager: HelmFieldManager,
-		Process:      ProcessManager,
-		Fields:       []string{FieldDeployedRelease},
-		Conditions:   []string{"Initialized", "Deployed", "ReleaseFailed", "Irreconcilable", Paused, "ReleaseRecordRefused"},
+		FieldManager:    HelmFieldManager,
+		Process:         ProcessManager,
+		Fields:          []string{FieldDeployedRelease},
+		Conditions:      []string{"Initialized", "Deployed", "ReleaseFailed", "Irreconcilable", Paused, "ReleaseRecordRefused"},
+		OtherConditions: true,
 	}
 	// ManagerStatus is the manager's readiness controller: the outcome of Decide, and the
 	// chart rollout's word on the CR (internal/operator/rollout_controller.go).

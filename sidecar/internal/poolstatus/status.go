@@ -1,9 +1,7 @@
 package poolstatus
 
 import (
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
 
 	"gopkg.in/inf.v0"
@@ -365,18 +363,5 @@ func StatusPatch(pool *unstructured.Unstructured, desired PoolStatus) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	current, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status", StatusField)
-	if reflect.DeepEqual(current, want) {
-		return nil, nil
-	}
-	patch := map[string]any{}
-	if m, ok := current.(map[string]any); ok {
-		for k := range m {
-			patch[k] = nil
-		}
-	}
-	for k, v := range want {
-		patch[k] = v
-	}
-	return json.Marshal(map[string]any{"status": map[string]any{StatusField: patch}})
+	return statuscontract.PoolBooks.MergePatch(pool, statuscontract.Part{Fields: map[string]any{StatusField: want}})
 }

@@ -130,9 +130,10 @@ func internSelector(s *metav1.LabelSelector) *metav1.LabelSelector {
 // those. It drops spec, managedFields, the last-applied annotation, the
 // manager's deployedRelease and chart, and the other conditions' reasons,
 // messages and times, which are most of a CR's status (about 1.4 KB of 1.9 in
-// the AppService sample: docs/bench/memory.md, sixth run). The sidecar writes
-// with applies built from what it reads, never with an update of the cached
-// object, so nothing dropped here can be lost.
+// the AppService sample:
+// docs/bench/findings.md, "The sidecar's cached CRs trimmed"). The sidecar
+// writes with applies built from what it reads, never with an update of the
+// cached object, so nothing dropped here can be lost.
 func TrimCustomResource(in interface{}) (interface{}, error) {
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {

@@ -3,7 +3,6 @@ package workloadstatus
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -190,42 +189,31 @@ func ComputeStatus(deployed int64, workloads []Workload) Status {
 	return st
 }
 
+// part is desired as the sidecar's part of the status contract
+// (statuscontract.SidecarStatus). Zeros and an empty selector are applied, not omitted:
+// applying without a field would give up its ownership and leave the old value.
+func part(desired Status) statuscontract.Part {
+	return statuscontract.Part{
+		Fields: map[string]any{
+			fieldReplicas:          int64(desired.Replicas),
+			fieldReadyReplicas:     int64(desired.ReadyReplicas),
+			fieldAvailableReplicas: int64(desired.AvailableReplicas),
+			fieldSelector:          desired.Selector,
+		},
+		Conditions: []metav1.Condition{desired.RolledOut},
+	}
+}
+
 // differs reports whether cr's status holds other values than desired in the
 // fields the sidecar owns. A missing or mistyped field counts as different.
 func differs(cr *unstructured.Unstructured, desired Status) bool {
-	current, _ := cr.Object["status"].(map[string]interface{})
-	if !fieldEquals(current[fieldReplicas], int64(desired.Replicas)) ||
-		!fieldEquals(current[fieldReadyReplicas], int64(desired.ReadyReplicas)) ||
-		!fieldEquals(current[fieldAvailableReplicas], int64(desired.AvailableReplicas)) ||
-		!fieldEquals(current[fieldSelector], desired.Selector) {
-		return true
-	}
-	return !statuscontract.SameCondition(&desired.RolledOut, statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut))
+	return !statuscontract.SidecarStatus.Holds(cr, part(desired))
 }
 
 // applyObject is the server-side apply configuration of the sidecar's status
 // fields of cr: only those fields, so that it cannot touch the manager's.
 func applyObject(cr *unstructured.Unstructured, desired Status) *unstructured.Unstructured {
-	cond := map[string]interface{}{
-		"type":               desired.RolledOut.Type,
-		"status":             string(desired.RolledOut.Status),
-		"reason":             desired.RolledOut.Reason,
-		"message":            desired.RolledOut.Message,
-		"observedGeneration": desired.RolledOut.ObservedGeneration,
-		"lastTransitionTime": desired.RolledOut.LastTransitionTime.UTC().Format(time.RFC3339),
-	}
-	return &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": cr.GetAPIVersion(),
-		"kind":       cr.GetKind(),
-		"metadata":   map[string]interface{}{"name": cr.GetName(), "namespace": cr.GetNamespace()},
-		"status": map[string]interface{}{
-			fieldReplicas:          int64(desired.Replicas),
-			fieldReadyReplicas:     int64(desired.ReadyReplicas),
-			fieldAvailableReplicas: int64(desired.AvailableReplicas),
-			fieldSelector:          desired.Selector,
-			"conditions":           []interface{}{cond},
-		},
-	}}
+	return statuscontract.SidecarStatus.ApplyObject(cr, part(desired), false)
 }
 
 // ownedStatusFields returns what of cr's status the sync reads or writes, for
@@ -241,27 +229,4 @@ func ownedStatusFields(cr *unstructured.Unstructured) [6]interface{} {
 		st[fieldReplicas], st[fieldReadyReplicas], st[fieldAvailableReplicas],
 		st[statuscontract.FieldObservedGeneration], st[fieldSelector], rolledOut,
 	}
-}
-
-// fieldEquals compares a value decoded from JSON with a desired value. JSON
-// numbers arrive as int64 from the API machinery's decoder but may be float64
-// or another int type from other sources; they compare by value.
-func fieldEquals(got, want interface{}) bool {
-	switch w := want.(type) {
-	case string:
-		g, ok := got.(string)
-		return ok && g == w
-	case int64:
-		switch g := got.(type) {
-		case int64:
-			return g == w
-		case int32:
-			return int64(g) == w
-		case int:
-			return int64(g) == w
-		case float64:
-			return g == float64(w)
-		}
-	}
-	return false
 }
