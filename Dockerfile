@@ -2,7 +2,8 @@
 
 # ---- build stage: one binary, the helm-operator (cmd/manager, helm-operator-plugins pinned in
 # go.mod) and the sidecar (sidecar/, run as `manager sidecar`, the pod's second container): the
-# node keeps one binary's pages for both containers (docs/bench/memory.md, "One binary")
+# node keeps one binary's pages for both containers
+# (docs/bench/findings.md, "One binary for both containers")
 FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH

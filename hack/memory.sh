@@ -117,7 +117,8 @@ for variant in "$@"; do
   stop
   if [ "${DROP_CACHES:-}" = 1 ]; then
     # Every variant's binary read from disk afresh, so that how much of it is mapped does not
-    # depend on how the page cache came to hold it (docs/bench/memory.md, sixth run).
+    # depend on how the page cache came to hold it
+    # (docs/bench/findings.md, "Page cache and RSS").
     sync && echo 3 >/proc/sys/vm/drop_caches
   fi
   echo "$label: $bin ${parts[*]:2}" >&2

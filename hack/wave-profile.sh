@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The manager's CPU, RSS and profiles through a wave of creates, a wave of edits and a wave of
-# deletes of N AppService CRs (docs/bench/memory.md, "The rollout's plans"):
+# deletes of N AppService CRs (docs/bench/findings.md, "The rollout's list from the cache"):
 #
 #   hack/wave-profile.sh N        OUT (default .cluster/wave-profile) receives the figures
 #

@@ -20,7 +20,7 @@ import (
 // It is a subcommand of the manager's binary, not a binary of its own, so that the node keeps
 // one binary's pages for both containers: most of a process's resident memory here is its
 // binary's text, and the two share the runtime, client-go and controller-runtime
-// (docs/bench/memory.md, "One binary").
+// (docs/bench/findings.md, "One binary for both containers").
 func runSidecar(args []string) {
 	var (
 		watchesFile string

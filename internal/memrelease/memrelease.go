@@ -8,7 +8,7 @@
 // only every two minutes (the runtime's forced collection), and the free pages between the
 // live heap and the old goal stay resident. An operator spends most of its life idle after
 // such a wave, so its RSS is the wave's peak rather than what it holds
-// (docs/bench/memory.md).
+// (docs/bench/findings.md, "The idle memory release").
 //
 // A Releaser reads the runtime's metrics at an interval. When the process allocated little
 // since the last look (it is idle) and the heap keeps more than Slack beyond the live data,

@@ -7,7 +7,7 @@
 // the real upgrade's, the rollout gate's and the release guard's look-ups, each a LIST.
 // Through a wave that is 8 LISTs per CR, and a label selector is not indexed: the API server
 // filters every Secret of the namespace for each, two or more per CR, so their cost grows
-// with the fleet (docs/bench/memory.md, "4000 CRs").
+// with the fleet (docs/bench/findings.md, "Helm's Secret lists memoized per reconcile").
 //
 // A Memo lives as long as the storage driver it serves, one action configuration, that is
 // one reconcile. Every write through it (create, update, patch, apply, delete) forgets every
