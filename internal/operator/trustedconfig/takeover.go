@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,35 +48,40 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 	}
 	log := ctrl.Log.WithName("release-takeover")
 	var signed, refused int
-	opts := metav1.ListOptions{LabelSelector: "owner=helm", Limit: 250}
-	for {
-		list, err := t.secrets.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, opts)
+	// The candidates come from the manager's cache, which holds the Secrets labelled
+	// owner=helm without their data: a namespace editor can label Secrets of up to 1 MiB
+	// each, so the take-over reads the data of one candidate at a time, and none of a Secret
+	// that is signed or not of Helm's type.
+	var candidates corev1.SecretList
+	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("listing release records to take over: %w", err)
+	}
+	for i := range candidates.Items {
+		c := &candidates.Items[i]
+		if !isUnsignedRecord(c) {
+			continue
+		}
+		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
 		if err != nil {
-			return fmt.Errorf("listing release records to take over: %w", err)
+			return fmt.Errorf("reading release record %s/%s to take over: %w", c.Namespace, c.Name, err)
 		}
-		for i := range list.Items {
-			s := &list.Items[i]
-			// Only records without any signature are an earlier version's: one whose
-			// signature fails was changed, or signed with another key, and stays refused.
-			if _, signed := s.Annotations[releasesign.SignatureAnnotation]; signed || s.Type != "helm.sh/release.v1" {
-				continue
-			}
-			if err := t.mayTakeOver(ctx, s); err != nil {
-				refused++
-				log.Info("not taking over release record: it stays unsigned and will be refused",
-					"namespace", s.Namespace, "secret", s.Name, "reason", err.Error())
-				continue
-			}
-			s = s.DeepCopy()
-			key.Sign(s.Namespace, s)
-			if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
-			}
-			signed++
+		if !isUnsignedRecord(s) {
+			continue // changed since the cache saw it
 		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			break
+		if err := t.mayTakeOver(ctx, s); err != nil {
+			refused++
+			log.Info("not taking over release record: it stays unsigned and will be refused",
+				"namespace", s.Namespace, "secret", s.Name, "reason", err.Error())
+			continue
 		}
+		key.Sign(s.Namespace, s)
+		if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		signed++
 	}
 	keySecret = keySecret.DeepCopy()
 	if keySecret.Annotations == nil {
@@ -92,6 +96,14 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 	return nil
 }
 
+// isUnsignedRecord reports whether s is a Helm record without any signature: only such a
+// record is an earlier version's; one whose signature fails was changed, or signed with
+// another key, and stays refused.
+func isUnsignedRecord(s *corev1.Secret) bool {
+	_, signed := s.Annotations[releasesign.SignatureAnnotation]
+	return !signed && s.Type == "helm.sh/release.v1"
+}
+
 // mayTakeOver returns nil if s is a record this operator could have written (see takeOver).
 func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 	rel, err := decodeRecord(s.Data["release"])
@@ -102,7 +114,7 @@ func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 		s.Labels["name"] != rel.Name {
 		return fmt.Errorf("record of release %s/%s revision %d is stored as %s/%s", rel.Namespace, rel.Name, rel.Version, s.Namespace, s.Name)
 	}
-	chartName := ReleaseChart(rel)
+	chartName := rel.Chart.Metadata.Name
 	for _, p := range t.policies {
 		if p.Chart != chartName {
 			continue
@@ -166,10 +178,34 @@ func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds []schema.G
 	return nil
 }
 
+// maxRecordBytes bounds a record's release once decompressed: the take-over reads records
+// anyone may have written, and a few KiB of gzip can expand to gigabytes. A record of the
+// operator's own charts is far smaller.
+const maxRecordBytes = 16 << 20
+
+// recordHead is what the take-over reads of a record's release: neither its values nor its
+// chart's files, which a forged record can make as large and as deeply nested as the bound
+// allows, and which would cost many times their size decoded into maps.
+type recordHead struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Version   int    `json:"version"`
+	Manifest  string `json:"manifest"`
+	Chart     struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	} `json:"chart"`
+	Hooks []struct {
+		Manifest string `json:"manifest"`
+	} `json:"hooks"`
+}
+
 // decodeRecord decodes the release in a record's data, as Helm's Secrets driver stores it:
-// base64 of the (usually gzipped) JSON of the release. Helm does not export its decoder, and
-// reading each record again through its driver would cost one request per record.
-func decodeRecord(data []byte) (*release.Release, error) {
+// base64 of the (usually gzipped) JSON of the release, at most maxRecordBytes of it. Helm
+// does not export its decoder, and reading each record again through its driver would cost
+// one request per record.
+func decodeRecord(data []byte) (*recordHead, error) {
 	if len(data) == 0 {
 		return nil, errors.New("the record holds no release")
 	}
@@ -182,11 +218,14 @@ func decodeRecord(data []byte) (*release.Release, error) {
 		if err != nil {
 			return nil, fmt.Errorf("decoding the record: %w", err)
 		}
-		if b, err = io.ReadAll(io.LimitReader(r, 64<<20)); err != nil {
+		if b, err = io.ReadAll(io.LimitReader(r, maxRecordBytes+1)); err != nil {
 			return nil, fmt.Errorf("decoding the record: %w", err)
 		}
 	}
-	rel := &release.Release{}
+	if len(b) > maxRecordBytes {
+		return nil, fmt.Errorf("the record's release is larger than %d MiB", maxRecordBytes>>20)
+	}
+	rel := &recordHead{}
 	if err := json.Unmarshal(b, rel); err != nil {
 		return nil, fmt.Errorf("decoding the record: %w", err)
 	}

@@ -6,14 +6,19 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	goruntime "runtime"
 	"strings"
 	"testing"
+
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,19 +65,27 @@ func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
 	}
 	resigned := unsignedRecord("t1", "other-key", "appservice", cm("t1"))
 	releasesign.Key("another key of thirty-two bytes!").Sign("t1", resigned)
-	cs := fake.NewClientset(
+	records := []runtime.Object{
 		unsignedRecord("t1", "kept", "appservice", cm("t1")),       // its CR exists: taken over
 		unsignedRecord("t1", "ghost", "appservice", cm("t1")),      // no CR
 		unsignedRecord("t1", "reaching", "appservice", cm("t2")),   // names another namespace
 		unsignedRecord("t1", "wrong-chart", "memcached", cm("t1")), // the CR is an AppService
 		unsignedRecord("t1", "cluster", "appservice", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n"),
 		resigned, // signed with another key: not an earlier version's
-	)
+	}
+	cs := fake.NewClientset(records...)
+	// The manager's cache of release Secrets: their metadata, without data.
+	cached := crfake.NewClientBuilder()
+	for _, r := range records {
+		s := r.(*corev1.Secret).DeepCopy()
+		s.Data = nil
+		cached.WithObjects(s)
+	}
 	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": key}}
 	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tc := &Configs{secrets: cs, mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{}}
+	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{}}
 	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
 	tc.policies[appGVK] = KindPolicy{GVK: appGVK, Chart: "appservice"}
 	tc.reader = crs{"AppService t1/kept": true, "AppService t1/reaching": true, "AppService t1/wrong-chart": true,
@@ -110,5 +123,61 @@ func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
 	s, _ := cs.CoreV1().Secrets("t1").Get(ctx, late.Name, metav1.GetOptions{})
 	if key.Verify("t1", s) == nil {
 		t.Error("a record written after the take-over was signed")
+	}
+}
+
+// gzipBase64 is data as Helm stores a release in a record.
+func gzipBase64(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))
+}
+
+// allocated is what f allocates on the heap.
+func allocated(f func()) uint64 {
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	f()
+	goruntime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A record anyone may have written costs the take-over memory in proportion to the bound,
+// whatever it holds: a decompression bomb is cut at maxRecordBytes, and values of any shape
+// are not decoded.
+func TestDecodeRecordBounded(t *testing.T) {
+	bomb := gzipBase64(t, bytes.Repeat([]byte{' '}, 256<<20))
+	var err error
+	if n := allocated(func() { _, err = decodeRecord(bomb) }); err == nil || n > 3*maxRecordBytes {
+		t.Errorf("a record of 256 MiB of JSON (%d KiB of gzip): %v, %d MiB allocated; want refused within %d MiB",
+			len(bomb)>>10, err, n>>20, 3*maxRecordBytes>>20)
+	}
+
+	// Values as wide as the bound allows: a map of this many keys would take over 1 GB.
+	var b bytes.Buffer
+	b.WriteString(`{"name":"x","namespace":"t1","version":1,"chart":{"metadata":{"name":"appservice"}},"config":{`)
+	for i := 0; b.Len() < maxRecordBytes-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":{}`, i)
+	}
+	b.WriteString(`}}`)
+	wide := gzipBase64(t, b.Bytes())
+	var rel *recordHead
+	if n := allocated(func() { rel, err = decodeRecord(wide) }); err != nil || n > 4*maxRecordBytes {
+		t.Errorf("a record with %d MiB of values: %v, %d MiB allocated; want decoded within %d MiB",
+			b.Len()>>20, err, n>>20, 4*maxRecordBytes>>20)
+	}
+	if err == nil && (rel.Name != "x" || rel.Chart.Metadata.Name != "appservice") {
+		t.Errorf("decoded %+v", rel)
 	}
 }
