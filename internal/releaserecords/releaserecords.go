@@ -106,9 +106,11 @@ func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Sec
 	return list, nil
 }
 
-// oneRelease says whether opts lists one release's records, and which.
+// oneRelease says whether opts lists one release's records, and which. A first page (a
+// Limit, no Continue: the signed storage pages its lists, internal/releasesign) is answered
+// whole, as a LIST may answer it; a page after it belongs to a LIST already begun.
 func oneRelease(opts metav1.ListOptions) (labels.Selector, string, bool) {
-	if opts.FieldSelector != "" || opts.Limit != 0 || opts.Continue != "" || opts.ResourceVersion != "" ||
+	if opts.FieldSelector != "" || opts.Continue != "" || opts.ResourceVersion != "" ||
 		opts.Watch || opts.SendInitialEvents != nil {
 		return nil, "", false
 	}

@@ -81,6 +81,13 @@ func TestRecordsAreReadByName(t *testing.T) {
 	if want := []string{Name("r", 2)}; !slices.Equal(names(deployed), want) {
 		t.Errorf("deployed records: %v, want %v, by the labels read", names(deployed), want)
 	}
+	// The first page of a paged list (the signed storage's) is answered whole, by name.
+	cs.ClearActions()
+	page, err := c.List(context.Background(), metav1.ListOptions{LabelSelector: "name=r,owner=helm", Limit: 1})
+	if err != nil || !slices.Equal(names(page), []string{Name("r", 1), Name("r", 2)}) || page.Continue != "" ||
+		slices.Contains(requests(cs), "list") {
+		t.Errorf("first page: %v (continue %q, %v), requests %v; want both records by name", names(page), page.Continue, err, requests(cs))
+	}
 }
 
 // Records written since the cache's last event are found after its newest; with none cached,
@@ -132,7 +139,7 @@ func TestOtherListsGoToTheAPIServer(t *testing.T) {
 		{LabelSelector: "name=r"},               // not Helm's records
 		{LabelSelector: "name=r,owner=someone"}, // nor these
 		{LabelSelector: "name in (r,s),owner=helm"},
-		{LabelSelector: "name=r,owner=helm", Limit: 10},
+		{LabelSelector: "name=r,owner=helm", Limit: 4, Continue: "page-2"}, // a page of a LIST begun
 		{LabelSelector: "name=r,owner=helm", FieldSelector: "metadata.name=x"},
 		{LabelSelector: "name=big,owner=helm"},
 	} {

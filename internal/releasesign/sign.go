@@ -142,22 +142,39 @@ func (c *SecretClient) Get(ctx context.Context, name string, opts metav1.GetOpti
 	return s, nil
 }
 
-// List returns the records that verify; the others are reported.
+// ListPage is how many Secrets a List reads at a time. A namespace editor can label Secrets
+// of up to 1 MiB each as records of their own release; a page is held whole only while it is
+// verified, so what a List holds at once is the records it keeps and one page, however many
+// such Secrets there are. Four holds a release's usual records (one or two) in one request.
+const ListPage = 4
+
+// List returns the records that verify; the others are reported. It reads them ListPage at a
+// time, unless the caller pages itself.
 func (c *SecretClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
-	list, err := c.SecretInterface.List(ctx, opts)
-	if err != nil {
-		return list, err
+	paging := opts.Limit == 0 && opts.Continue == ""
+	if paging {
+		opts.Limit = ListPage
 	}
-	kept := list.Items[:0]
-	for i := range list.Items {
-		if err := c.key.Verify(c.namespace, &list.Items[i]); err != nil {
-			c.refused(list.Items[i].Name, err)
-			continue
+	out := &corev1.SecretList{}
+	for {
+		page, err := c.SecretInterface.List(ctx, opts)
+		if err != nil {
+			return nil, err
 		}
-		kept = append(kept, list.Items[i])
+		for i := range page.Items {
+			if err := c.key.Verify(c.namespace, &page.Items[i]); err != nil {
+				c.refused(page.Items[i].Name, err)
+				continue
+			}
+			out.Items = append(out.Items, page.Items[i])
+		}
+		out.TypeMeta, out.ResourceVersion = page.TypeMeta, page.ResourceVersion
+		if !paging || page.Continue == "" {
+			out.Continue, out.RemainingItemCount = page.Continue, page.RemainingItemCount
+			return out, nil
+		}
+		opts.Continue = page.Continue
 	}
-	list.Items = kept
-	return list, nil
 }
 
 // Delete deletes a record only if it verifies (Helm reads a record before it deletes it, so

@@ -3,12 +3,15 @@ package releasesign
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 var testKey = Key("0123456789abcdef0123456789abcdef")
@@ -130,5 +133,56 @@ func TestLoadOrCreateKey(t *testing.T) {
 	short := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": []byte("short")}})
 	if _, _, err := LoadOrCreateKey(ctx, short, "op", "key"); err == nil {
 		t.Error("a 5-byte key was accepted")
+	}
+}
+
+// pagedSecrets serves Lists of its Secrets a page at a time, as the API server does for a
+// Limit, and records the largest page it served.
+type pagedSecrets struct {
+	corev1client.SecretInterface
+	items          []corev1.Secret
+	pages, largest int
+}
+
+func (p *pagedSecrets) List(_ context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+	from, _ := strconv.Atoi(opts.Continue)
+	to := len(p.items)
+	if opts.Limit > 0 && from+int(opts.Limit) < to {
+		to = from + int(opts.Limit)
+	}
+	list := &corev1.SecretList{Items: slices.Clone(p.items[from:to])}
+	if to < len(p.items) {
+		list.Continue = strconv.Itoa(to)
+	}
+	p.pages++
+	p.largest = max(p.largest, len(list.Items))
+	return list, nil
+}
+
+// A List holds at most a page of Secrets it has not verified, however many a namespace
+// editor labels as records of their release, and returns the signed ones of every page.
+func TestListReadsAPageAtATime(t *testing.T) {
+	p := &pagedSecrets{}
+	for v := 1; v <= 10; v++ {
+		planted := record("x", "deployed", strconv.Itoa(v))
+		planted.Data["release"] = make([]byte, 1<<20)
+		p.items = append(p.items, *planted)
+	}
+	for _, v := range []string{"11", "12"} {
+		signed := record("x", "superseded", v)
+		testKey.Sign("t1", signed)
+		p.items = append(p.items, *signed)
+	}
+	refused := 0
+	c := NewSecretClient(p, "t1", testKey, func(string, error) { refused++ })
+	list, err := c.List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || refused != 10 || list.Continue != "" {
+		t.Errorf("%d records (continue %q), %d refused; want the 2 signed, 10 refused, no more to read", len(list.Items), list.Continue, refused)
+	}
+	if p.largest > ListPage || p.pages != 3 {
+		t.Errorf("read in %d pages of at most %d Secrets, want 3 of at most %d", p.pages, p.largest, ListPage)
 	}
 }
