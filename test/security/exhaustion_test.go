@@ -1,0 +1,145 @@
+package security
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// The planted-records attack: how many Secrets the tenant labels as records of its own
+// release, and how large each is (near a Secret's 1 MiB limit, base64 included).
+const (
+	plantedRecords = 100
+	plantedBytes   = 640 << 10
+)
+
+// maxPlantedRise bounds what the planted records may add to the manager's peak memory: a
+// page of them at a time and the garbage collector's slack, where holding them all at once
+// takes more than twice the 62 MiB they weigh (the response and the objects decoded from it).
+const maxPlantedRise = 64
+
+// requestAnnotation forces one reconcile of a CR, echoed in status.lastHandledReconcileAt.
+const requestAnnotation = "warpdrive.transwarp.io/reconcile-requested-at"
+
+// A namespace editor labels a hundred large Secrets as release records of their own CR and
+// forces reconciles of it: the manager reads them a page at a time, so its peak memory rises
+// by a page and not by all of them, it stays up, and another tenant's edit is served.
+func TestPlantedRecordsDoNotExhaustTheManager(t *testing.T) {
+	attacker, other := newTenant(t), newTenant(t)
+	ctx := context.Background()
+	cr := appService(attacker.ns, "x", "x-app", 1)
+	theirs := appService(other.ns, "y", "y-app", 1)
+	for _, c := range []struct {
+		tn *tenant
+		cr *unstructured.Unstructured
+	}{{attacker, cr}, {other, theirs}} {
+		if err := c.tn.client.Create(ctx, c.cr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := deployed(c.cr, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i := range plantedRecords {
+		data := make([]byte, plantedBytes*3/4)
+		_, _ = rand.Read(data)
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: fmt.Sprintf("sh.helm.release.v1.x.v%d", 100+i),
+				Labels: map[string]string{"owner": "helm", "name": "x", "status": "superseded", "version": strconv.Itoa(100 + i)}},
+			Type: "helm.sh/release.v1",
+			Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(data))},
+		}
+		if err := attacker.client.Create(ctx, s); err != nil {
+			t.Fatalf("planting record %d: %v", i, err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the manager's informer sees them
+
+	resetPeak(t, manager.Pid())
+	before := peakRSS(t, manager.Pid())
+	for i := range 3 {
+		request := fmt.Sprintf("planted-%d", i)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, requestAnnotation, request)
+		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		if !stock {
+			waitHandled(t, cr, request)
+		} else {
+			time.Sleep(10 * time.Second) // the stock operator echoes no request
+		}
+	}
+	other.setReplicas(t, theirs, 2)
+	var v []string
+	if err := deploymentReplicas(other.ns, "y-app", 2); err != nil {
+		v = append(v, "the other tenant's edit: "+err.Error())
+	}
+	if manager.Exited() {
+		v = append(v, "the manager exited")
+	} else {
+		rise := peakRSS(t, manager.Pid()) - before
+		t.Logf("manager peak RSS rose by %.0f MiB through 3 forced reconciles over %d planted records of %d KiB",
+			rise, plantedRecords, plantedBytes>>10)
+		if rise > maxPlantedRise {
+			v = append(v, fmt.Sprintf("the manager's peak RSS rose by %.0f MiB, more than %d", rise, maxPlantedRise))
+		}
+	}
+	report(t, v)
+}
+
+// waitHandled waits until the CR's status echoes the reconcile request.
+func waitHandled(t *testing.T, cr *unstructured.Unstructured, request string) {
+	t.Helper()
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		got := cr.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+			return err
+		}
+		if h, _, _ := unstructured.NestedString(got.Object, "status", "lastHandledReconcileAt"); h != request {
+			return fmt.Errorf("reconcile request %q not handled yet (last %q)", request, h)
+		}
+		return nil
+	})
+}
+
+// resetPeak resets the peak resident set size of process pid (Linux: clear_refs 5).
+func resetPeak(t *testing.T, pid int) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("resetting the manager's peak RSS: %v", err)
+	}
+}
+
+// peakRSS is the peak resident set size of process pid since its last reset, in MiB.
+func peakRSS(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
