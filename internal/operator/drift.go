@@ -5,7 +5,10 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
+
+	libhandler "github.com/operator-framework/operator-lib/handler"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -36,6 +40,11 @@ import (
 // CR is being deleted (the uninstall deleted it); everything else passes unchanged.
 var settleDelay = 500 * time.Millisecond
 
+// driftWorkers is how many drift checks of one handler run at once. Each is a GET from the
+// API server; a burst of updates (every object of a namespace relabelled) would otherwise
+// start a goroutine and a GET per update, all at once.
+const driftWorkers = 4
+
 // driftCheckingInformer checks the objects of one kind of release object (gvk) for the
 // reconciler of one CR kind (owner); its wrap is given to the informer's handlers.
 type driftCheckingInformer struct {
@@ -47,12 +56,52 @@ type driftCheckingInformer struct {
 }
 
 func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
-	return onlyDrift{ResourceEventHandler: h, inf: i}
+	d := onlyDrift{ResourceEventHandler: h, inf: i, checks: &driftChecks{
+		queue:  workqueue.NewTypedDelayingQueue[types.NamespacedName](),
+		latest: map[types.NamespacedName]*unstructured.Unstructured{},
+	}}
+	for range driftWorkers {
+		go d.check()
+	}
+	return d
 }
 
 type onlyDrift struct {
 	toolscache.ResourceEventHandler
-	inf driftCheckingInformer
+	inf    driftCheckingInformer
+	checks *driftChecks
+}
+
+// driftChecks are the updates waiting for their drift check: each object once, with the
+// latest version seen of it.
+type driftChecks struct {
+	queue  workqueue.TypedDelayingInterface[types.NamespacedName]
+	mu     sync.Mutex
+	latest map[types.NamespacedName]*unstructured.Unstructured
+}
+
+// check runs the drift checks as they come due, and passes on the updates of objects that
+// drifted.
+func (h onlyDrift) check() {
+	for {
+		key, shutdown := h.checks.queue.Get()
+		if shutdown {
+			return
+		}
+		h.checks.mu.Lock()
+		u := h.checks.latest[key]
+		delete(h.checks.latest, key)
+		h.checks.mu.Unlock()
+		if u != nil && h.inf.drifted(context.Background(), key) {
+			// The reconciler's update predicate passes an update only if the two versions
+			// differ beyond status and resourceVersion, and these hold only metadata: an
+			// empty old version makes the drift count, whatever field it is in.
+			old := &unstructured.Unstructured{}
+			old.SetGroupVersionKind(h.inf.gvk)
+			h.ResourceEventHandler.OnUpdate(old, u)
+		}
+		h.checks.queue.Done(key)
+	}
 }
 
 func (h onlyDrift) OnAdd(obj any, initial bool) {
@@ -68,17 +117,23 @@ func (h onlyDrift) OnUpdate(oldObj, newObj any) {
 		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
 		return
 	}
+	if !h.inf.mayBeOwned(u) {
+		return // the reconciler's handler maps it to no CR of this kind: nothing to read
+	}
 	key := client.ObjectKeyFromObject(u)
-	time.AfterFunc(settleDelay, func() {
-		if h.inf.drifted(context.Background(), key) {
-			// The reconciler's update predicate passes an update only if the two versions
-			// differ beyond status and resourceVersion, and these hold only metadata: an
-			// empty old version makes the drift count, whatever field it is in.
-			old := &unstructured.Unstructured{}
-			old.SetGroupVersionKind(h.inf.gvk)
-			h.ResourceEventHandler.OnUpdate(old, u)
-		}
-	})
+	h.checks.mu.Lock()
+	h.checks.latest[key] = u
+	h.checks.mu.Unlock()
+	h.checks.queue.AddAfter(key, settleDelay)
+}
+
+// mayBeOwned reports, from the object's metadata, whether the reconciler's handler of release
+// objects would map an update of it to a CR of the owner kind: a controlling owner reference
+// to one, or, for a cluster-scoped object, the operator-sdk annotations naming one's kind.
+// Any other object of the kind in the cluster (a ConfigMap no chart renders) is no business
+// of this reconciler, and is dropped without reading it from the API server.
+func (i driftCheckingInformer) mayBeOwned(obj *unstructured.Unstructured) bool {
+	return i.ownerName(obj) != "" || obj.GetAnnotations()[libhandler.TypeAnnotation] == i.owner.GroupKind().String()
 }
 
 // statusOnly reports whether an update, seen as metadata, wrote only the status: the object

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -274,3 +275,66 @@ func (h *recordingHandler) OnUpdate(o, n any) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// countingReader counts its Gets and the most that ran at once, each taking a while.
+type countingReader struct {
+	client.Reader
+	gets, running, most atomic.Int32
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	n := r.running.Add(1)
+	for m := r.most.Load(); n > m && !r.most.CompareAndSwap(m, n); m = r.most.Load() {
+	}
+	time.Sleep(5 * time.Millisecond)
+	r.running.Add(-1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// Updates of objects no CR of the kind owns cost no read; those of owned objects are read by
+// a bounded number of workers, each object once however often it changed meanwhile.
+func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
+	defer func(d time.Duration) { settleDelay = d }(settleDelay)
+	settleDelay = 10 * time.Millisecond
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	live := &countingReader{Reader: readerWith(liveDeployment(5, "m"))}
+	inf := driftCheckingInformer{reader: readerWith(cr), live: live, owner: memcachedGVK, gvk: deploymentGVK}
+	h := &countingHandler{}
+	wrapped := inf.wrap(h)
+	unowned := func(i int) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("other-%d", i),
+			ResourceVersion: strconv.Itoa(i)}}
+	}
+	for i := range 1000 {
+		wrapped.OnUpdate(unowned(i), unowned(i+1))
+	}
+	time.Sleep(20 * settleDelay)
+	if got := live.gets.Load(); got != 0 {
+		t.Errorf("1000 updates of objects no Memcached owns: %d reads, want none", got)
+	}
+
+	owned := func(name, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached",
+				Name: "m", UID: "u", Controller: ptrTo(true)}}}}
+	}
+	for i := range 40 {
+		wrapped.OnUpdate(owned(fmt.Sprintf("d-%d", i), "1"), owned(fmt.Sprintf("d-%d", i), "2"))
+	}
+	for range 10 { // the same object, again and again within the settle delay
+		wrapped.OnUpdate(owned("m", "1"), owned("m", "2"))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for live.gets.Load() < 41 && time.Now().Before(deadline) {
+		time.Sleep(settleDelay)
+	}
+	time.Sleep(20 * settleDelay)
+	if got, most := live.gets.Load(), live.most.Load(); got != 41 || most > driftWorkers {
+		t.Errorf("41 owned objects updated: %d reads, at most %d at once; want 41, at most %d", got, most, driftWorkers)
+	}
+	// d-0...d-39 are not found (so whether they drifted cannot be told) and m drifted.
+	if got := h.updates.Load(); got != 41 {
+		t.Errorf("%d updates passed on, want 41, each object once", got)
+	}
+}
