@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -142,4 +144,66 @@ func peakRSS(t *testing.T, pid int) float64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// A tenant at their namespace's quota of CRs is refused the next one by the API server, with
+// a message naming the quota; the operator serves the CRs they have and another tenant's.
+func TestCRCountAtQuota(t *testing.T) {
+	attacker, other := newTenant(t), newTenant(t)
+	ctx := context.Background()
+	const admitted = 2
+	quota := tenantQuota(t, attacker.ns)
+	resource := framework.GVK("AppService")
+	for name := range quota.Spec.Hard {
+		if strings.HasPrefix(string(name), "count/appservices.") {
+			quota.Spec.Hard[name] = *apiresource.NewQuantity(admitted, apiresource.DecimalSI)
+		}
+	}
+	if err := env.Client.Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	// The quota admits creates once the controller-manager has counted what the namespace has.
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		got := &corev1.ResourceQuota{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(quota), got); err != nil {
+			return err
+		}
+		for name, hard := range got.Status.Hard {
+			if strings.HasPrefix(string(name), "count/appservices.") && hard.Value() == admitted {
+				if _, counted := got.Status.Used[name]; counted {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("quota of %s AppServices not in force yet: %v", resource.Group, got.Status)
+	})
+	var crs []*unstructured.Unstructured
+	for i := range admitted {
+		cr := appService(attacker.ns, fmt.Sprintf("a-%d", i), fmt.Sprintf("a-%d", i), 0)
+		if err := attacker.client.Create(ctx, cr); err != nil {
+			t.Fatalf("CR %d of the %d the quota admits: %v", i+1, admitted, err)
+		}
+		crs = append(crs, cr)
+	}
+	var v []string
+	over := appService(attacker.ns, "over", "over", 0)
+	if err := attacker.client.Create(ctx, over); err == nil || !strings.Contains(err.Error(), "exceeded quota") {
+		v = append(v, fmt.Sprintf("a CR over the quota: %v, want refused for exceeding it", err))
+	}
+	for _, cr := range crs {
+		if _, err := deployed(cr, 1); err != nil {
+			v = append(v, "a CR within the quota: "+err.Error())
+		}
+	}
+	theirs := appService(other.ns, "y", "y-app", 1)
+	if err := other.client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deployed(theirs, 1); err != nil {
+		v = append(v, "the other tenant's CR: "+err.Error())
+	}
+	if manager.Exited() {
+		v = append(v, "the manager exited")
+	}
+	report(t, v)
 }

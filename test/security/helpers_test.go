@@ -23,6 +23,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -60,6 +61,9 @@ func newTenant(t *testing.T) *tenant {
 		t.Fatal(err)
 	}
 	tn := &tenant{ns: ns, client: c}
+	if err := env.Client.Create(ctx, tenantQuota(t, ns)); err != nil {
+		t.Fatal(err)
+	}
 	// The aggregated roles reach "edit" through the controller-manager: wait until the
 	// tenant may create the operator's kinds.
 	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
@@ -70,6 +74,27 @@ func newTenant(t *testing.T) *tenant {
 		return nil
 	})
 	return tn
+}
+
+// tenantCRs is how many CRs of each kind a tenant's ResourceQuota admits: every tenant of the
+// suite runs under one, as docs/deploying.md asks administrators to set.
+const tenantCRs = 250
+
+// tenantQuota is the ResourceQuota of a tenant's namespace ns: at most tenantCRs CRs of each
+// of the operator's kinds (count/<plural>.<group>), since a CR that renders no pod (an
+// AppService of 0 replicas) would use none of the namespace's pod quota.
+func tenantQuota(t *testing.T, ns string) *corev1.ResourceQuota {
+	t.Helper()
+	kinds, err := framework.Kinds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hard := corev1.ResourceList{}
+	for _, k := range kinds {
+		hard[corev1.ResourceName("count/"+k.Resource().String())] = resource.MustParse(strconv.Itoa(tenantCRs))
+	}
+	return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-kinds"},
+		Spec: corev1.ResourceQuotaSpec{Hard: hard}}
 }
 
 func appService(ns, name, deployment string, replicas int64) *unstructured.Unstructured {
