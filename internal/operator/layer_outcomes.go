@@ -39,7 +39,8 @@ type outcomes struct {
 }
 
 type outcome struct {
-	uid types.UID
+	uid  types.UID
+	born time.Time // when this process first recorded the CR
 	// deployed is the generation last installed, upgraded or found unchanged; 0 if none.
 	deployed int64
 	// failures counts the failed attempts in a row at failedGeneration; failure is the last.
@@ -78,7 +79,7 @@ func (o *outcomes) entry(cr client.Object) *outcome {
 	key := client.ObjectKeyFromObject(cr)
 	e := o.byKey[key]
 	if e == nil || e.uid != cr.GetUID() {
-		e = &outcome{uid: cr.GetUID()}
+		e = &outcome{uid: cr.GetUID(), born: time.Now()}
 		o.byKey[key] = e
 	}
 	return e
@@ -155,6 +156,18 @@ func (o *outcomes) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	delete(o.byKey, key)
 	o.mu.Unlock()
+}
+
+// forgetGone drops the outcomes of the CRs that live does not hold and that were already
+// recorded at since (goneSweep).
+func (o *outcomes) forgetGone(live map[types.NamespacedName]bool, since time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, e := range o.byKey {
+		if !live[k] && e.born.Before(since) {
+			delete(o.byKey, k)
+		}
+	}
 }
 
 // tell wakes the readiness controller for cr. It blocks when the controller is 1024

@@ -94,7 +94,8 @@ type crKey struct{ kind, namespace, name string }
 
 // crSeries is what the series of one CR say; a series is exported once its value is known.
 type crSeries struct {
-	decided        bool // ready and stalled are known (the readiness controller decided)
+	born           time.Time // when the first series of the CR was made
+	decided        bool      // ready and stalled are known (the readiness controller decided)
 	ready, stalled bool
 	chartKnown     bool // behind and version are known
 	behind         bool
@@ -110,10 +111,22 @@ type crSeries struct {
 func (f *fleetSeries) series(key crKey) *crSeries {
 	s := f.crs[key]
 	if s == nil {
-		s = &crSeries{}
+		s = &crSeries{born: time.Now()}
 		f.crs[key] = s
 	}
 	return s
+}
+
+// forgetGone drops the series of the CRs of kind that live does not hold and that were
+// already there at since (goneSweep).
+func (f *fleetSeries) forgetGone(kind string, live map[types.NamespacedName]bool, since time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, s := range f.crs {
+		if k.kind == kind && !live[types.NamespacedName{Namespace: k.namespace, Name: k.name}] && s.born.Before(since) {
+			delete(f.crs, k)
+		}
+	}
 }
 
 // observe sets cr's series from the status the readiness controller decided. While the

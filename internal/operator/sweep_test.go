@@ -1,0 +1,48 @@
+package operator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The state of a CR the cache no longer holds is forgotten, whatever path the CR went by;
+// that of a CR the cache holds, or of one recorded since the cache was read, is kept.
+func TestGoneSweepForgetsGoneCRs(t *testing.T) {
+	crAt := func(name string) *unstructured.Unstructured {
+		cr := memcached(nil)
+		cr.SetName(name)
+		cr.SetUID(types.UID("uid-" + name))
+		return cr
+	}
+	fleet, o := newFleetSeries(), newOutcomes()
+	for _, name := range []string{"gone", "here"} {
+		cr := crAt(name)
+		fleet.helmOperation("Memcached", "ns", name, time.Second, nil)
+		o.mu.Lock()
+		o.entry(cr)
+		o.mu.Unlock()
+	}
+	s := &goneSweep{reader: readerWith(crAt("here")), metrics: fleet,
+		kinds: []sweptKind{{gvk: memcachedGVK, outcomes: o}}}
+	s.sweep(context.Background())
+	for name, want := range map[string]bool{"gone": false, "here": true} {
+		if _, kept := fleet.crs[crKey{"Memcached", "ns", name}]; kept != want {
+			t.Errorf("series of %s kept: %v, want %v", name, kept, want)
+		}
+		if _, kept := o.get(types.NamespacedName{Namespace: "ns", Name: name}, types.UID("uid-"+name)); kept != want {
+			t.Errorf("outcome of %s kept: %v, want %v", name, kept, want)
+		}
+	}
+
+	// Recorded after the cache was read: the list may have missed its CR.
+	before := time.Now().Add(-time.Second)
+	fleet.helmOperation("Memcached", "ns", "new", time.Second, nil)
+	fleet.forgetGone("Memcached", map[types.NamespacedName]bool{}, before)
+	if _, kept := fleet.crs[crKey{"Memcached", "ns", "new"}]; !kept {
+		t.Error("the series of a CR recorded after the sweep read the cache was forgotten")
+	}
+}
