@@ -4,16 +4,21 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // statusFilteringManager is mgr with a cache that filters the informer of one kind.
@@ -76,9 +81,7 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 		return inf, err
 	}
 	if gvk == c.gvk {
-		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
-			return skipStatusUpdates{h}
-		}}, nil
+		return wrappingInformer{Informer: inf, wrap: newSkipStatusUpdates}, nil
 	}
 	switch obj.(type) {
 	case *corev1.Secret:
@@ -120,16 +123,116 @@ func (deletionsOnly) OnAdd(any, bool)   {}
 func (deletionsOnly) OnUpdate(_, _ any) {}
 
 // skipStatusUpdates passes every event to its handler but updates that cannot change the
-// release (nothingForTheRelease).
+// release (nothingForTheRelease), and holds back forced reconciles that come too often
+// (forcedRequests).
 type skipStatusUpdates struct {
 	toolscache.ResourceEventHandler
+	forced *forcedRequests
+}
+
+func newSkipStatusUpdates(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+	s := skipStatusUpdates{ResourceEventHandler: h, forced: &forcedRequests{
+		last:    map[types.NamespacedName]time.Time{},
+		waiting: map[types.NamespacedName][2]any{},
+		queue:   workqueue.NewTypedDelayingQueue[types.NamespacedName](),
+	}}
+	go s.passWaiting()
+	return s
 }
 
 func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 	if nothingForTheRelease(oldObj, newObj) {
 		return
 	}
+	if n, ok := newObj.(*unstructured.Unstructured); ok && onlyRequestChanged(oldObj, newObj) && h.forced.holdBack(oldObj, n) {
+		return
+	}
 	h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+}
+
+// forcedInterval is the least time between two reconciles of one CR that its reconcile
+// request annotation forces. Each is a full reconcile (a dry-run upgrade at least), and a
+// tenant who rewrites the annotation in a loop would otherwise keep the kind's workers busy
+// for everyone. A request that comes sooner waits out the interval; of those that waited,
+// the latest is passed on.
+var forcedInterval = 10 * time.Second
+
+// forcedRequests are the forced reconciles of one handler: when each CR's last one was
+// passed on, and the updates held back.
+type forcedRequests struct {
+	mu      sync.Mutex
+	last    map[types.NamespacedName]time.Time
+	waiting map[types.NamespacedName][2]any // the first old and the latest new version held
+	queue   workqueue.TypedDelayingInterface[types.NamespacedName]
+}
+
+// holdBack reports whether the forced reconcile of cr (whose previous version is old) must
+// wait, and if so holds it until its CR's interval is over.
+func (f *forcedRequests) holdBack(old any, cr *unstructured.Unstructured) bool {
+	key, now := client.ObjectKeyFromObject(cr), time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if held, ok := f.waiting[key]; ok {
+		f.waiting[key] = [2]any{held[0], cr}
+		return true
+	}
+	if since := now.Sub(f.last[key]); since < forcedInterval {
+		f.waiting[key] = [2]any{old, cr}
+		f.queue.AddAfter(key, forcedInterval-since)
+		return true
+	}
+	if len(f.last) >= 1024 { // forget the CRs whose interval is over, now and then
+		for k, t := range f.last {
+			if now.Sub(t) >= forcedInterval {
+				delete(f.last, k)
+			}
+		}
+	}
+	f.last[key] = now
+	return false
+}
+
+// passWaiting passes each held-back update on once its CR's interval is over.
+func (h skipStatusUpdates) passWaiting() {
+	f := h.forced
+	for {
+		key, shutdown := f.queue.Get()
+		if shutdown {
+			return
+		}
+		f.mu.Lock()
+		held, ok := f.waiting[key]
+		delete(f.waiting, key)
+		f.last[key] = time.Now()
+		f.mu.Unlock()
+		if ok {
+			h.ResourceEventHandler.OnUpdate(held[0], held[1])
+		}
+		f.queue.Done(key)
+	}
+}
+
+// onlyRequestChanged reports whether the new version of a CR differs from the old in its
+// reconcile request annotation and in nothing else that nothingForTheRelease looks at.
+func onlyRequestChanged(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*unstructured.Unstructured)
+	n, ok2 := newObj.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return false
+	}
+	req := statuscontract.RequestAnnotation
+	if o.GetAnnotations()[req] == n.GetAnnotations()[req] {
+		return false
+	}
+	without := func(u *unstructured.Unstructured) map[string]any {
+		c := withoutStatus(u)
+		unstructured.RemoveNestedField(c, "metadata", "annotations", req)
+		if a, _, _ := unstructured.NestedMap(c, "metadata", "annotations"); len(a) == 0 {
+			unstructured.RemoveNestedField(c, "metadata", "annotations")
+		}
+		return c
+	}
+	return reflect.DeepEqual(without(o), without(n))
 }
 
 // nothingForTheRelease reports whether two versions of a CR differ in nothing but their

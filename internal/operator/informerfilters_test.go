@@ -3,7 +3,11 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +16,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 func version(rv string, mutate func(u *unstructured.Unstructured)) *unstructured.Unstructured {
@@ -185,5 +191,51 @@ func TestFilteringCache(t *testing.T) {
 			t.Errorf("%T: handler got %d adds, %d updates, %d deletes; want %d, %d, 1",
 				tc.obj, rec.adds, rec.updates, rec.deletes, tc.wantAdds, tc.wantUpdates)
 		}
+	}
+}
+
+// A reconcile forced by the request annotation passes at most once per forcedInterval and
+// CR: requests that come sooner wait, and only the latest of them passes; a spec edit never
+// waits.
+func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
+	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
+	forcedInterval = 100 * time.Millisecond
+	var passed []string
+	var mu sync.Mutex
+	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, n any) {
+		mu.Lock()
+		defer mu.Unlock()
+		u := n.(*unstructured.Unstructured)
+		passed = append(passed, u.GetName()+":"+u.GetAnnotations()[statuscontract.RequestAnnotation]+":"+u.GetResourceVersion())
+	}})
+	version := func(name, request, rv string, size int64) *unstructured.Unstructured {
+		u := memcached(nil)
+		u.SetName(name)
+		u.SetResourceVersion(rv)
+		if request != "" {
+			u.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: request})
+		}
+		_ = unstructured.SetNestedField(u.Object, size, "spec", "size")
+		return u
+	}
+	prev := version("a", "", "1", 3)
+	for i := range 5 { // a loop of forced reconciles of CR a
+		next := version("a", strconv.Itoa(i), strconv.Itoa(i+2), 3)
+		h.OnUpdate(prev, next)
+		prev = next
+	}
+	h.OnUpdate(version("b", "", "1", 3), version("b", "x", "2", 3))  // another CR's request
+	h.OnUpdate(version("a", "4", "6", 3), version("a", "4", "7", 4)) // a spec edit of a
+	mu.Lock()
+	got := slices.Clone(passed)
+	mu.Unlock()
+	if want := []string{"a:0:2", "b:x:2", "a:4:7"}; !slices.Equal(got, want) {
+		t.Errorf("passed at once: %v, want %v", got, want)
+	}
+	time.Sleep(3 * forcedInterval)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"a:0:2", "b:x:2", "a:4:7", "a:4:6"}; !slices.Equal(passed, want) {
+		t.Errorf("passed: %v, want %v (the requests 1 to 4 of a as one, after the interval)", passed, want)
 	}
 }
