@@ -64,9 +64,10 @@ func newTenant(t *testing.T) *tenant {
 	if err := env.Client.Create(ctx, tenantQuota(t, ns)); err != nil {
 		t.Fatal(err)
 	}
-	// The aggregated roles reach "edit" through the controller-manager: wait until the
-	// tenant may create the operator's kinds.
-	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+	// The aggregated roles reach "edit" through the controller-manager, and the quota admits
+	// creates once the controller-manager counts the kinds (it discovers new resources every
+	// 30 s, later on a cluster just started): wait until the tenant may create them.
+	framework.Eventually(t, 3*time.Minute, func(ctx context.Context) error {
 		cr := appService(ns, "probe", "probe-app", 1)
 		if err := c.Create(ctx, cr, client.DryRunAll); err != nil {
 			return fmt.Errorf("the tenant may not create AppServices yet: %w", err)
