@@ -1,7 +1,10 @@
 package security
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +12,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,6 +60,14 @@ func TestTakeOverOfUnsignedRecords(t *testing.T) {
 	if err := tn.client.Create(ctx, ghost); err != nil {
 		t.Fatal(err)
 	}
+	// And records that decompress and decode into far more than they weigh: 60 MiB of values
+	// (a few KiB of gzip) and 15 MiB of them, each {} a map once decoded.
+	bombs := map[string]int{"bomb-large": 60 << 20, "bomb-wide": 15 << 20}
+	for name, size := range bombs {
+		if err := tn.client.Create(ctx, bombRecord(tn.ns, name, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := outside(t, tn.ns)
 
 	// The new version, with a key of its own: the first run of this version in a cluster.
@@ -90,6 +102,23 @@ func TestTakeOverOfUnsignedRecords(t *testing.T) {
 	if err := releasesign.Key(key.Data["key"]).Verify(tn.ns, rec); err != nil {
 		t.Errorf("the earlier version's record of kept was not signed: %v", err)
 	}
+	for name := range bombs {
+		bomb := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "sh.helm.release.v1." + name + ".v1"}, bomb); err != nil {
+			t.Fatal(err)
+		}
+		if _, signed := bomb.Annotations[releasesign.SignatureAnnotation]; signed {
+			t.Errorf("the record %s was taken over", name)
+		}
+	}
+	if upgraded.Exited() {
+		t.Fatal("the manager exited during the take-over")
+	}
+	if peak := peakRSS(t, upgraded.Pid()); peak > maxTakeOverPeak {
+		t.Errorf("the manager's peak RSS through the take-over of the bombs: %.0f MiB, want at most %d", peak, maxTakeOverPeak)
+	} else {
+		t.Logf("the manager's peak RSS through the take-over of the bombs: %.0f MiB", peak)
+	}
 
 	// The planted record is not: when its CR comes, it gets a release of its own.
 	ghostCR := appService(tn.ns, "ghost", "ghost-app", 1)
@@ -122,5 +151,31 @@ func TestTakeOverOfUnsignedRecords(t *testing.T) {
 		if !strings.Contains(d, keyName) {
 			t.Error(d)
 		}
+	}
+}
+
+// maxTakeOverPeak bounds the peak RSS of a manager that takes over the bombs of
+// TestTakeOverOfUnsignedRecords, in MiB: decoded into maps, their values would take more than
+// a GiB.
+const maxTakeOverPeak = 256
+
+// bombRecord is an unsigned record of release name whose release is size bytes of JSON, most
+// of it values: an array of empty objects, which gzip packs into a few KiB.
+func bombRecord(ns, name string, size int) *corev1.Secret {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	head := fmt.Sprintf(`{"name":%q,"namespace":%q,"version":1,"chart":{"metadata":{"name":"appservice"}},"config":{"a":[{}`, name, ns)
+	_, _ = w.Write([]byte(head))
+	chunk := bytes.Repeat([]byte(",{}"), 1<<16)
+	for n := len(head); n < size; n += len(chunk) {
+		_, _ = w.Write(chunk)
+	}
+	_, _ = w.Write([]byte("]}}"))
+	_ = w.Close()
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1." + name + ".v1",
+			Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
+		Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))},
 	}
 }
