@@ -207,3 +207,69 @@ func TestCRCountAtQuota(t *testing.T) {
 	}
 	report(t, v)
 }
+
+// A namespace editor who forces reconciles of their CR in a loop gets at most one every
+// forcedInterval (10 s): the requests in between are passed on as one, and another tenant's
+// edit is served meanwhile.
+func TestForcedReconcileLoop(t *testing.T) {
+	if stock {
+		t.Skip("the stock operator has no forced reconciles: every CR update is a full reconcile")
+	}
+	attacker, other := newTenant(t), newTenant(t)
+	ctx := context.Background()
+	cr := appService(attacker.ns, "x", "x-app", 1)
+	theirs := appService(other.ns, "y", "y-app", 1)
+	for _, c := range []struct {
+		tn *tenant
+		cr *unstructured.Unstructured
+	}{{attacker, cr}, {other, theirs}} {
+		if err := c.tn.client.Create(ctx, c.cr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := deployed(c.cr, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const requests = 40
+	handled := map[string]bool{}
+	seen := func() {
+		got := cr.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err == nil {
+			if h, ok, _ := unstructured.NestedString(got.Object, "status", "lastHandledReconcileAt"); ok {
+				handled[h] = true
+			}
+		}
+	}
+	for i := range requests {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"loop-%d"}}}`, requestAnnotation, i)
+		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		if i == requests/2 {
+			other.setReplicas(t, theirs, 2)
+		}
+		time.Sleep(100 * time.Millisecond)
+		seen()
+	}
+	var v []string
+	if err := deploymentReplicas(other.ns, "y-app", 2); err != nil {
+		v = append(v, "the other tenant's edit: "+err.Error())
+	}
+	last := fmt.Sprintf("loop-%d", requests-1)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		seen()
+		if !handled[last] {
+			return fmt.Errorf("the last request %s not handled yet", last)
+		}
+		return nil
+	})
+	// The first request passes, the last (with all those between) after the interval; a
+	// request can be seen handled between the two only if its reconcile began then.
+	if len(handled) > 3 {
+		v = append(v, fmt.Sprintf("%d of the %d forced reconciles ran one by one (%v), want them passed on as one", len(handled), requests, handled))
+	}
+	if manager.Exited() {
+		v = append(v, "the manager exited")
+	}
+	report(t, v)
+}
