@@ -10,6 +10,8 @@ import (
 
 	libhandler "github.com/operator-framework/operator-lib/handler"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -260,23 +262,10 @@ func subset(want, have any) bool {
 		}
 		return true
 	default:
-		if wn, ok := number(want); ok {
-			hn, ok := number(have)
+		if wn, ok := statuscontract.Number(want); ok {
+			hn, ok := statuscontract.Number(have)
 			return ok && wn == hn
 		}
 		return want == have
 	}
-}
-
-// number brings the numbers of a parsed manifest (float64) and of the API (int64) together.
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case float64:
-		return n, true
-	}
-	return 0, false
 }

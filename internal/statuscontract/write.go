@@ -40,20 +40,18 @@ func (o StatusOwner) Holds(cr *unstructured.Unstructured, p Part) bool {
 			return false
 		}
 	}
+	var others map[string]bool // the types other writers own, for a writer that owns the rest
+	if o.OtherConditions && len(conds) > 0 {
+		others = ConditionsOwnedByOthers(o.FieldManager)
+	}
 	for i := range conds {
-		if Find(p.Conditions, conds[i].Type) == nil && o.ownsCondition(conds[i].Type) {
+		t := conds[i].Type
+		owned := slices.Contains(o.Conditions, t) || (o.OtherConditions && !others[t])
+		if owned && Find(p.Conditions, t) == nil {
 			return false
 		}
 	}
 	return true
-}
-
-// ownsCondition reports whether the condition type t is o's.
-func (o StatusOwner) ownsCondition(t string) bool {
-	if slices.Contains(o.Conditions, t) {
-		return true
-	}
-	return o.OtherConditions && !ConditionsOwnedByOthers(o.FieldManager)[t]
 }
 
 // ApplyObject is the server-side apply configuration of p on cr, for a writer with a field
@@ -134,8 +132,8 @@ func conditionField(c *metav1.Condition) map[string]any {
 // machinery decodes them as int64, other sources as float64 or another int type), maps and
 // lists element by element, anything else as it is.
 func sameValue(got, want any) bool {
-	if w, ok := number(want); ok {
-		g, ok := number(got)
+	if w, ok := Number(want); ok {
+		g, ok := Number(got)
 		return ok && g == w
 	}
 	switch w := want.(type) {
@@ -165,8 +163,10 @@ func sameValue(got, want any) bool {
 	return reflect.DeepEqual(got, want)
 }
 
-// number is v as a float64, if v is a number.
-func number(v any) (float64, bool) {
+// Number is v as a float64, if v is a number as a JSON decoder or the API machinery gives it
+// (float64, int64, or another int type): status fields and rendered manifests compare by
+// value whatever decoded them.
+func Number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case int64:
 		return float64(n), true
