@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -33,28 +34,31 @@ const (
 // takes more than twice the 62 MiB they weigh (the response and the objects decoded from it).
 const maxPlantedRise = 64
 
-// requestAnnotation forces one reconcile of a CR, echoed in status.lastHandledReconcileAt.
-const requestAnnotation = "warpdrive.transwarp.io/reconcile-requested-at"
-
-// A namespace editor labels a hundred large Secrets as release records of their own CR and
-// forces reconciles of it: the manager reads them a page at a time, so its peak memory rises
-// by a page and not by all of them, it stays up, and another tenant's edit is served.
-func TestPlantedRecordsDoNotExhaustTheManager(t *testing.T) {
-	attacker, other := newTenant(t), newTenant(t)
-	ctx := context.Background()
-	cr := appService(attacker.ns, "x", "x-app", 1)
-	theirs := appService(other.ns, "y", "y-app", 1)
+// twoTenants are an attacker and another tenant, each with an AppService deployed (x and y).
+func twoTenants(t *testing.T) (attacker, other *tenant, cr, theirs *unstructured.Unstructured) {
+	t.Helper()
+	attacker, other = newTenant(t), newTenant(t)
+	cr, theirs = appService(attacker.ns, "x", "x-app", 1), appService(other.ns, "y", "y-app", 1)
 	for _, c := range []struct {
 		tn *tenant
 		cr *unstructured.Unstructured
 	}{{attacker, cr}, {other, theirs}} {
-		if err := c.tn.client.Create(ctx, c.cr); err != nil {
+		if err := c.tn.client.Create(context.Background(), c.cr); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := deployed(c.cr, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return attacker, other, cr, theirs
+}
+
+// A namespace editor labels a hundred large Secrets as release records of their own CR and
+// forces reconciles of it: the manager reads them a page at a time, so its peak memory rises
+// by a page and not by all of them, it stays up, and another tenant's edit is served.
+func TestPlantedRecordsDoNotExhaustTheManager(t *testing.T) {
+	attacker, other, cr, theirs := twoTenants(t)
+	ctx := context.Background()
 
 	for i := range plantedRecords {
 		data := make([]byte, plantedBytes*3/4)
@@ -75,7 +79,7 @@ func TestPlantedRecordsDoNotExhaustTheManager(t *testing.T) {
 	before := peakRSS(t, manager.Pid())
 	for i := range 3 {
 		request := fmt.Sprintf("planted-%d", i)
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, requestAnnotation, request)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, statuscontract.RequestAnnotation, request)
 		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
@@ -127,24 +131,7 @@ func resetPeak(t *testing.T, pid int) {
 }
 
 // peakRSS is the peak resident set size of process pid since its last reset, in MiB.
-func peakRSS(t *testing.T, pid int) float64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
-}
+func peakRSS(t *testing.T, pid int) float64 { return procStatusMiB(t, pid, "VmHWM") }
 
 // A tenant at their namespace's quota of CRs is refused the next one by the API server, with
 // a message naming the quota; the operator serves the CRs they have and another tenant's.
@@ -215,21 +202,8 @@ func TestForcedReconcileLoop(t *testing.T) {
 	if stock {
 		t.Skip("the stock operator has no forced reconciles: every CR update is a full reconcile")
 	}
-	attacker, other := newTenant(t), newTenant(t)
+	attacker, other, cr, theirs := twoTenants(t)
 	ctx := context.Background()
-	cr := appService(attacker.ns, "x", "x-app", 1)
-	theirs := appService(other.ns, "y", "y-app", 1)
-	for _, c := range []struct {
-		tn *tenant
-		cr *unstructured.Unstructured
-	}{{attacker, cr}, {other, theirs}} {
-		if err := c.tn.client.Create(ctx, c.cr); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := deployed(c.cr, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const requests = 40
 	handled := map[string]bool{}
 	seen := func() {
@@ -241,7 +215,7 @@ func TestForcedReconcileLoop(t *testing.T) {
 		}
 	}
 	for i := range requests {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"loop-%d"}}}`, requestAnnotation, i)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"loop-%d"}}}`, statuscontract.RequestAnnotation, i)
 		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 			t.Fatal(err)
 		}

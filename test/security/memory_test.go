@@ -87,14 +87,17 @@ func TestManagerMemoryWithLargestCRs(t *testing.T) {
 }
 
 // rss is the resident set size of process pid, in MiB.
-func rss(t *testing.T, pid int) float64 {
+func rss(t *testing.T, pid int) float64 { return procStatusMiB(t, pid, "VmRSS") }
+
+// procStatusMiB is the field of /proc/<pid>/status given in kB (VmRSS, VmHWM), in MiB.
+func procStatusMiB(t *testing.T, pid int, field string) float64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			kb, err := strconv.ParseFloat(f[1], 64)
 			if err != nil {
 				t.Fatal(err)
@@ -102,6 +105,6 @@ func rss(t *testing.T, pid int) float64 {
 			return kb / 1024
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
