@@ -118,8 +118,12 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --max-requests-inflight=800 --max-mutating-requests-inflight=400
 wait_for kube-apiserver 90 kubectl get --raw /readyz
 
+# --resource-quota-sync-period: a quota created before the controller-manager discovered a new
+# CRD's kind reports "status unknown" for that kind, refusing every create, until its next
+# full sync (5 minutes by default); the attack suite's tenants each get such a quota.
 start kube-controller-manager "$BIN/kube-controller-manager" \
   --kubeconfig="$KUBECONFIG_FILE" \
+  --resource-quota-sync-period=20s \
   --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
   --bind-address=127.0.0.1 --secure-port="$CM_PORT" \
   --leader-elect=false --use-service-account-credentials \
