@@ -60,6 +60,9 @@ const (
 	ReasonStalled        = "Stalled"
 	ReasonProgressing    = "Progressing"
 	ReasonNotStalled     = "NotStalled"
+	// ReasonSourceChanged: a source of spec.valuesFrom changed since the release was
+	// rendered from it, and the upgrade that applies it is pending.
+	ReasonSourceChanged = "ValuesSourceChanged"
 )
 
 // Failure is the last failed attempt at a generation.
@@ -87,6 +90,9 @@ type State struct {
 	Paused bool
 	// Rollout is the sidecar's RolledOut condition, nil before it wrote one.
 	Rollout *metav1.Condition
+	// SourceChanged names a source of spec.valuesFrom whose version is not the one the
+	// deployed release was rendered from ("Secret \"db\""); "" if none.
+	SourceChanged string
 }
 
 // Decision is the manager's part of the status.
@@ -119,7 +125,10 @@ func Decide(s State) Decision {
 		notStalled()
 		set(&d.Reconciling, Reconciling, metav1.ConditionFalse, ReasonPaused,
 			fmt.Sprintf("reconciling is paused by the annotation %s", PauseAnnotation))
-		if s.Deployed == s.Generation && rolledOut(s) {
+		if s.SourceChanged != "" {
+			set(&d.Ready, Ready, metav1.ConditionFalse, ReasonPaused,
+				fmt.Sprintf("reconciling is paused; the change of %s waits", s.SourceChanged))
+		} else if s.Deployed == s.Generation && rolledOut(s) {
 			set(&d.Ready, Ready, metav1.ConditionTrue, ReasonReady, "the release of this generation is deployed and rolled out; reconciling is paused")
 		} else {
 			set(&d.Ready, Ready, metav1.ConditionFalse, ReasonPaused,
@@ -148,6 +157,12 @@ func Decide(s State) Decision {
 		msg := fmt.Sprintf("%s of generation %d pending", step, s.Generation)
 		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, pending, msg)
 		set(&d.Ready, Ready, metav1.ConditionFalse, pending, msg)
+
+	case s.SourceChanged != "":
+		notStalled()
+		msg := fmt.Sprintf("%s changed; the upgrade of generation %d that applies it is pending", s.SourceChanged, s.Generation)
+		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonSourceChanged, msg)
+		set(&d.Ready, Ready, metav1.ConditionFalse, ReasonSourceChanged, msg)
 
 	case rolledOut(s):
 		notStalled()

@@ -10,6 +10,9 @@ const (
 	// FieldChart is the chart of the CR's release and where it stands in a chart rollout
 	// (docs/rollouts.md).
 	FieldChart = "chart"
+	// FieldValuesFrom is the version of each source of spec.valuesFrom that the deployed
+	// release was rendered from (internal/valuesfrom).
+	FieldValuesFrom = "valuesFrom"
 
 	FieldReplicas          = "replicas"
 	FieldReadyReplicas     = "readyReplicas"
@@ -67,7 +70,7 @@ var (
 	ManagerStatus = StatusOwner{
 		FieldManager: ManagerFieldManager,
 		Process:      ProcessManager,
-		Fields:       []string{FieldObservedGeneration, FieldFailures, FieldLastHandledReconcileAt, FieldChart},
+		Fields:       []string{FieldObservedGeneration, FieldFailures, FieldLastHandledReconcileAt, FieldChart, FieldValuesFrom},
 		Conditions:   []string{Ready, Reconciling, Stalled, ChartRollout},
 	}
 	// SidecarStatus is the sidecar's workload status controller (sidecar/internal/workloadstatus).
