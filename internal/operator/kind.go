@@ -12,10 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // shared is what the kinds' controllers share: one of each per manager (Setup).
@@ -33,6 +35,7 @@ type shared struct {
 	locks     *keyedMutex            // one lock per release name
 	manifests *releaseManifests      // the deployed manifests, for the drift filter
 	metrics   *fleetSeries           // the per-CR series
+	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
 }
 
 // kindControllers are the three controllers of one CR kind and the channels between them.
@@ -98,12 +101,18 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	// deletes (docs/bench/findings.md, "The rollout's list from the cache").
 	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
 		mgr.GetCache(), recorder, k.outcomes.notify)
+	values := &valuesSources{gvk: w.GroupVersionKind, resolver: valuesfrom.Resolver{Reader: mgr.GetAPIReader()},
+		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, recorder: recorder}
+	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
+	}
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
 		reconciler.WithOverrideValues(w.OverrideValues),
+		reconciler.WithValueTranslator(values),
 		reconciler.WithSelector(*w.Selector),
 		// The stock run command passes watchDependentResources itself here, so its
 		// default (true) turns the watches off and drift waits for the periodic pass.
@@ -119,7 +128,10 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithPostHook(recordSuccess(k.outcomes)),
 		reconciler.WithPauseReconcileHandler(pauseHandler(k.outcomes)),
 		reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
-			return c.Watch(k.rollout.wakeSource()) // the CRs the rollout admits
+			if err := c.Watch(k.rollout.wakeSource()); err != nil { // the CRs the rollout admits
+				return err
+			}
+			return values.watch(c) // the CRs whose values' sources changed
 		}),
 	)
 	if err != nil {
@@ -129,7 +141,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}
 	k.readiness = &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind,
-		selector: selector, outcomes: k.outcomes, rollout: k.rollout, metrics: s.metrics, now: metav1.Now}
+		selector: selector, outcomes: k.outcomes, rollout: k.rollout, sources: values, metrics: s.metrics, now: metav1.Now}
 	if err := k.readiness.setup(mgr); err != nil {
 		return nil, fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
 	}

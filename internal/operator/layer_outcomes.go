@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // outcomes remembers, for each CR of one kind, how the helm reconciler's last visit ended:
@@ -53,6 +54,14 @@ type outcome struct {
 	// chart is the chart of the release last deployed or found unchanged, if chartSet.
 	chart    deployedChart
 	chartSet bool
+	// read are the versions of the sources of spec.valuesFrom the visit in progress read, and
+	// secrets the strings it read from Secrets, kept only until the visit ends (redactor);
+	// applied are the versions the release last deployed or found unchanged was rendered
+	// from, if appliedSet.
+	read       []valuesfrom.Source
+	secrets    valuesfrom.Redactor
+	applied    []valuesfrom.Source
+	appliedSet bool
 }
 
 // maxRequestEcho bounds the reconcile request echoed in status.lastHandledReconcileAt, as the
@@ -94,11 +103,33 @@ func (o *outcomes) visited(cr client.Object) {
 	o.tell(cr)
 }
 
+// resolved records what the visit in progress read of cr's spec.valuesFrom (valuessources.go).
+func (o *outcomes) resolved(cr client.Object, read []valuesfrom.Source, secrets valuesfrom.Redactor) {
+	o.mu.Lock()
+	e := o.entry(cr)
+	e.read, e.secrets = read, secrets
+	o.mu.Unlock()
+}
+
+// redactor takes out of messages what the visit in progress of the CR key read from Secrets.
+func (o *outcomes) redactor(key types.NamespacedName) valuesfrom.Redactor {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e := o.byKey[key]; e != nil {
+		return e.secrets
+	}
+	return valuesfrom.Redactor{}
+}
+
 // succeeded records that the release rel is deployed at cr's spec.
+//
+// It ends the visit: the strings read from Secrets are dropped, so that the manager holds
+// them only while a visit runs, however many CRs read how large Secrets.
 func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
 	ch, chartSet := chartOf(rel)
 	o.mu.Lock()
 	e := o.entry(cr)
+	e.applied, e.appliedSet, e.secrets = e.read, true, valuesfrom.Redactor{}
 	e.deployed = max(e.deployed, cr.GetGeneration())
 	if chartSet {
 		e.chart, e.chartSet = ch, true
@@ -112,10 +143,13 @@ func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
 // failed records a failed attempt at cr's generation. The count goes on from the CR's
 // status when this process has not seen the CR fail before (after a restart or a
 // failover), so that a restart does not hide a stall.
+//
+// A failure ends the visit, as succeeded does; its message was redacted below (layer_redact.go).
 func (o *outcomes) failed(cr client.Object, f statuscontract.Failure) {
 	f.Message = truncate(f.Message, maxConditionMessage/2)
 	o.mu.Lock()
 	e := o.entry(cr)
+	e.secrets = valuesfrom.Redactor{}
 	gen := cr.GetGeneration()
 	if e.failedGeneration != gen {
 		e.failures, e.failedGeneration = statusFailures(cr), gen

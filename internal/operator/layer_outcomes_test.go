@@ -71,7 +71,7 @@ func TestManagerStatus(t *testing.T) {
 	cr := crAt(2, map[string]any{"observedGeneration": int64(1), "conditions": []any{
 		map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": int64(2)}}})
 	cr.SetResourceVersion("42")
-	f := managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, now, rolloutStatus{})
+	f := managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, now, rolloutStatus{}, "")
 	if f.observedGeneration != 2 || f.failures != 0 || f.handled != "x" {
 		t.Fatalf("manager fields %+v", f)
 	}
@@ -93,7 +93,7 @@ func TestManagerStatus(t *testing.T) {
 	status["conditions"] = append(status["conditions"].([]any),
 		map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": int64(2)})
 	cr.Object["status"] = status
-	if managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, metav1.Unix(2000, 0), rolloutStatus{}).differs(cr) {
+	if managerStatus(cr, outcome{uid: "uid-1", deployed: 2, handled: "x", handledSet: true}, metav1.Unix(2000, 0), rolloutStatus{}, "").differs(cr) {
 		t.Error("an unchanged decision differs from the status it wrote: it would be written forever")
 	}
 }

@@ -115,6 +115,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	s.locks = newKeyedMutex()                                  // one release name, across kinds: see layer_releaseguard.go
 	s.manifests = newReleaseManifests(s.configs.StoredRelease) // for the drift filter: see drift.go
 	s.metrics = newFleetSeries()                               // the per-CR series: see metrics.go
+	if s.sources, err = newSourcesCache(mgr); err != nil {     // spec.valuesFrom: see valuessources.go
+		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)
+	}
 	if err := registerFleet(s.metrics); err != nil {
 		return fmt.Errorf("registering the per-CR metrics: %w", err)
 	}

@@ -23,13 +23,17 @@ import (
 //     of the chart. Hooks run only for a chart that has them. Install uninstalls a failed
 //     install by name; Upgrade rolls a failed upgrade back.
 //
-//  1. release guard (guardedClient, layer_releaseguard.go). Get: another chart's release is a
+//  1. redaction (redactingClient, layer_redact.go). Every error that quotes a string the
+//     visit in progress read from a Secret of spec.valuesFrom (valuessources.go) has it
+//     replaced by "[redacted]", before any layer above, the reconciler or its log sees it.
+//
+//  2. release guard (guardedClient, layer_releaseguard.go). Get: another chart's release is a
 //     foreignReleaseError. Install, Upgrade (dry-run or not): under a lock on the release
 //     name shared by every kind, refused if the release is another chart's, else passed on.
 //     Uninstall: another chart's release is reported not found and left alone. Reconcile:
 //     passed on. Assumes of the engine: Get returns the release as stored, of any chart.
 //
-//  2. rollout gate (gatedClient, layer_rolloutgate.go). Upgrade (dry-run or not) to the chart the
+//  3. rollout gate (gatedClient, layer_rolloutgate.go). Upgrade (dry-run or not) to the chart the
 //     operator carries of a release on another chart: passed on if the kind's rollout admits
 //     the CR; else passed on with the chart of the release itself and the CR's spec as
 //     values, so that an edit applies with that chart and an unchanged spec leaves the
@@ -38,7 +42,7 @@ import (
 //     Assumes of the layer below: Get and History return the kind's own releases (the
 //     guard).
 //
-//  3. pending repair (repairingClient, layer_pendingrepair.go). Get: a last revision left pending
+//  4. pending repair (repairingClient, layer_pendingrepair.go). Get: a last revision left pending
 //     by an operation no longer running is marked failed in the storage (Warning Event
 //     PendingReleaseRepaired), and returned failed, so that the reconciler upgrades it.
 //     Install, Upgrade: recorded as running while they run; when one fails (not a dry run),
@@ -47,32 +51,32 @@ import (
 //     below: Get returns only the kind's own releases (the guard), and Config().Releases
 //     holds only the operator's records (the engine's signed storage).
 //
-//  4. orphan sweep (sweepingClient, layer_orphansweep.go). Uninstall of a CR being deleted that
+//  5. orphan sweep (sweepingClient, layer_orphansweep.go). Uninstall of a CR being deleted that
 //     finds no release: the objects of the cluster-scoped kinds the chart declares whose
 //     annotations name this CR as their owner are deleted (Warning Event OrphanDeleted), then
 //     "not found" is returned as before; a sweep that fails is an error, which keeps the
 //     finalizer. Every other call is passed on. Assumes of the layers below: another chart's
 //     release is reported not found (the guard), hence the owner check.
 //
-//  5. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
+//  6. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
 //     release" on Get and Uninstall, leaves a Warning Event on the CR with the error
 //     (InstallFailed, UpgradeFailed, also for a failed dry run, UninstallFailed,
 //     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair and the sweep, so
 //     that their failures are reported too.
 //
-//  6. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
+//  7. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
 //     Uninstall, whatever its outcome: the records the engine's storage refused are
 //     reported on the CR (condition ReleaseRecordRefused, Warning Event). Assumes of the
 //     layers below: Config() is the engine's, which each of them passes on.
 //
-//  7. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
+//  8. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
-//  8. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
+//  9. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
 //     Get, Install and Upgrade (not a dry run) hand the reconciler is recorded in versions
 //     (its revision and chart version, by its manifest's digest), for the status writer
 //     (statusclient.go), which writes them in status.deployedRelease in place of the manifest.
@@ -130,6 +134,9 @@ type pipeline struct {
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
 func (p pipeline) layers() []layer {
 	return []layer{
+		{"redaction", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withRedaction(g, p.outcomes)
+		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return newReleaseGuard(g, p.chart, p.locks)
 		}},

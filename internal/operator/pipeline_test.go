@@ -115,14 +115,14 @@ func traced(layers []layer, trace *[]string) []layer {
 
 // The layers are stacked in the documented order, and every call the reconciler makes goes
 // through all of them, from the outermost (release versions) to the one next to the engine (the
-// release guard).
+// redaction).
 func TestPipelineOrder(t *testing.T) {
 	p, _, _ := testPipeline()
 	var names []string
 	for _, l := range p.layers() {
 		names = append(names, l.name)
 	}
-	want := "release guard, rollout gate, pending repair, orphan sweep, release events, record report, outcomes, release versions"
+	want := "redaction, release guard, rollout gate, pending repair, orphan sweep, release events, record report, outcomes, release versions"
 	if got := strings.Join(names, ", "); got != want {
 		t.Fatalf("layers from the engine outwards: %s\nwant (see pipeline): %s", got, want)
 	}
@@ -147,12 +147,17 @@ func TestPipelineOrder(t *testing.T) {
 	} {
 		trace = nil
 		_ = call.do() // the install is refused (the release exists): it still passes every layer
-		var want []string
+		var want, got []string
 		for i := len(names) - 1; i >= 0; i-- {
 			want = append(want, call.name+" "+names[i])
 		}
-		if strings.Join(trace, ", ") != strings.Join(want, ", ") {
-			t.Errorf("%s went through\n  %s\nwant\n  %s", call.name, strings.Join(trace, ", "), strings.Join(want, ", "))
+		for _, step := range trace { // without a layer's own calls below it (the guard's Get)
+			if strings.HasPrefix(step, call.name+" ") {
+				got = append(got, step)
+			}
+		}
+		if strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Errorf("%s went through\n  %s\nwant\n  %s", call.name, strings.Join(got, ", "), strings.Join(want, ", "))
 		}
 	}
 	if got := strings.Join(f.calls, ","); got != "dry-run upgrade,upgrade,install,reconcile,uninstall" {

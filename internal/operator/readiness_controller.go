@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // readinessReconciler writes the manager's part of a CR's status: observedGeneration,
@@ -48,9 +49,16 @@ type readinessReconciler struct {
 	gvk      schema.GroupVersionKind
 	selector labels.Selector
 	outcomes *outcomes
-	rollout  rolloutSource // status.chart and ChartRollout: the kind's rollout controller
-	metrics  *fleetSeries  // the CR's Ready and Stalled, and its chart's series
+	rollout  rolloutSource  // status.chart and ChartRollout: the kind's rollout controller
+	sources  sourceVersions // whether a source of spec.valuesFrom changed since the release
+	metrics  *fleetSeries   // the CR's Ready and Stalled, and its chart's series
 	now      func() metav1.Time
+}
+
+// sourceVersions tells which source of a CR's spec.valuesFrom is not at the version the
+// deployed release was rendered from, applied (valuessources.go).
+type sourceVersions interface {
+	changed(ctx context.Context, cr *unstructured.Unstructured, applied []valuesfrom.Source) string
 }
 
 // rolloutSource says where a CR stands in its kind's chart rollout.
@@ -85,7 +93,15 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if !visited {
 		return reconcile.Result{}, nil
 	}
-	want := managerStatus(cr, o, r.now(), r.rollout.status(cr))
+	applied, appliedSet := o.applied, o.appliedSet
+	if !appliedSet {
+		applied, appliedSet = statusSourcesOf(cr)
+	}
+	changed := ""
+	if appliedSet {
+		changed = r.sources.changed(ctx, cr, applied)
+	}
+	want := managerStatus(cr, o, r.now(), r.rollout.status(cr), changed)
 	r.metrics.observe(r.gvk.Kind, cr, want.conditions, want.chart)
 	if !want.differs(cr) {
 		return reconcile.Result{}, nil
@@ -109,17 +125,20 @@ type managerFields struct {
 	conditions         []metav1.Condition
 	// chart is status.chart (chartstatus.go), nil while the release's chart is unknown.
 	chart map[string]any
+	// sources is status.valuesFrom, nil for a release rendered from no source.
+	sources []any
 }
 
 // managerStatus decides the manager's status of cr from its visit outcome o and where it
 // stands in its kind's chart rollout, rs.
-func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs rolloutStatus) managerFields {
+func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs rolloutStatus, sourceChanged string) managerFields {
 	conds := statuscontract.Conditions(cr)
 	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldObservedGeneration)
 	s := statuscontract.State{
-		Generation: cr.GetGeneration(),
-		Deployed:   max(observed, o.deployed),
-		Rollout:    statuscontract.Find(conds, statuscontract.RolledOut),
+		Generation:    cr.GetGeneration(),
+		Deployed:      max(observed, o.deployed),
+		Rollout:       statuscontract.Find(conds, statuscontract.RolledOut),
+		SourceChanged: sourceChanged,
 	}
 	if p := statuscontract.Find(conds, statuscontract.Paused); p != nil && p.Status == metav1.ConditionTrue {
 		s.Paused = true
@@ -137,6 +156,13 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", statuscontract.FieldLastHandledReconcileAt)
 	}
 	f.chart = statusChart(cr, o, rs)
+	if o.appliedSet {
+		if len(o.applied) > 0 {
+			f.sources = statusSources(o.applied)
+		}
+	} else {
+		f.sources, _, _ = unstructured.NestedSlice(cr.Object, "status", statuscontract.FieldValuesFrom)
+	}
 	decided := []metav1.Condition{d.Ready, d.Reconciling, d.Stalled}
 	if rs.known {
 		decided = append(decided, rs.condition)
@@ -163,6 +189,9 @@ func (f managerFields) part() statuscontract.Part {
 	}
 	if f.chart != nil {
 		fields[statuscontract.FieldChart] = f.chart
+	}
+	if f.sources != nil {
+		fields[statuscontract.FieldValuesFrom] = f.sources
 	}
 	return statuscontract.Part{Fields: fields, Conditions: f.conditions}
 }
@@ -219,4 +248,21 @@ func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map
 		ch[chartBaseline] = baseline
 	}
 	return ch
+}
+
+// statusSourcesOf reads status.valuesFrom, as the previous leader wrote it; ok is false if
+// the CR has none, or one that does not parse.
+func statusSourcesOf(cr *unstructured.Unstructured) (sources []valuesfrom.Source, ok bool) {
+	list, found, err := unstructured.NestedSlice(cr.Object, "status", statuscontract.FieldValuesFrom)
+	if err != nil || !found {
+		return nil, false
+	}
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		kind, _ := m["kind"].(string)
+		name, _ := m["name"].(string)
+		version, _ := m["resourceVersion"].(string)
+		sources = append(sources, valuesfrom.Source{Kind: kind, Name: name, ResourceVersion: version})
+	}
+	return sources, true
 }

@@ -70,7 +70,7 @@ func TestStatusAppliesMatchTheirOwners(t *testing.T) {
 		t.Errorf("the helm-operator applies conditions %s, owns %s", types, want)
 	}
 
-	f := managerFields{handledSet: true, chart: map[string]any{chartVersion: "0.1.0"}}
+	f := managerFields{handledSet: true, chart: map[string]any{chartVersion: "0.1.0"}, sources: []any{}}
 	for _, typ := range statuscontract.ManagerStatus.Conditions {
 		f.conditions = append(f.conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue})
 	}
@@ -81,7 +81,7 @@ func TestStatusAppliesMatchTheirOwners(t *testing.T) {
 	if want := sortedJoin(statuscontract.ManagerStatus.Conditions); types != want {
 		t.Errorf("the readiness controller applies conditions %s, owns %s", types, want)
 	}
-	got := managerStatus(cr, outcome{}, metav1.Now(), rolloutStatus{known: true, condition: metav1.Condition{Type: statuscontract.ChartRollout}})
+	got := managerStatus(cr, outcome{}, metav1.Now(), rolloutStatus{known: true, condition: metav1.Condition{Type: statuscontract.ChartRollout}}, "")
 	var decided []string
 	for _, c := range got.conditions {
 		decided = append(decided, c.Type)

@@ -1,0 +1,62 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
+)
+
+// A visit's errors never quote what it read from Secrets, in the layers above the redaction
+// (here the outcomes, whose message becomes the conditions); and the strings are dropped
+// when the visit ends.
+func TestRedactionOfAVisitsErrors(t *testing.T) {
+	const canary = "canary-5d1e0b"
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "db",
+		Labels: map[string]string{valuesfrom.ReadableLabel: "true"}},
+		Data: map[string][]byte{"values.yaml": []byte("password: " + canary)}}
+	cr := appServiceCR().(*unstructured.Unstructured)
+	cr.Object["spec"] = map[string]any{"valuesFrom": []any{map[string]any{"kind": "Secret", "name": "db"}}}
+	res, err := valuesfrom.Resolver{Reader: fake.NewClientBuilder().WithObjects(src).Build()}.Resolve(context.Background(), cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	o := newOutcomes()
+	go func() {
+		for range o.notify {
+		}
+	}()
+	o.resolved(cr, res.Sources, res.Secrets)
+	engine := failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
+	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, newFleetSeries()).ActionClientFor(context.Background(), cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Install("x", "team-a", nil, nil)
+	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), valuesfrom.Redacted) {
+		t.Fatalf("the reconciler got %v", err)
+	}
+	e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID())
+	if strings.Contains(e.failure.Message, canary) {
+		t.Errorf("the outcome quotes the Secret: %s", e.failure.Message)
+	}
+	if !o.redactor(client.ObjectKeyFromObject(cr)).Empty() {
+		t.Error("the Secret's strings are kept after the visit failed")
+	}
+
+	o.resolved(cr, res.Sources, res.Secrets)
+	o.succeeded(cr, releaseOf("appservice"))
+	if e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID()); !e.appliedSet || len(e.applied) != 1 ||
+		e.applied[0].Name != "db" || !e.secrets.Empty() {
+		t.Errorf("after a success: applied %v (set %v), strings kept: %v", e.applied, e.appliedSet, !e.secrets.Empty())
+	}
+}

@@ -1,0 +1,172 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
+)
+
+// reasonValuesFromFailed is the failure (condition reason and Warning Event) of a visit whose
+// spec.valuesFrom could not be read.
+const reasonValuesFromFailed = "ValuesFromFailed"
+
+// sourcesIndex indexes the CRs of a kind by the sources they take values from, "Kind/name"
+// (the cache keys the index by namespace too).
+const sourcesIndex = "warpdrive.transwarp.io/valuesFrom"
+
+// newSourcesCache is the cache of the objects CRs take values from, as metadata only: the
+// Secrets labelled chart-readable and every ConfigMap. The manager's own cache holds only the
+// release Secrets (CacheOptions), and caching every Secret of the cluster, data included,
+// would make the manager's memory grow with Secrets no CR uses. A source's data is read from
+// the API server when a CR is rendered (valuesfrom.Resolver).
+func newSourcesCache(mgr ctrl.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: stripUnread,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{valuesfrom.ReadableLabel: "true"})},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(leaderless{c})
+}
+
+// leaderless runs a cache on every replica, before the controllers that wait for it.
+type leaderless struct{ cache.Cache }
+
+func (leaderless) NeedLeaderElection() bool { return false }
+
+// valuesSources gives the helm reconciler of one kind its values, with spec.valuesFrom
+// resolved, and wakes it when a source changes.
+type valuesSources struct {
+	gvk      schema.GroupVersionKind
+	resolver valuesfrom.Resolver  // reads the sources from the API server
+	sources  cache.Cache          // their metadata (newSourcesCache)
+	crs      client.Reader        // the manager's cache of the kind, indexed by sourcesIndex
+	outcomes *outcomes            // where each visit's sources and failures go
+	recorder record.EventRecorder // the reconciler's
+}
+
+// Translate is the helm reconciler's value translator: the CR's values with its sources
+// merged under them. What the visit read is recorded in outcomes: the sources' versions, for
+// the status once the release is deployed, and the Secrets' strings, which the redacting
+// layer (layer_redact.go) takes out of this visit's errors.
+func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstructured) (chartutil.Values, error) {
+	res, err := v.resolver.Resolve(ctx, cr)
+	if err != nil {
+		msg := err.Error() // names the source and why, never its content
+		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonValuesFromFailed, Step: "values", Message: msg})
+		v.recorder.Event(cr, corev1.EventTypeWarning, reasonValuesFromFailed, msg)
+		return nil, err
+	}
+	v.outcomes.resolved(cr, res.Sources, res.Secrets)
+	return res.Values, nil
+}
+
+// setup indexes the kind's CRs by source, to be called before the manager starts.
+func (v *valuesSources) setup(ctx context.Context, indexer client.FieldIndexer) error {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(v.gvk)
+	return indexer.IndexField(ctx, cr, sourcesIndex, func(obj client.Object) []string {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil
+		}
+		refs, _ := valuesfrom.Refs(u) // a CR whose references do not parse fails its visit
+		keys := make([]string, 0, len(refs))
+		for _, r := range refs {
+			keys = append(keys, sourceKey(r.Kind, r.Name))
+		}
+		return keys
+	})
+}
+
+func sourceKey(kind, name string) string { return kind + "/" + name }
+
+// watch is the helm controller's watch of the sources: a new version of a Secret or a
+// ConfigMap, or one created, labelled or deleted, reconciles the CRs that name it.
+func (v *valuesSources) watch(c reconciler.ControllerSetup) error {
+	for _, kind := range []string{valuesfrom.KindSecret, valuesfrom.KindConfigMap} {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+		src := source.Kind(v.sources, obj, handler.TypedEnqueueRequestsFromMapFunc(v.crsOf(kind)),
+			predicate.TypedResourceVersionChangedPredicate[*metav1.PartialObjectMetadata]{})
+		if err := c.Watch(src); err != nil {
+			return fmt.Errorf("watching %ss for spec.valuesFrom: %w", kind, err)
+		}
+	}
+	return nil
+}
+
+// crsOf maps a source of kind to the CRs of its namespace that name it.
+func (v *valuesSources) crsOf(kind string) handler.TypedMapFunc[*metav1.PartialObjectMetadata, reconcile.Request] {
+	return func(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(v.gvk.GroupVersion().WithKind(v.gvk.Kind + "List"))
+		if err := v.crs.List(ctx, list, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{sourcesIndex: sourceKey(kind, obj.GetName())}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	}
+}
+
+// changed names the first source of cr's spec.valuesFrom whose version now is not the one
+// the deployed release was rendered from, applied; "" if none. A source the cache does not
+// hold (missing, or a Secret not labelled readable) has no version.
+func (v *valuesSources) changed(ctx context.Context, cr *unstructured.Unstructured, applied []valuesfrom.Source) string {
+	refs, err := valuesfrom.Refs(cr)
+	if err != nil {
+		return "" // the visit fails, and says why
+	}
+	was := make(map[string]string, len(applied))
+	for _, s := range applied {
+		was[sourceKey(s.Kind, s.Name)] = s.ResourceVersion
+	}
+	for _, r := range refs {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(r.Kind))
+		now := ""
+		if err := v.sources.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: r.Name}, obj); err == nil {
+			now = obj.GetResourceVersion()
+		}
+		if now != was[sourceKey(r.Kind, r.Name)] {
+			return r.String()
+		}
+	}
+	return ""
+}
+
+// statusSources is status.valuesFrom for sources.
+func statusSources(sources []valuesfrom.Source) []any {
+	out := make([]any, 0, len(sources))
+	for _, s := range sources {
+		out = append(out, map[string]any{"kind": s.Kind, "name": s.Name, "resourceVersion": s.ResourceVersion})
+	}
+	return out
+}
