@@ -11,6 +11,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 )
 
 // Options say where the generator reads and writes; paths are relative to Root.
@@ -23,11 +25,20 @@ type Options struct {
 	Charts string
 	// CodeDirs are scanned for +kubebuilder:rbac markers ("cmd", "internal", "sidecar").
 	CodeDirs []string
+	// CRDDirs hold the CustomResourceDefinitions of other projects that the cluster serves
+	// (such as monitoring.coreos.com's ServiceMonitor): a chart's objects of their kinds get
+	// rules; objects of a kind neither built in, nor watched, nor here get none. A missing
+	// directory has none.
+	CRDDirs []string
+	// Warn, if set, is told what an administrator must decide: the cluster-scoped kinds a
+	// chart can render but does not declare, the objects whose kind only the values say.
+	Warn func(string)
 }
 
 // DefaultOptions are the repository's layout, with root as its root.
 func DefaultOptions(root string) Options {
-	return Options{Root: root, Watches: "watches.yaml", Charts: "helm-charts", CodeDirs: []string{"cmd", "internal", "sidecar"}}
+	return Options{Root: root, Watches: "watches.yaml", Charts: "helm-charts", CodeDirs: []string{"cmd", "internal", "sidecar"},
+		CRDDirs: []string{ExternalCRDs}}
 }
 
 // File is a generated file: its path relative to the root, slash-separated, and its content.
@@ -48,6 +59,9 @@ const (
 	CSVBasesDir          = "config/manifests/bases"
 	ArgoCDConfigMap      = "config/argocd/argocd-cm.yaml"
 	ArgoCDHealthScript   = "config/argocd/health.lua"
+	// ExternalCRDs is where an administrator puts the CustomResourceDefinitions of other
+	// projects that the cluster serves and that charts render (Options.CRDDirs).
+	ExternalCRDs = "config/crd/external"
 )
 
 // Header starts every file the generator writes whole; stale ones (the roles of a kind no
@@ -72,7 +86,15 @@ func Generate(o Options) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := generator{root: o.Root, kinds: kinds, markers: markers}
+	apis, err := servedAPIs(o.Root, o.CRDDirs, kinds)
+	if err != nil {
+		return nil, err
+	}
+	warn := o.Warn
+	if warn == nil {
+		warn = func(string) {}
+	}
+	g := generator{root: o.Root, kinds: kinds, markers: markers, apis: apis, warn: warn}
 	steps := []func() error{
 		g.crdKustomization, g.samples, g.userRoles, g.rbacKustomization, g.managerRole,
 		g.project, g.csv, g.argoCD,
@@ -128,6 +150,8 @@ type generator struct {
 	root    string
 	kinds   []Kind
 	markers []Marker
+	apis    *chartpolicy.APIs
+	warn    func(string)
 	files   []File
 }
 

@@ -37,6 +37,9 @@ type Kind struct {
 	ClusterScoped []schema.GroupKind
 	// CRD is the kind's CustomResourceDefinition, as internal/crdgen generates it.
 	CRD *apiextv1.CustomResourceDefinition
+	// Objects are the objects the chart can render, whatever the values
+	// (chartpolicy.Objects): the manager role's rules on rendered objects come from them.
+	Objects []chartpolicy.Object
 }
 
 // Load reads the kinds of a watches file, in its order, with their charts, which are looked
@@ -67,7 +70,12 @@ func Load(watchesPath, chartsDir string) ([]Kind, error) {
 		if err != nil {
 			return nil, err
 		}
-		kinds = append(kinds, Kind{GVK: gvk, ChartDir: dir, Plural: crd.Spec.Names.Plural, ClusterScoped: cluster, CRD: crd})
+		objects, err := chartpolicy.Objects(c)
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", dir, err)
+		}
+		kinds = append(kinds, Kind{GVK: gvk, ChartDir: dir, Plural: crd.Spec.Names.Plural, ClusterScoped: cluster, CRD: crd,
+			Objects: objects})
 	}
 	return kinds, nil
 }

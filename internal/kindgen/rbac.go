@@ -2,6 +2,7 @@ package kindgen
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -72,6 +73,9 @@ metadata:
 }
 
 func writeRule(b *strings.Builder, group, resource string, verbs []string) {
+	if group == "" {
+		group = `""` // the core group
+	}
 	fmt.Fprintf(b, "- apiGroups:\n  - %s\n  resources:\n  - %s\n  verbs:\n", group, resource)
 	for _, v := range verbs {
 		fmt.Fprintf(b, "  - %s\n", v)
@@ -136,9 +140,9 @@ func sortVerbs(verbs []string) {
 	})
 }
 
-// managerRole writes the manager role's rules on each kind's custom resources: the
-// helm-operator's needs (crVerbs) and whatever the +kubebuilder:rbac markers of the code add
-// on those resources.
+// managerRole writes the manager role's rules on each kind's custom resources (the
+// helm-operator's needs, crVerbs, and whatever the +kubebuilder:rbac markers of the code add
+// on those resources), then the rules on the objects the charts can render (renderedRules).
 func (g *generator) managerRole() error {
 	var b strings.Builder
 	for _, k := range g.kinds {
@@ -212,5 +216,18 @@ func (g *generator) managerRole() error {
 			writeRule(&b, k.GVK.Group, res, vs)
 		}
 	}
+	rules, notes, warnings := renderedRules(g.kinds, g.apis, g.chartPath)
+	writeRenderedRules(&b, rules, notes)
+	for _, w := range warnings {
+		g.warn(w)
+	}
 	return g.splice(ManagerRole, "", b.String())
+}
+
+// chartPath is the kind's chart relative to the root, slash-separated.
+func (g *generator) chartPath(k Kind) string {
+	if rel, err := filepath.Rel(g.root, k.ChartDir); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return k.ChartDir
 }
