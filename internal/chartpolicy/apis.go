@@ -1,6 +1,7 @@
 package chartpolicy
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -182,4 +183,25 @@ func (a *APIs) Kinds() []schema.GroupKind {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
+}
+
+// Resolve maps an object a chart can render to the served kinds it is: the kind of its
+// apiVersion, or, when a template computes the apiVersion, the kind of that name in every
+// group that serves one. The error says why an object is none.
+func (a *APIs) Resolve(o Object) ([]*meta.RESTMapping, error) {
+	if o.Kind == "" {
+		return nil, fmt.Errorf("the kind %s computes from the values", o.Expr)
+	}
+	if o.APIVersion != "" {
+		m, err := a.Mapping(o.GroupVersionKind())
+		if err != nil {
+			return nil, err
+		}
+		return []*meta.RESTMapping{m}, nil
+	}
+	ms := a.MappingsOfKind(o.Kind)
+	if len(ms) == 0 {
+		return nil, errors.New("no served kind has that name (a template computes its apiVersion)")
+	}
+	return ms, nil
 }

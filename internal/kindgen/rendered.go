@@ -100,7 +100,11 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 					"granted for another object", chartPath(k), o.Where(), o.Expr))
 				continue
 			}
-			for _, m := range resolve(o, apis, note, where) {
+			mappings, err := apis.Resolve(o)
+			if err != nil {
+				note(fmt.Sprintf("%s: %v (%s).", o.Kind, err, where))
+			}
+			for _, m := range mappings {
 				gk := m.GroupVersionKind.GroupKind()
 				rendered[gk] = true
 				cluster := m.Scope.Name() == meta.RESTScopeNameRoot
@@ -136,24 +140,6 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 		return a.Group < b.Group || (a.Group == b.Group && a.Resource < b.Resource)
 	})
 	return rules, notes, warnings
-}
-
-// resolve maps an object to the served kinds it is: the kind of its apiVersion, or, when a
-// template computes the apiVersion, the kind of that name in every group that serves one.
-func resolve(o chartpolicy.Object, apis *chartpolicy.APIs, note func(string), where string) []*meta.RESTMapping {
-	if o.APIVersion != "" {
-		m, err := apis.Mapping(o.GroupVersionKind())
-		if err != nil {
-			note(fmt.Sprintf("%s: %v (%s).", o.Kind, err, where))
-			return nil
-		}
-		return []*meta.RESTMapping{m}
-	}
-	ms := apis.MappingsOfKind(o.Kind)
-	if len(ms) == 0 {
-		note(fmt.Sprintf("%s, with a computed apiVersion: no served kind has that name (%s).", o.Kind, where))
-	}
-	return ms
 }
 
 // undeclaredWarning tells the administrator which cluster-scoped kinds a chart can render

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
 )
 
 // The RBAC of config/rbac is what the operator really has: the deploy e2e runs the whole
@@ -35,7 +39,7 @@ func (p permission) String() string {
 // helmVerbs are what Helm and the helm-operator do with a rendered object: read it before an
 // install (Helm refuses to adopt what is not its release's), create, patch or (with the
 // upgrade-force annotation) update, delete it, and watch it to repair drift.
-var helmVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+var helmVerbs = kindgen.HelmVerbs
 
 // helmOperatorNeeds are the helm-operator's own needs besides the rendered objects and the
 // CR kinds (see crNeeds); the sidecar declares its needs with +kubebuilder:rbac markers.
@@ -214,42 +218,69 @@ func renderedKinds(t *testing.T) map[string]map[schema.GroupVersionKind]bool {
 	return out
 }
 
-// templateKinds are the kinds a template names with top-level apiVersion and kind lines, by
-// chart, so that a kind rendered only for values the render cases miss is still found.
-func templateKinds(t *testing.T) map[string][]schema.GroupVersionKind {
+// renderable is one served kind a chart can render, whatever the values.
+type renderable struct {
+	gk       schema.GroupKind
+	resource schema.GroupResource
+	cluster  bool
+	where    string
+}
+
+// servedAPIs are the kinds the cluster serves, as make manifests knows them: the built-in
+// ones, the CR kinds (config/crd/bases) and the CRDs an administrator gave (kindgen.ExternalCRDs).
+func servedAPIs(t *testing.T) *chartpolicy.APIs {
 	t.Helper()
-	apiVersion := regexp.MustCompile(`(?m)^apiVersion:\s*(\S+)\s*$`)
-	kind := regexp.MustCompile(`(?m)^kind:\s*(\S+)\s*$`)
-	out := map[string][]schema.GroupVersionKind{}
-	files, err := filepath.Glob(filepath.Join(root, "helm-charts", "*", "templates", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	apis := chartpolicy.BuiltinAPIs()
+	for _, dir := range []string{filepath.Join("config", "crd", "bases"), filepath.FromSlash(kindgen.ExternalCRDs)} {
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		chartName := filepath.Base(filepath.Dir(filepath.Dir(f)))
-		for _, doc := range regexp.MustCompile(`(?m)^---`).Split(string(data), -1) {
-			a, k := apiVersion.FindStringSubmatch(doc), kind.FindStringSubmatch(doc)
-			if a == nil || k == nil {
-				continue
-			}
-			gv, err := schema.ParseGroupVersion(a[1])
+		for _, f := range files {
+			data, err := os.ReadFile(f)
 			if err != nil {
+				t.Fatal(err)
+			}
+			var crd apiextv1.CustomResourceDefinition
+			if err := yaml.Unmarshal(data, &crd); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			out[chartName] = append(out[chartName], gv.WithKind(k[1]))
+			if crd.Kind == "CustomResourceDefinition" {
+				apis.AddCRD(&crd)
+			}
 		}
 	}
-	if len(out) == 0 {
-		t.Fatal("no kinds found in the templates: the parser is broken")
+	return apis
+}
+
+// renderableKinds are, by chart, the served kinds its templates and subcharts can render
+// whatever the values (chartpolicy.Objects), but helm test hooks, which the helm-operator
+// never runs. This is what the manager role must grant, for any chart.
+func renderableKinds(t *testing.T) map[string][]renderable {
+	t.Helper()
+	apis := servedAPIs(t)
+	out := map[string][]renderable{}
+	for _, w := range watchList(t) {
+		chartName := strings.ToLower(w.Kind)
+		objects, err := chartpolicy.Objects(loadChart(t, chartName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objects {
+			if o.TestOnly() {
+				continue
+			}
+			mappings, _ := apis.Resolve(o) // what no served kind is gets no rule
+			for _, m := range mappings {
+				out[chartName] = append(out[chartName], renderable{gk: m.GroupVersionKind.GroupKind(),
+					resource: m.Resource.GroupResource(), cluster: m.Scope.Name() == meta.RESTScopeNameRoot, where: o.Where()})
+			}
+		}
 	}
 	return out
 }
 
-// resourceOf is the API resource of a kind, as the apiserver names it.
+// resourceOf is the API resource of a built-in kind, as the apiserver names it.
 func resourceOf(gvk schema.GroupVersionKind) string {
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
 	return plural.Resource
@@ -317,14 +348,20 @@ func markerNeeds(t *testing.T) map[permission]string {
 	return out
 }
 
-// needs is every permission the operator needs, with the reason.
+// needs is every permission the operator needs, with the reason: Helm's verbs on every kind
+// a chart can render, but the cluster-scoped kinds it does not declare (the operator refuses
+// those), and what the CR kinds, the helm-operator and the markers need.
 func needs(t *testing.T) map[permission]string {
 	t.Helper()
 	out := map[permission]string{}
-	for chartName, gvks := range renderedKinds(t) {
-		for gvk := range gvks {
+	declared := declaredByChart(t)
+	for chartName, kinds := range renderableKinds(t) {
+		for _, r := range kinds {
+			if r.cluster && !slices.Contains(declared[chartName], r.gk) {
+				continue
+			}
 			for _, v := range helmVerbs {
-				out[permission{gvk.Group, resourceOf(gvk), v}] = "chart " + chartName + " renders " + gvk.Kind
+				out[permission{r.resource.Group, r.resource.Resource, v}] = "chart " + chartName + " can render " + r.gk.Kind + " (" + r.where + ")"
 			}
 		}
 	}
@@ -344,8 +381,19 @@ func needs(t *testing.T) map[permission]string {
 	return out
 }
 
+// declaredByChart are the cluster-scoped kinds each chart declares.
+func declaredByChart(t *testing.T) map[string][]schema.GroupKind {
+	t.Helper()
+	out := map[string][]schema.GroupKind{}
+	for _, w := range watchList(t) {
+		chartName := strings.ToLower(w.Kind)
+		out[chartName] = declaredKinds(t, loadChart(t, chartName))
+	}
+	return out
+}
+
 // Every permission the charts and the code need is granted to the ServiceAccount: a chart
-// that starts rendering a kind the role does not grant fails here.
+// that can render a kind the role does not grant (make manifests not run) fails here.
 func TestServiceAccountHasWhatItNeeds(t *testing.T) {
 	have := granted(t)
 	var missing []string
@@ -359,13 +407,42 @@ func TestServiceAccountHasWhatItNeeds(t *testing.T) {
 		t.Errorf("config/rbac does not grant %s", m)
 	}
 
-	// A kind named in a template but never rendered by the cases above still needs a grant.
-	for chartName, gvks := range templateKinds(t) {
-		for _, gvk := range gvks {
+	// What the charts do render, with their samples and the edge values of renderCases, is
+	// among what their templates can render: the templates' scan misses nothing these render.
+	canRender := renderableKinds(t)
+	declared := declaredByChart(t)
+	for chartName, gvks := range renderedKinds(t) {
+		for gvk := range gvks {
+			if !slices.ContainsFunc(canRender[chartName], func(r renderable) bool { return r.gk == gvk.GroupKind() }) {
+				t.Errorf("chart %s renders %s, which chartpolicy.Objects does not find in its templates", chartName, gvk)
+			}
+			if isClusterScoped(t, gvk.GroupKind()) && !slices.Contains(declared[chartName], gvk.GroupKind()) {
+				continue // TestClusterScopedKindsDeclared
+			}
 			for _, v := range helmVerbs {
 				if p := (permission{gvk.Group, resourceOf(gvk), v}); !have[p] {
-					t.Errorf("chart %s has a template of kind %s: config/rbac does not grant %s", chartName, gvk.Kind, p)
+					t.Errorf("chart %s renders %s: config/rbac does not grant %s", chartName, gvk.Kind, p)
 				}
+			}
+		}
+	}
+}
+
+// A cluster-scoped kind a chart can render but does not declare gets no rule (make manifests
+// warns of it instead), unless another chart declares it or the code needs it: the operator
+// may not create what the administrator did not allow.
+func TestUndeclaredClusterScopedKindsNotGranted(t *testing.T) {
+	have := granted(t)
+	need := needs(t)
+	declared := declaredByChart(t)
+	for chartName, kinds := range renderableKinds(t) {
+		for _, r := range kinds {
+			if !r.cluster || slices.Contains(declared[chartName], r.gk) {
+				continue
+			}
+			p := permission{r.resource.Group, r.resource.Resource, "create"}
+			if _, needed := need[p]; have[p] && !needed {
+				t.Errorf("chart %s can render the undeclared %s (%s), and config/rbac grants %s", chartName, r.gk, r.where, p)
 			}
 		}
 	}

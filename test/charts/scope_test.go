@@ -15,90 +15,69 @@ import (
 
 // A chart declares in its Chart.yaml the cluster-scoped kinds it renders
 // (chartpolicy.ClusterScopedKindsAnnotation), and the operator refuses any other. These tests
-// keep the declarations exact: everything cluster-scoped a chart renders is declared, and
-// nothing is declared that the chart's sample does not render.
+// keep the declarations exact: everything cluster-scoped a chart's sample renders is declared,
+// and nothing is declared that the chart's templates cannot render.
 
-// The scope of the built-in kinds, without a cluster to ask. Rendered objects are decoded
-// strictly with client-go's scheme (parseManifest), so only built-in kinds can appear; a
-// kind in neither table fails the tests rather than being guessed.
-var (
-	clusterScopedKinds = []schema.GroupKind{
-		{Kind: "Namespace"}, {Kind: "Node"}, {Kind: "PersistentVolume"}, {Kind: "ComponentStatus"},
-		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"},
-		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"},
-		{Group: "storage.k8s.io", Kind: "StorageClass"},
-		{Group: "storage.k8s.io", Kind: "CSIDriver"},
-		{Group: "storage.k8s.io", Kind: "CSINode"},
-		{Group: "storage.k8s.io", Kind: "VolumeAttachment"},
-		{Group: "storage.k8s.io", Kind: "VolumeAttributesClass"},
-		{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"},
-		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"},
-		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"},
-		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"},
-		{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"},
-		{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"},
-		{Group: "scheduling.k8s.io", Kind: "PriorityClass"},
-		{Group: "node.k8s.io", Kind: "RuntimeClass"},
-		{Group: "networking.k8s.io", Kind: "IngressClass"},
-		{Group: "networking.k8s.io", Kind: "IPAddress"},
-		{Group: "networking.k8s.io", Kind: "ServiceCIDR"},
-		{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"},
-		{Group: "certificates.k8s.io", Kind: "ClusterTrustBundle"},
-		{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema"},
-		{Group: "flowcontrol.apiserver.k8s.io", Kind: "PriorityLevelConfiguration"},
-		{Group: "resource.k8s.io", Kind: "DeviceClass"},
-		{Group: "resource.k8s.io", Kind: "ResourceSlice"},
-		{Group: "storagemigration.k8s.io", Kind: "StorageVersionMigration"},
-		{Group: "internal.apiserver.k8s.io", Kind: "StorageVersion"},
-	}
-	namespacedKinds = []schema.GroupKind{
-		{Kind: "ConfigMap"}, {Kind: "Secret"}, {Kind: "Service"}, {Kind: "ServiceAccount"},
-		{Kind: "PersistentVolumeClaim"}, {Kind: "Pod"}, {Kind: "Endpoints"},
-		{Group: "apps", Kind: "Deployment"}, {Group: "apps", Kind: "StatefulSet"},
-		{Group: "apps", Kind: "DaemonSet"}, {Group: "apps", Kind: "ReplicaSet"},
-		{Group: "batch", Kind: "Job"}, {Group: "batch", Kind: "CronJob"},
-		{Group: "policy", Kind: "PodDisruptionBudget"},
-		{Group: "networking.k8s.io", Kind: "NetworkPolicy"},
-		{Group: "networking.k8s.io", Kind: "Ingress"},
-		{Group: "rbac.authorization.k8s.io", Kind: "Role"},
-		{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"},
-		{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"},
-	}
-)
+// scopes are the served kinds, with their scope, from the one source make manifests uses:
+// client-go's typed clients (chartpolicy.BuiltinAPIs). Rendered objects are decoded strictly
+// with client-go's scheme (parseManifest), so only built-in kinds can appear.
+var scopes = chartpolicy.BuiltinAPIs()
 
-// clusterScoped are the kinds a chart may render without a namespace (see checkCommon).
+// clusterScoped are the names of the cluster-scoped built-in kinds (see checkCommon).
 var clusterScoped = func() map[string]bool {
 	out := map[string]bool{}
-	for _, gk := range clusterScopedKinds {
-		out[gk.Kind] = true
+	for _, gk := range scopes.Kinds() {
+		if cluster, _ := scopes.ClusterScoped(gk); cluster {
+			out[gk.Kind] = true
+		}
 	}
 	return out
 }()
 
-// isClusterScoped tells the scope of a built-in kind, failing the test for a kind of
-// neither table.
+// isClusterScoped tells the scope of a built-in kind, failing the test for a kind not served.
 func isClusterScoped(t *testing.T, gk schema.GroupKind) bool {
 	t.Helper()
-	switch {
-	case slices.Contains(clusterScopedKinds, gk):
-		return true
-	case slices.Contains(namespacedKinds, gk):
-		return false
+	cluster, ok := scopes.ClusterScoped(gk)
+	if !ok {
+		t.Errorf("the scope of %s is unknown: Kubernetes 1.%d does not serve it", gk, chartpolicy.KubernetesMinor)
+		return true // unknown counts as cluster-scoped: it must then be declared
 	}
-	t.Errorf("the scope of %s is unknown: add it to clusterScopedKinds or namespacedKinds", gk)
-	return true // unknown counts as cluster-scoped: it must then be declared
+	return cluster
 }
 
-// The scope tables name real kinds, so that a typo cannot hide one.
-func TestScopeTablesKnown(t *testing.T) {
-	known := map[schema.GroupKind]bool{}
-	for gvk := range scheme.Scheme.AllKnownTypes() {
-		known[gvk.GroupKind()] = true
-	}
-	for _, gk := range slices.Concat(clusterScopedKinds, namespacedKinds) {
-		if !known[gk] {
-			t.Errorf("%s is not a kind of client-go's scheme", gk)
+// The scopes are the apiserver's, for kinds whose scope everyone knows; and a kind name is
+// cluster-scoped in every group that has it or in none, so that clusterScoped, by name, holds.
+func TestScopes(t *testing.T) {
+	for gk, want := range map[schema.GroupKind]bool{
+		{Kind: "Namespace"}: true, {Kind: "Node"}: true, {Kind: "PersistentVolume"}: true,
+		{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
+		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
+		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
+		{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
+		{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
+		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
+		{Kind: "ConfigMap"}: false, {Kind: "Secret"}: false, {Kind: "Service"}: false, {Kind: "Pod"}: false,
+		{Kind: "ServiceAccount"}: false, {Kind: "PersistentVolumeClaim"}: false, {Kind: "Event"}: false,
+		{Group: "apps", Kind: "Deployment"}: false, {Group: "apps", Kind: "StatefulSet"}: false,
+		{Group: "batch", Kind: "Job"}: false, {Group: "policy", Kind: "PodDisruptionBudget"}: false,
+		{Group: "networking.k8s.io", Kind: "Ingress"}: false, {Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: false,
+		{Group: "rbac.authorization.k8s.io", Kind: "Role"}: false, {Group: "coordination.k8s.io", Kind: "Lease"}: false,
+	} {
+		if got, ok := scopes.ClusterScoped(gk); !ok || got != want {
+			t.Errorf("%s: cluster-scoped %v (known %v), want %v", gk, got, ok, want)
 		}
+	}
+	byName := map[string]bool{}
+	for _, gk := range scopes.Kinds() {
+		cluster, _ := scopes.ClusterScoped(gk)
+		if prev, ok := byName[gk.Kind]; ok && prev != cluster {
+			t.Errorf("the kind name %s is cluster-scoped in one group and namespaced in another", gk.Kind)
+		}
+		byName[gk.Kind] = cluster
+	}
+	if len(byName) < 50 {
+		t.Errorf("only %d built-in kinds are known: the typed clients were not read", len(byName))
 	}
 }
 
@@ -128,51 +107,32 @@ func kindsRendered(t *testing.T, chartName string, valuesList []map[string]any) 
 	return out
 }
 
-// hasRequired tells whether a chart's values.schema.json requires a value: its defaults
-// alone then do not render.
-func hasRequired(t *testing.T, chartName string) bool {
-	t.Helper()
-	required, _ := loadSchema(t, chartName)["required"].([]any)
-	return len(required) > 0
-}
-
-// Every cluster-scoped kind a chart renders, with its defaults, its sample or the other
-// values of renderCases, or names in a template, is declared in its Chart.yaml; and every
-// declared kind is cluster-scoped and rendered by the chart's sample, so that no stale
-// declaration lets the operator create what the chart no longer does.
+// Every cluster-scoped kind a chart renders with its sample or the other values of
+// renderCases is declared in its Chart.yaml (the operator would refuse the sample otherwise);
+// and every declared kind is cluster-scoped and can be rendered by the chart's templates
+// (chartpolicy.Objects), so that no stale declaration lets the operator create what the chart
+// no longer does. A kind the templates can render but the chart does not declare gets no rule
+// (TestUndeclaredClusterScopedKindsNotGranted): that is an administrator's choice, as for a
+// public chart's optional ClusterRole.
 func TestClusterScopedKindsDeclared(t *testing.T) {
 	cases := renderCases(t) // the samples and edge values
-	named := templateKinds(t)
+	canRender := renderableKinds(t)
 	for _, w := range watchList(t) {
 		chartName := strings.ToLower(w.Kind)
 		t.Run(chartName, func(t *testing.T) {
 			declared := declaredKinds(t, loadChart(t, chartName))
-			valuesList := cases[chartName]
-			if !hasRequired(t, chartName) {
-				valuesList = append(valuesList, map[string]any{}) // the defaults of values.yaml
-			}
-			var found []schema.GroupKind
-			for gk := range kindsRendered(t, chartName, valuesList) {
-				found = append(found, gk)
-			}
-			for _, gvk := range named[chartName] {
-				found = append(found, gvk.GroupKind())
-			}
-			for _, gk := range found {
+			for gk := range kindsRendered(t, chartName, cases[chartName]) {
 				if isClusterScoped(t, gk) && !slices.Contains(declared, gk) {
 					t.Errorf("renders the cluster-scoped %s, which Chart.yaml does not declare in %s",
 						gk, chartpolicy.ClusterScopedKindsAnnotation)
 				}
 			}
-
-			bySample := kindsRendered(t, chartName, []map[string]any{loadSample(t, w).Spec})
 			for _, gk := range declared {
 				if !isClusterScoped(t, gk) {
 					t.Errorf("declares %s, which is namespaced", gk)
 				}
-				if !bySample[gk] {
-					t.Errorf("declares %s, which its sample (%s) does not render: a stale declaration",
-						gk, filepath.Base(sampleFile(w)))
+				if !slices.ContainsFunc(canRender[chartName], func(r renderable) bool { return r.gk == gk }) {
+					t.Errorf("declares %s, which no template of the chart can render: a stale declaration", gk)
 				}
 			}
 		})
