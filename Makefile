@@ -46,6 +46,14 @@ manifests: ## Generate from watches.yaml and the charts the CRDs and every file 
 	go run ./hack/crdgen -watches watches.yaml -charts helm-charts -out config/crd/bases
 	go run ./hack/kindgen
 
+# The API version of make add-kind is VERSION only when given on the command line: the
+# default VERSION is the bundle's (make bundle).
+ADD_KIND_VERSION = $(if $(filter command line,$(origin VERSION)),$(VERSION),v1alpha1)
+
+.PHONY: add-kind
+add-kind: ## Make an existing chart a kind: CHART=<chart dir or .tgz> KIND=<Kind> GROUP=<api group> [VERSION=v1alpha1]; runs make manifests, says what to review.
+	go run ./hack/addkind -chart "$(CHART)" -kind "$(KIND)" -group "$(GROUP)" -version "$(ADD_KIND_VERSION)"
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...

@@ -1,0 +1,264 @@
+package addkind
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
+)
+
+// Options say which chart becomes which kind, in which repository.
+type Options struct {
+	// Root is the repository root: watches.yaml, helm-charts/, config/ and PROJECT are in it.
+	Root string
+	// Chart is the chart to add: a directory or a packaged chart (.tgz).
+	Chart string
+	// Kind, Group and Version name the kind, such as WebApp, apps.example.com and v1alpha1.
+	Kind, Group, Version string
+	// Manifests regenerates what make manifests generates in root and returns what it
+	// printed; nil runs make manifests there.
+	Manifests func(root string) ([]byte, error)
+}
+
+// Paths in the repository, relative to its root.
+const (
+	watchesFile = "watches.yaml"
+	chartsDir   = "helm-charts"
+)
+
+// generatedPaths hold every file make manifests writes: add-kind lists what changed in them,
+// and puts them back if make manifests fails.
+var generatedPaths = []string{watchesFile, "PROJECT", "config"}
+
+// Category is the CRD category add-kind gives a kind, as the repository's other kinds have:
+// kubectl get warpdrive lists the custom resources of every kind.
+const Category = "warpdrive"
+
+// Add makes the chart o.Chart the kind o.Kind: see the package documentation. It refuses,
+// before writing anything, a kind, group or version the apiserver would refuse, a kind
+// already watched (in any group, since files are named after the lower-case kind), an
+// existing chart directory, a chart that does not load, a dependency not vendored, and a
+// chart crdgen cannot make a CRD of.
+func Add(o Options) (*Report, error) {
+	if err := checkGVK(o.Kind, o.Group, o.Version); err != nil {
+		return nil, err
+	}
+	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
+	lower := strings.ToLower(o.Kind)
+	watches, err := watchfile.Load(filepath.Join(o.Root, watchesFile))
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range watches {
+		if strings.EqualFold(w.Kind, o.Kind) {
+			return nil, fmt.Errorf("kind %s is already in watches.yaml (%s, chart %s)", o.Kind, w.GroupVersionKind(), w.Chart)
+		}
+	}
+	chartRel := chartsDir + "/" + lower
+	dest := filepath.Join(o.Root, filepath.FromSlash(chartRel))
+	if _, err := os.Lstat(dest); err == nil {
+		return nil, fmt.Errorf("%s exists: another kind's chart, or one left from an earlier attempt", chartRel)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+
+	files, err := readChartFiles(o.Chart)
+	if err != nil {
+		return nil, fmt.Errorf("reading chart %s: %w", o.Chart, err)
+	}
+	c, err := loadChartFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s does not load: %w", o.Chart, err)
+	}
+	if missing := missingDependencies(c); len(missing) > 0 {
+		return nil, fmt.Errorf("chart %s declares dependencies that are not vendored in its charts/ directory, "+
+			"and the operator never downloads one:\n  %s\nrun `helm dependency build %s` where there is network, then make add-kind again",
+			o.Chart, strings.Join(missing, "\n  "), o.Chart)
+	}
+
+	calls, unparsed := FunctionsCalled(c)
+	if len(unparsed) > 0 {
+		return nil, fmt.Errorf("chart %s: templates that do not parse: %s", o.Chart, strings.Join(unparsed, ", "))
+	}
+	want := []annotation{{crdgen.AnnotationPlural, Plural(o.Kind)}}
+	if _, ok := c.Metadata.Annotations[crdgen.AnnotationCategories]; !ok {
+		want = append(want, annotation{crdgen.AnnotationCategories, Category})
+	}
+	var used []string
+	for _, f := range GuardedFunctions {
+		if len(calls[f]) > 0 {
+			used = append(used, f)
+		}
+	}
+	if len(used) > 0 || c.Metadata.Annotations[TemplateFunctionsAnnotation] != "" {
+		want = append(want, annotation{TemplateFunctionsAnnotation, strings.Join(used, ",")})
+	}
+	var changes []string
+	edited := false
+	for i, f := range files {
+		if f.Name == "Chart.yaml" {
+			if files[i].Data, changes, err = setAnnotations(f.Data, want); err != nil {
+				return nil, err
+			}
+			edited = true
+		}
+	}
+	if !edited {
+		return nil, fmt.Errorf("chart %s has no Chart.yaml", o.Chart)
+	}
+
+	// crdgen's verdict on the chart as it will be, before anything is written.
+	staging, err := os.MkdirTemp("", "addkind-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(staging)
+	if err := writeChartFiles(filepath.Join(staging, lower), files); err != nil {
+		return nil, err
+	}
+	crd, err := crdgen.Generate(filepath.Join(staging, lower), gvk)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", CRDRefusal, err)
+	}
+	watchesData, err := os.ReadFile(filepath.Join(o.Root, watchesFile))
+	if err != nil {
+		return nil, err
+	}
+	newWatches, err := appendWatch(watchesData, watchEntry{o.Group, o.Version, o.Kind, chartRel})
+	if err != nil {
+		return nil, err
+	}
+
+	before, err := snapshot(o.Root, generatedPaths)
+	if err != nil {
+		return nil, err
+	}
+	// undo puts the repository back as it was after err, and returns err with any failure to.
+	undo := func(err error) error {
+		if undoErr := errors.Join(os.RemoveAll(dest), restore(o.Root, before)); undoErr != nil {
+			return fmt.Errorf("%w; putting the repository back failed too: %w", err, undoErr)
+		}
+		return err
+	}
+	if err := writeChartFiles(dest, files); err != nil {
+		return nil, undo(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.Root, watchesFile), newWatches, 0o644); err != nil {
+		return nil, undo(err)
+	}
+	manifests := o.Manifests
+	if manifests == nil {
+		manifests = makeManifests
+	}
+	out, err := manifests(o.Root)
+	if err != nil {
+		return nil, undo(fmt.Errorf("make manifests failed, and every file is put back as it was:\n%s\n%w", out, err))
+	}
+	after, err := snapshot(o.Root, generatedPaths)
+	if err != nil {
+		return nil, err
+	}
+
+	r := &Report{
+		Kind: gvk, ChartDir: chartRel, Chart: chartSummary(c), Annotations: changes, ManifestsOutput: string(out),
+		Written: changedFiles(before, after),
+	}
+	r.review(c, crd, before, after)
+	return r, nil
+}
+
+// CRDRefusal starts the error of Add when crdgen cannot make a CRD of the chart.
+const CRDRefusal = "make manifests could not generate the CRD of the chart"
+
+// makeManifests runs make manifests in root.
+func makeManifests(root string) ([]byte, error) {
+	cmd := exec.Command("make", "manifests")
+	cmd.Dir = root
+	return cmd.CombinedOutput()
+}
+
+// snapshot reads the files under each of paths (files or directories) of root, by their
+// slash-separated path relative to root.
+func snapshot(root string, paths []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, p := range paths {
+		err := filepath.WalkDir(filepath.Join(root, p), func(path string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			out[filepath.ToSlash(rel)] = data
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// restore puts back the files of snapshot before, and removes those created since under its
+// paths. It runs after a failure: its own errors are added to that one.
+func restore(root string, before map[string][]byte) error {
+	now, err := snapshot(root, generatedPaths)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for rel := range now {
+		if _, ok := before[rel]; !ok {
+			errs = append(errs, os.Remove(filepath.Join(root, filepath.FromSlash(rel))))
+		}
+	}
+	for rel, data := range before {
+		if string(now[rel]) != string(data) {
+			path := filepath.Join(root, filepath.FromSlash(rel))
+			errs = append(errs, os.MkdirAll(filepath.Dir(path), 0o755), os.WriteFile(path, data, 0o644))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// changedFiles lists the files new, changed or removed from before to after, sorted, each
+// with what happened to it.
+func changedFiles(before, after map[string][]byte) []string {
+	var out []string
+	for rel, data := range after {
+		old, ok := before[rel]
+		switch {
+		case !ok:
+			out = append(out, rel+" (new)")
+		case string(old) != string(data):
+			out = append(out, rel)
+		}
+	}
+	for rel := range before {
+		if _, ok := after[rel]; !ok {
+			out = append(out, rel+" (removed)")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// chartSummary is what the report says of the copied chart.
+func chartSummary(c *chart.Chart) string {
+	return fmt.Sprintf("%s %s (appVersion %s)", c.Name(), c.Metadata.Version, c.Metadata.AppVersion)
+}

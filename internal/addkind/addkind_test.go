@@ -1,0 +1,255 @@
+package addkind
+
+import (
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+)
+
+// The end-to-end test, each test chart added to a copy of the repository and the chart tests
+// run on it, is test/charts' TestAddKind. These tests use a small repository.
+
+// smallRepo makes a repository of one kind, Memcached, whose chart is the repository's.
+func smallRepo(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	copyDir(t, filepath.Join("..", "..", "helm-charts", "memcached"), filepath.Join(root, "helm-charts", "memcached"))
+	write(t, filepath.Join(root, "watches.yaml"), "# The kinds.\n- group: cache.example.com\n  version: v1alpha1\n  kind: Memcached\n  chart: helm-charts/memcached\n")
+	write(t, filepath.Join(root, "PROJECT"), "layout: helm.sdk.operatorframework.io/v1\n")
+	write(t, filepath.Join(root, "config", "crd", "kustomization.yaml"), "resources: []\n")
+	return root
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		write(t, filepath.Join(dst, rel), string(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tree(t *testing.T, root string) map[string][]byte {
+	t.Helper()
+	s, err := snapshot(root, []string{"."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fakeManifests stands for make manifests: it writes one file.
+func fakeManifests(root string) ([]byte, error) {
+	path := filepath.Join(root, "config", "crd", "bases", "generated.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return []byte("wrote config/crd/bases/generated.yaml\nwarning: a word for the reviewer\n"), os.WriteFile(path, []byte("x"), 0o644)
+}
+
+func TestAddCopiesTheChartAsItIs(t *testing.T) {
+	root := smallRepo(t)
+	src := filepath.Join("testdata", "ledger")
+	r, err := Add(Options{Root: root, Chart: src, Kind: "Ledger", Group: "batch.example.com", Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := tree(t, filepath.Join(root, "helm-charts", "ledger"))
+	original := tree(t, src)
+	if !maps.EqualFunc(copied, original, func(a, b []byte) bool { return true }) {
+		t.Errorf("copied %v, want the files of %s", keys(copied), src)
+	}
+	for name, data := range original {
+		if name != "Chart.yaml" && string(copied[name]) != string(data) {
+			t.Errorf("%s changed", name)
+		}
+	}
+	chartYAML := string(copied["Chart.yaml"])
+	if !strings.HasPrefix(chartYAML, string(original["Chart.yaml"])) ||
+		!strings.HasSuffix(chartYAML, "  example.com/owner: team-ledger\n  crd.warpdrive.transwarp.io/plural: ledgers\n  crd.warpdrive.transwarp.io/categories: warpdrive\n") {
+		t.Errorf("Chart.yaml:\n%s", chartYAML)
+	}
+	watches, _ := os.ReadFile(filepath.Join(root, "watches.yaml"))
+	if !strings.HasSuffix(string(watches), "- group: batch.example.com\n  version: v1\n  kind: Ledger\n  chart: helm-charts/ledger\n") {
+		t.Errorf("watches.yaml:\n%s", watches)
+	}
+	if strings.Join(r.Written, " ") != "config/crd/bases/generated.yaml (new) watches.yaml" {
+		t.Errorf("written %v", r.Written)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	for _, want := range []string{
+		"ledger/templates/hooks.yaml: pre-install, weight -5, delete policy before-hook-creation",
+		"ledger/templates/hooks.yaml: post-upgrade, weight 0, delete policy hook-succeeded",
+		"ledger/templates/hooks.yaml: pre-delete, weight 5, delete policy before-hook-creation,hook-succeeded",
+		"warning: a word for the reviewer",
+		"translated from the chart's values.schema.json",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A .helmignore'd file is left out, as Helm's loader leaves it out; a packaged chart and a
+// dependency vendored as a .tgz are taken as they are.
+func TestAddFromPackages(t *testing.T) {
+	work := t.TempDir()
+	// webinfo's ci/ is in its .helmignore.
+	root := smallRepo(t)
+	_, err := Add(Options{Root: root, Chart: filepath.Join("testdata", "webinfo"), Kind: "WebInfo", Group: "web.example.com", Version: "v1alpha1", Manifests: fakeManifests})
+	if err == nil {
+		if _, err := os.Stat(filepath.Join(root, "helm-charts", "webinfo", "ci")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the .helmignore'd ci/ was copied: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "helm-charts", "webinfo", ".helmignore")); err != nil {
+			t.Error(err)
+		}
+	} else if !strings.Contains(err.Error(), "CRD") {
+		t.Fatal(err)
+	} else {
+		t.Logf("webinfo, a chart without a schema: %v", err)
+	}
+
+	// keystore with its library chart packaged in charts/, then keystore packaged.
+	withTgz := filepath.Join(work, "keystore")
+	copyDir(t, filepath.Join("testdata", "keystore"), withTgz)
+	common, err := loader.LoadDir(filepath.Join(withTgz, "charts", "common"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(withTgz, "charts", "common")); err != nil {
+		t.Fatal(err)
+	}
+	tgz, err := chartutil.Save(common, filepath.Join(withTgz, "charts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keystore, err := loader.LoadDir(withTgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := chartutil.Save(keystore, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{withTgz, pkg} {
+		root := smallRepo(t)
+		_, err := Add(Options{Root: root, Chart: src, Kind: "KeyStore", Group: "data.example.com", Version: "v1alpha1", Manifests: fakeManifests})
+		if err != nil && strings.Contains(err.Error(), "CRD") {
+			t.Logf("%s: %v", src, err) // crdgen's translation of the schema decides
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if src == pkg { // helm package writes subcharts as directories
+			if _, err := os.Stat(filepath.Join(root, "helm-charts", "keystore", "charts", "common", "Chart.yaml")); err != nil {
+				t.Errorf("%s: the vendored common was not copied: %v", src, err)
+			}
+			continue
+		}
+		want, _ := os.ReadFile(tgz)
+		got, err := os.ReadFile(filepath.Join(root, "helm-charts", "keystore", "charts", filepath.Base(tgz)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: the vendored %s was not copied as it is: %v", src, filepath.Base(tgz), err)
+		}
+	}
+}
+
+// Every refusal leaves the repository as it was.
+func TestAddRefuses(t *testing.T) {
+	work := t.TempDir()
+	noDeps := filepath.Join(work, "nodeps")
+	copyDir(t, filepath.Join("testdata", "keystore"), noDeps)
+	if err := os.RemoveAll(filepath.Join(noDeps, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(work, "broken")
+	copyDir(t, filepath.Join("testdata", "ledger"), broken)
+	write(t, filepath.Join(broken, "Chart.yaml"), "apiVersion: v2\nname: broken\n") // no version
+
+	failing := func(root string) ([]byte, error) {
+		if _, err := fakeManifests(root); err != nil {
+			return nil, err
+		}
+		write(t, filepath.Join(root, "PROJECT"), "changed\n")
+		return []byte("crdgen: no"), errors.New("exit status 1")
+	}
+	ledger := filepath.Join("testdata", "ledger")
+	tests := []struct {
+		name    string
+		o       Options
+		wantErr string
+	}{
+		{"a kind already watched", Options{Chart: ledger, Kind: "Memcached", Group: "other.example.com", Version: "v1"}, "already in watches.yaml"},
+		{"the same kind in other letters", Options{Chart: ledger, Kind: "MemCached", Group: "other.example.com", Version: "v1"}, "already in watches.yaml"},
+		{"an existing chart directory", Options{Chart: ledger, Kind: "Memcached2", Group: "a.example.com", Version: "v1"}, "helm-charts/memcached2 exists"},
+		{"an invalid kind", Options{Chart: ledger, Kind: "ledger", Group: "a.example.com", Version: "v1"}, "KIND"},
+		{"an invalid group", Options{Chart: ledger, Kind: "Ledger", Group: "example", Version: "v1"}, "GROUP"},
+		{"an invalid version", Options{Chart: ledger, Kind: "Ledger", Group: "a.example.com", Version: "1.0"}, "VERSION"},
+		{"a chart that does not load", Options{Chart: broken, Kind: "Ledger", Group: "a.example.com", Version: "v1"}, "does not load"},
+		{"no chart", Options{Chart: filepath.Join(work, "none"), Kind: "Ledger", Group: "a.example.com", Version: "v1"}, "no such file"},
+		{"a dependency to download", Options{Chart: noDeps, Kind: "KeyStore", Group: "a.example.com", Version: "v1"}, "helm dependency build"},
+		{"make manifests fails", Options{Chart: ledger, Kind: "Ledger", Group: "a.example.com", Version: "v1", Manifests: failing}, "crdgen: no"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := smallRepo(t)
+			write(t, filepath.Join(root, "helm-charts", "memcached2", "Chart.yaml"), "apiVersion: v2\nname: x\nversion: 1.0.0\n")
+			before := tree(t, root)
+			tt.o.Root = root
+			if tt.o.Manifests == nil {
+				tt.o.Manifests = fakeManifests
+			}
+			_, err := Add(tt.o)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want one saying %q", err, tt.wantErr)
+			}
+			if after := tree(t, root); !maps.EqualFunc(before, after, func(a, b []byte) bool { return string(a) == string(b) }) {
+				t.Errorf("the repository changed: %v, was %v", keys(after), keys(before))
+			}
+		})
+	}
+	// The missing dependency is named, with where it would come from.
+	root := smallRepo(t)
+	_, err := Add(Options{Root: root, Chart: noDeps, Kind: "KeyStore", Group: "a.example.com", Version: "v1", Manifests: fakeManifests})
+	if err == nil || !strings.Contains(err.Error(), "keystore → common 2.x.x (oci://registry.example.com/charts)") {
+		t.Errorf("error %v, want it to name common", err)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,11 @@
+// Package addkind turns an existing Helm chart into a kind of the operator, as make add-kind
+// does: it copies the chart (a directory or a .tgz) into helm-charts/<kind>, adds the kind's
+// entry to watches.yaml and the Chart.yaml annotations internal/crdgen needs, runs make
+// manifests, and reports what was generated and what a person should review before
+// committing: the CRD's spec schema, the manager's new rights, hooks, the template functions
+// that evaluate values or read the cluster, and the vendored dependencies.
+//
+// Nothing is written unless the chart loads, every dependency it declares is vendored under
+// its charts/ directory, and crdgen accepts it; if make manifests fails, every file it or
+// add-kind wrote is put back as it was.
+package addkind
