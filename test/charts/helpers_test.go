@@ -8,21 +8,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/scheme"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
@@ -102,15 +108,94 @@ func decodeYAML(t *testing.T, s string) map[string]any {
 	return out
 }
 
+// houseCharts are the charts written for this project, which the tests hold to its own rules
+// as well (checkCommon, bounded schemas, every value in the schema). Every other chart, such
+// as one added with make add-kind, is held to what any chart can meet.
+var houseCharts = []string{"appservice", "guestbook", "memcached", "uniteddeployment", "warpdrivepool"}
+
+func isHouseChart(chartName string) bool { return slices.Contains(houseCharts, chartName) }
+
+// kubeModFile pins the local cluster's control plane (make cluster-up builds kube-apiserver
+// from it). It is read from this repository, not from $WARPDRIVE_CHARTS_ROOT's copy.
+const kubeModFile = "../../hack/tools/kube/go.mod"
+
+// clusterVersion is the Kubernetes version of the local cluster: the version of
+// k8s.io/kubernetes that kubeModFile requires.
+var clusterVersion = sync.OnceValues(func() (*chartutil.KubeVersion, error) {
+	data, err := os.ReadFile(kubeModFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
+			v, err := utilversion.ParseSemantic(f[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", kubeModFile, err)
+			}
+			return &chartutil.KubeVersion{Version: f[1], Major: strconv.FormatUint(uint64(v.Major()), 10), Minor: strconv.FormatUint(uint64(v.Minor()), 10)}, nil
+		}
+	}
+	return nil, fmt.Errorf("%s requires no k8s.io/kubernetes", kubeModFile)
+})
+
+// lifecycle is what the generated code of k8s.io/api says of a beta or alpha API's releases.
+type lifecycle interface {
+	APILifecycleIntroduced() (major, minor int)
+	APILifecycleRemoved() (major, minor int)
+}
+
+// clusterAPIVersions are the API versions and kinds the local cluster serves, as Helm's
+// .Capabilities.APIVersions lists them ("apps/v1", "apps/v1/Deployment"): those of client-go's
+// scheme (the client-go go.mod pins) that a kube-apiserver of clusterVersion serves by default.
+// Not served are a version removed by then, an alpha version, and a beta version introduced
+// since 1.24, when new beta APIs stopped being on by default.
+func clusterAPIVersions(v *chartutil.KubeVersion) chartutil.VersionSet {
+	major, _ := strconv.Atoi(v.Major)
+	minor, _ := strconv.Atoi(v.Minor)
+	before := func(maj, min int) bool { return maj < major || maj == major && min <= minor }
+	set := map[string]bool{}
+	for gvk := range scheme.Scheme.AllKnownTypes() {
+		if gvk.Version == runtime.APIVersionInternal {
+			continue
+		}
+		if obj, err := scheme.Scheme.New(gvk); err == nil {
+			if l, ok := obj.(lifecycle); ok {
+				introMaj, introMin := l.APILifecycleIntroduced()
+				if rm, rn := l.APILifecycleRemoved(); (rm != 0 || rn != 0) && before(rm, rn) ||
+					strings.Contains(gvk.Version, "alpha") ||
+					strings.Contains(gvk.Version, "beta") && !before(introMaj, introMin) && (introMaj > 1 || introMin >= 24) {
+					continue
+				}
+			}
+		}
+		set[gvk.GroupVersion().String()] = true
+		set[gvk.GroupVersion().String()+"/"+gvk.Kind] = true
+	}
+	out := make(chartutil.VersionSet, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // install renders a chart like the helm-operator installs a release: values are the spec,
-// merged over values.yaml and checked against values.schema.json; nothing reaches a cluster.
+// merged over values.yaml and checked against values.schema.json, for the Kubernetes version
+// and API versions of the local cluster; nothing reaches a cluster.
 func install(t *testing.T, chartName, release string, values map[string]any) (*rendered, error) {
 	t.Helper()
+	version, err := clusterVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
 	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	inst.DryRun = true
 	inst.ClientOnly = true
 	inst.ReleaseName = release
 	inst.Namespace = namespace
+	inst.KubeVersion = version
+	inst.APIVersions = clusterAPIVersions(version)
 	rel, err := inst.Run(loadChart(t, chartName), values)
 	if err != nil {
 		return nil, err
@@ -134,7 +219,8 @@ type rendered struct {
 }
 
 // strict decoding fails on fields the API types do not have: a typo in a template fails
-// the tests rather than being dropped by the apiserver.
+// the tests rather than being dropped by the apiserver. An object of a kind client-go does not
+// know (a custom resource, such as a ServiceMonitor) is kept unstructured.
 var decoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 
 func parseManifest(t *testing.T, manifest string) *rendered {
@@ -145,6 +231,10 @@ func parseManifest(t *testing.T, manifest string) *rendered {
 			continue
 		}
 		obj, gvk, err := decoder.Decode([]byte(doc), nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			u := &unstructured.Unstructured{}
+			obj, gvk, err = unstructured.UnstructuredJSONScheme.Decode(mustJSON(t, doc), nil, u)
+		}
 		if err != nil {
 			t.Fatalf("decoding rendered object: %v\n%s", err, doc)
 		}
@@ -159,6 +249,15 @@ func parseManifest(t *testing.T, manifest string) *rendered {
 		r.objects[key] = obj
 	}
 	return r
+}
+
+func mustJSON(t *testing.T, doc string) []byte {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		t.Fatalf("rendered object: %v\n%s", err, doc)
+	}
+	return j
 }
 
 // keys lists the objects as "Kind/name", sorted.
@@ -214,6 +313,35 @@ func checkCommon(t *testing.T, r *rendered, chartName, release string) {
 		if spec := podTemplate(obj); spec != nil {
 			checkLabels(t, key+" pod template", spec.Labels, chartName, release)
 			checkPod(t, key, spec)
+		}
+	}
+}
+
+// checkAnyChart reports every object of a release that breaks a rule any chart meets: a
+// namespaced object is in the release's namespace or in none (Helm puts it in the release's),
+// a cluster-scoped one has none, and names and label values are valid.
+func checkAnyChart(t *testing.T, r *rendered) {
+	t.Helper()
+	for key, obj := range r.objects {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := strings.Split(key, "/")[0]
+		if clusterScoped[kind] {
+			if m.GetNamespace() != "" {
+				t.Errorf("%s: cluster-scoped object has namespace %q", key, m.GetNamespace())
+			}
+		} else if ns := m.GetNamespace(); ns != "" && ns != namespace {
+			t.Errorf("%s: namespace %q, not the release namespace %q", key, ns, namespace)
+		}
+		if errs := validation.IsDNS1123Subdomain(m.GetName()); len(errs) > 0 {
+			t.Errorf("%s: bad name: %v", key, errs)
+		}
+		for k, v := range m.GetLabels() {
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Errorf("%s: label %s: %v", key, k, errs)
+			}
 		}
 	}
 }

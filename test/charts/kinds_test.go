@@ -11,11 +11,16 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 // Every file that lists the kinds is what make manifests (internal/kindgen) makes of
@@ -37,29 +42,15 @@ func TestKindListsUpToDate(t *testing.T) {
 	}
 }
 
-// kindExpectations are the tests of this package that compare each kind with expectations
-// written for it (sampleObjects, the schema cases): a new kind needs its own there. All the
-// others hold for any kind.
-const kindExpectations = "^(TestSamplesRender|TestCRDAgreesWithChartSchema)$"
-
 // Adding a kind is adding a chart and a watches.yaml entry, then make manifests: on a copy of
 // the repository with a sixth kind (the memcached chart as kind Cache of another group), the
 // generators put the kind in every list, a second run changes nothing, and this package's
-// tests pass on the copy, but those of kindExpectations.
+// tests pass on the copy.
 func TestAddingAKind(t *testing.T) {
 	if os.Getenv(rootEnv) != "" {
 		t.Skip("already running on a copy")
 	}
-	dir := t.TempDir()
-	for _, p := range []string{"watches.yaml", "PROJECT", "helm-charts", "config"} {
-		copyTree(t, filepath.Join(root, p), filepath.Join(dir, p), func(string) bool { return true })
-	}
-	// The code's +kubebuilder:rbac markers, which the manager role and the RBAC tests read.
-	for _, p := range []string{"cmd", "internal", "sidecar"} {
-		copyTree(t, filepath.Join(root, p), filepath.Join(dir, p), func(path string) bool {
-			return strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go")
-		})
-	}
+	dir := copyRepo(t)
 
 	// The new kind: a chart and a watches.yaml entry.
 	copyTree(t, chartDir("memcached"), filepath.Join(dir, "helm-charts", "cache"), func(string) bool { return true })
@@ -80,18 +71,7 @@ func TestAddingAKind(t *testing.T) {
 
 	manifests := func() {
 		t.Helper()
-		crds, err := crdgen.GenerateAll(filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "helm-charts"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range crds {
-			writeFile(t, filepath.Join(dir, "config", "crd", "bases", f.Name), string(f.Data))
-		}
-		files, err := kindgen.Generate(kindgen.DefaultOptions(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kindgen.Write(dir, files); err != nil {
+		if _, err := manifestsIn(dir); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,11 +151,143 @@ func TestAddingAKind(t *testing.T) {
 		return
 	}
 
-	// This package's tests, on the copy.
-	cmd := exec.Command(os.Args[0], "-test.skip", kindExpectations, "-test.count=1")
+	runOnCopy(t, dir, "")
+}
+
+// copyRepo copies what the chart tests and make manifests read to a temporary directory:
+// watches.yaml, PROJECT, the charts, config/, and the Go files whose +kubebuilder:rbac
+// markers the manager role and the RBAC tests read.
+func copyRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range []string{"watches.yaml", "PROJECT", "helm-charts", "config"} {
+		copyTree(t, filepath.Join(root, p), filepath.Join(dir, p), func(string) bool { return true })
+	}
+	for _, p := range []string{"cmd", "internal", "sidecar"} {
+		copyTree(t, filepath.Join(root, p), filepath.Join(dir, p), func(path string) bool {
+			return strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go")
+		})
+	}
+	return dir
+}
+
+// manifestsIn does in dir what make manifests does (hack/crdgen, then hack/kindgen).
+func manifestsIn(dir string) ([]byte, error) {
+	crds, err := crdgen.GenerateAll(filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "helm-charts"))
+	if err != nil {
+		return nil, err
+	}
+	bases := filepath.Join(dir, "config", "crd", "bases")
+	if err := os.MkdirAll(bases, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range crds {
+		if err := os.WriteFile(filepath.Join(bases, f.Name), f.Data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	files, err := kindgen.Generate(kindgen.DefaultOptions(dir))
+	if err != nil {
+		return nil, err
+	}
+	_, err = kindgen.Write(dir, files)
+	return nil, err
+}
+
+// runOnCopy runs this package's tests on the copy dir, but those skip matches.
+func runOnCopy(t *testing.T, dir, skip string) {
+	t.Helper()
+	args := []string{"-test.count=1"}
+	if skip != "" {
+		args = append(args, "-test.skip", skip)
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), rootEnv+"="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("the chart tests fail on the copy with a sixth kind: %v\n%s", err, out)
+		t.Errorf("the chart tests fail on the copy with a new kind: %v\n%s", err, out)
+	}
+}
+
+// addKindCharts are internal/addkind's test charts, each shaped like a kind of chart found in
+// the wild (see internal/addkind/testdata), and the kinds make add-kind makes of them.
+var addKindCharts = []struct{ chart, kind, group string }{
+	{"webinfo", "WebInfo", "web.example.com"},    // no schema, kubeVersion, optional objects, a test hook
+	{"keystore", "KeyStore", "data.example.com"}, // a vendored library chart, tpl, $ref and anyOf
+	{"ledger", "Ledger", "batch.example.com"},    // hooks with weights and delete policies
+}
+
+// crdgenTakesAnyChart tells whether crdgen makes a CRD of a chart without values.schema.json
+// or with one of the JSON Schema a chart of a catalogue has ($ref, definitions): until it
+// does, TestAddKind skips the charts it refuses. Set it when that work lands.
+const crdgenTakesAnyChart = false
+
+// onlyHookless are the tests of this package that charts with hooks fail: their owner has
+// still to decide whether a chart may have hooks (see the report of make add-kind).
+const onlyHookless = "^TestNoChartHasHooks$"
+
+// make add-kind makes each test chart a kind on a copy of the repository: the chart is copied
+// with the annotations crdgen needs, watches.yaml names it, its CRD is generated, a second make
+// manifests changes nothing, and this package's tests pass on the copy.
+func TestAddKind(t *testing.T) {
+	if os.Getenv(rootEnv) != "" {
+		t.Skip("already running on a copy")
+	}
+	for _, tc := range addKindCharts {
+		t.Run(tc.kind, func(t *testing.T) {
+			dir := copyRepo(t)
+			r, err := addkind.Add(addkind.Options{
+				Root: dir, Chart: filepath.Join("..", "..", "internal", "addkind", "testdata", tc.chart),
+				Kind: tc.kind, Group: tc.group, Version: "v1alpha1", Manifests: manifestsIn,
+			})
+			if err != nil && strings.Contains(err.Error(), addkind.CRDRefusal) && !crdgenTakesAnyChart {
+				t.Skipf("until crdgen infers and translates any chart's schema: %v", err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			r.Print(&out)
+			t.Log(out.String())
+
+			ws, err := watchfile.Load(filepath.Join(dir, "watches.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := ws[len(ws)-1]
+			chartRel := "helm-charts/" + strings.ToLower(tc.kind)
+			if last.GroupVersionKind() != (schema.GroupVersionKind{Group: tc.group, Version: "v1alpha1", Kind: tc.kind}) || last.Chart != chartRel {
+				t.Errorf("the last watches.yaml entry is %s, chart %s", last.GroupVersionKind(), last.Chart)
+			}
+			c, err := loader.LoadDir(filepath.Join(dir, chartRel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plural := addkind.Plural(tc.kind)
+			if got := c.Metadata.Annotations[crdgen.AnnotationPlural]; got != plural {
+				t.Errorf("%s: %s, want %s", crdgen.AnnotationPlural, got, plural)
+			}
+			var crd apiextv1.CustomResourceDefinition
+			read := filepath.Join("config", "crd", "bases", tc.group+"_"+plural+".yaml")
+			data, err := os.ReadFile(filepath.Join(dir, read))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(data, &crd); err != nil {
+				t.Fatalf("%s: %v", read, err)
+			}
+			if crd.Name != plural+"."+tc.group || crd.Spec.Names.Kind != tc.kind {
+				t.Errorf("%s: CRD %s of kind %s", read, crd.Name, crd.Spec.Names.Kind)
+			}
+
+			before := snapshot(t, dir)
+			if _, err := manifestsIn(dir); err != nil {
+				t.Fatal(err)
+			}
+			if after := snapshot(t, dir); !maps.Equal(before, after) {
+				t.Error("make manifests after make add-kind changed files")
+			}
+			runOnCopy(t, dir, onlyHookless)
+		})
 	}
 }
 

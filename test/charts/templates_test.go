@@ -11,15 +11,19 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"helm.sh/helm/v3/pkg/chart"
+
+	"transwarp.io/tos/warpdrive-operator/internal/addkind"
 )
 
 // Templates run inside the operator, with its cluster-wide rights, on values a namespace
-// editor chose. So no template may read the cluster (lookup), evaluate a string as a
-// template (tpl: a value could become code), or read files outside its chart through
-// .Files. The check walks the parsed templates rather than grepping, so that a comment or
-// a string that merely names a function is not mistaken for a call.
+// editor chose. So no template may read the cluster (lookup) or evaluate a string as a
+// template (tpl: a value could become code) unless its chart declares it in Chart.yaml
+// (addkind.TemplateFunctionsAnnotation, which make add-kind writes), and none may read files
+// outside its chart through .Files. The check walks the parsed templates rather than
+// grepping, so that a comment or a string that merely names a function is not mistaken for
+// a call.
 
-// forbiddenFuncs are the Helm functions no template may call.
+// forbiddenFuncs are the Helm functions a template may call only if its chart declares them.
 var forbiddenFuncs = map[string]string{
 	"lookup": "reads the cluster with the operator's rights",
 	"tpl":    "evaluates a string, possibly a value, as a template",
@@ -49,23 +53,32 @@ var helmFuncs = func() template.FuncMap {
 
 // templateProblems parses a template's text as Helm does and reports each forbidden use.
 func templateProblems(name, text string) ([]string, error) {
+	problems, _, err := checkTemplate(name, text, nil)
+	return problems, err
+}
+
+// checkTemplate parses a template's text as Helm does and reports each forbidden use but
+// those of the functions declared, and which functions of forbiddenFuncs it calls.
+func checkTemplate(name, text string, declared []string) (problems []string, called map[string]bool, err error) {
 	tmpl, err := template.New(name).Funcs(helmFuncs).Parse(text)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var problems []string
+	called = map[string]bool{}
 	for _, t := range tmpl.Templates() { // the file and each of its defines
 		if t.Tree != nil {
-			c := &templateChecker{name: name, src: text}
+			c := &templateChecker{name: name, src: text, declared: declared, called: called}
 			c.walk(t.Tree.Root)
 			problems = append(problems, c.problems...)
 		}
 	}
-	return problems, nil
+	return problems, called, nil
 }
 
 type templateChecker struct {
 	name, src string
+	declared  []string
+	called    map[string]bool
 	problems  []string
 }
 
@@ -99,7 +112,10 @@ func (c *templateChecker) walk(n parse.Node) {
 		c.checkFields(n, n.Field)
 	case *parse.IdentifierNode:
 		if why, bad := forbiddenFuncs[n.Ident]; bad {
-			c.report(n, "%s %s", n.Ident, why)
+			c.called[n.Ident] = true
+			if !slices.Contains(c.declared, n.Ident) {
+				c.report(n, "%s %s, and Chart.yaml does not declare it in %s", n.Ident, why, addkind.TemplateFunctionsAnnotation)
+			}
 		}
 	case *parse.FieldNode:
 		c.checkFields(n, n.Ident)
@@ -195,7 +211,20 @@ func chartTemplates(c *chart.Chart) map[string]string {
 	return out
 }
 
-// No template of any chart calls lookup or tpl, or reads files outside its chart.
+// declaredFunctions parses a chart's addkind.TemplateFunctionsAnnotation.
+func declaredFunctions(c *chart.Chart) []string {
+	var out []string
+	for _, f := range strings.Split(c.Metadata.Annotations[addkind.TemplateFunctionsAnnotation], ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// No template of any chart calls lookup or tpl unless its chart declares it, no chart
+// declares one it does not call (a stale declaration would hide a new use), and no template
+// reads files outside its chart. The house charts declare none.
 func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(root, "helm-charts", "*", "Chart.yaml"))
 	if err != nil || len(dirs) == 0 {
@@ -203,17 +232,36 @@ func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 	}
 	for _, d := range dirs {
 		chartName := filepath.Base(filepath.Dir(d))
-		templates := chartTemplates(loadChart(t, chartName))
+		c := loadChart(t, chartName)
+		declared := declaredFunctions(c)
+		for _, f := range declared {
+			if _, ok := forbiddenFuncs[f]; !ok {
+				t.Errorf("%s: %s names %q, not one of %v", chartName, addkind.TemplateFunctionsAnnotation, f, addkind.GuardedFunctions)
+			}
+		}
+		if isHouseChart(chartName) && len(declared) > 0 {
+			t.Errorf("%s: a house chart declares %v", chartName, declared)
+		}
+		templates := chartTemplates(c)
 		if len(templates) == 0 {
 			t.Errorf("%s: no templates found", chartName)
 		}
+		called := map[string]bool{}
 		for name, text := range templates {
-			problems, err := templateProblems(name, text)
+			problems, calls, err := checkTemplate(name, text, declared)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 			for _, p := range problems {
 				t.Error(p)
+			}
+			for f := range calls {
+				called[f] = true
+			}
+		}
+		for _, f := range declared {
+			if !called[f] {
+				t.Errorf("%s: Chart.yaml declares %s in %s, which no template calls", chartName, f, addkind.TemplateFunctionsAnnotation)
 			}
 		}
 	}
@@ -268,6 +316,12 @@ func TestTemplateChecker(t *testing.T) {
 		if err != nil || len(problems) > 0 {
 			t.Errorf("%s: %s refused: %v %v", name, text, err, problems)
 		}
+	}
+
+	// A function the chart declares passes, and is reported as called.
+	problems, called, err := checkTemplate("declared", `{{ tpl .Values.x . }}{{ lookup "v1" "Secret" "" "" }}`, []string{"tpl"})
+	if err != nil || len(problems) != 1 || !strings.Contains(problems[0], "lookup") || !called["tpl"] || !called["lookup"] {
+		t.Errorf("tpl declared: problems %v, called %v, error %v; want lookup alone refused, both called", problems, called, err)
 	}
 
 	// Parsing fails, rather than passing unchecked, on what Helm would not parse.
