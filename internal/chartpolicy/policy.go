@@ -4,6 +4,10 @@
 // operation (see internal/operator's confinement), whatever a release record says, so a
 // record forged or replayed by a namespace editor can reach nothing the chart itself could
 // not.
+//
+// It also reads which objects a chart can render whatever its values (Objects, from its
+// templates), and which kinds a cluster serves and their scope (APIs, from client-go's typed
+// clients): make manifests (internal/kindgen) derives the operator's RBAC from both.
 package chartpolicy
 
 import (

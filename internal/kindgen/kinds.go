@@ -6,9 +6,11 @@
 // editor and viewer ClusterRole of each kind, a starter sample of a kind that has none, the
 // PROJECT file, and the Argo CD health checks of config/argocd; and, in files that are
 // otherwise written by hand, a region between a BEGIN and an END comment line: the users'
-// roles in config/rbac/kustomization.yaml, the rules on the custom resources in
-// config/rbac/role.yaml, and the owned CRDs of the ClusterServiceVersion base. The CRDs
-// themselves come from internal/crdgen.
+// roles in config/rbac/kustomization.yaml, the manager role's rules in config/rbac/role.yaml
+// on the custom resources and on every kind the charts can render (rendered.go: all their
+// templates whatever the values, cluster-scoped kinds only where the chart declares them),
+// and the owned CRDs of the ClusterServiceVersion base. The CRDs themselves come from
+// internal/crdgen.
 package kindgen
 
 import (

@@ -112,6 +112,7 @@ func TestObjectsOfAChart(t *testing.T) {
 		"v1 Pod templates/tests/test-connection.yaml":                           nil,
 		"v1 ConfigMap charts/toolkit/templates/_configmap.tpl":                  nil,
 		"v1 Service charts/metrics/templates/service.yaml":                      {"subchart metrics: metrics.enabled"},
+		"apiextensions.k8s.io/v1 CustomResourceDefinition crds/frames.yaml":     nil,
 	}
 	for key, guards := range want {
 		o, ok := got[key]
@@ -160,7 +161,8 @@ func TestManagerRoleGrantsWhatChartsCanRender(t *testing.T) {
 		}
 	}
 	for _, res := range []string{"/pods", "rbac.authorization.k8s.io/clusterroles", "rbac.authorization.k8s.io/clusterrolebindings",
-		"policy/podsecuritypolicies", "monitoring.coreos.com/servicemonitors", "extensions/ingresses"} {
+		"policy/podsecuritypolicies", "monitoring.coreos.com/servicemonitors", "extensions/ingresses",
+		"apiextensions.k8s.io/customresourcedefinitions"} {
 		if v, ok := have[res]; ok {
 			t.Errorf("%s is granted %v", res, v)
 		}
@@ -190,8 +192,9 @@ func TestManagerRoleGrantsWhatChartsCanRender(t *testing.T) {
 	for _, want := range []string{
 		"ClusterRole.rbac.authorization.k8s.io, by templates/rbac.yaml when if .Values.rbac.create\n",
 		"ClusterRoleBinding.rbac.authorization.k8s.io, by templates/rbac.yaml when if .Values.rbac.create\n",
+		"CustomResourceDefinition.apiextensions.k8s.io, by crds/frames.yaml\n",
 		"\n    warpdrive.transwarp.io/cluster-scoped-kinds: ClusterRole.rbac.authorization.k8s.io," +
-			"ClusterRoleBinding.rbac.authorization.k8s.io,StorageClass.storage.k8s.io",
+			"ClusterRoleBinding.rbac.authorization.k8s.io,CustomResourceDefinition.apiextensions.k8s.io,StorageClass.storage.k8s.io",
 	} {
 		if !strings.Contains(gallery, want) {
 			t.Errorf("the warning on the gallery chart lacks %q:\n%s", want, gallery)
