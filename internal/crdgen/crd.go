@@ -1,7 +1,9 @@
 // Package crdgen builds the CustomResourceDefinition of each kind the helm-operator watches
-// from the kind's chart: the spec schema from values.schema.json, and the CRD's names,
-// printer columns and scale subresource from annotations in Chart.yaml. Each kind's facts
-// thus live in its chart directory, and the CRDs cannot drift from what the charts accept.
+// from the kind's chart: the spec schema from values.schema.json, or inferred from the
+// values files of a chart without one, and the CRD's names, printer columns and scale
+// subresource from annotations in Chart.yaml. Each kind's facts thus live in its chart
+// directory, and the CRDs cannot drift from what the charts accept: any chart becomes a
+// kind, and its CRD never refuses or prunes a value the chart accepts.
 package crdgen
 
 import (
@@ -13,7 +15,9 @@ import (
 	"strconv"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -77,14 +81,11 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 		return nil, fmt.Errorf("loading chart %s: %w", chartDir, err)
 	}
 	wrap := func(err error) error { return fmt.Errorf("chart %s (kind %s): %w", chartDir, gvk.Kind, err) }
-	if chrt.Schema == nil {
-		return nil, wrap(errors.New("values.schema.json is missing: it defines the spec of the kind"))
-	}
-	spec, err := TranslateSchema(chrt.Schema)
+	info, err := readKindInfo(chrt.Metadata.Annotations)
 	if err != nil {
 		return nil, wrap(err)
 	}
-	info, err := readKindInfo(chrt.Metadata.Annotations)
+	spec, err := specSchema(chartDir, chrt, info)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -93,7 +94,7 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 		if f.Name != StatusSchemaFile {
 			continue
 		}
-		extra, err := translateFile(StatusSchemaFile, "the status", f.Data)
+		extra, err := translateStatusSchema(f.Data)
 		if err != nil {
 			return nil, wrap(err)
 		}
@@ -201,6 +202,111 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 	return crd, nil
 }
 
+// specSchema is the schema of the kind's spec: its chart's values.schema.json translated, or
+// without one, inferred from the values files the chart ships (see TranslateSchema and
+// inferSchema). Either way it keeps the values of the chart's subcharts, and has the field
+// valuesFrom, which the operator handles.
+func specSchema(chartDir string, chrt *chart.Chart, info kindInfo) (*apiextv1.JSONSchemaProps, error) {
+	files, err := chartValuesFiles(chartDir, chrt)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if _, taken := f.values[ValuesFromField]; taken {
+			return nil, fmt.Errorf("%s: the top-level key %s is reserved: spec.%s lists the Secrets and ConfigMaps "+
+				"the operator takes values from, and is never passed to the chart", f.name, ValuesFromField, ValuesFromField)
+		}
+	}
+	var spec *apiextv1.JSONSchemaProps
+	if chrt.Schema != nil {
+		if spec, err = translateValuesSchema(chrt.Schema, chrt.Values); err != nil {
+			return nil, err
+		}
+		if _, taken := spec.Properties[ValuesFromField]; taken {
+			return nil, fmt.Errorf("%s: the top-level property %s is reserved: spec.%s lists the Secrets and ConfigMaps "+
+				"the operator takes values from, and is never passed to the chart", ValuesSchemaFile, ValuesFromField, ValuesFromField)
+		}
+	} else {
+		spec = inferSchema(files)
+		if rest, ok := strings.CutPrefix(info.replicasPath, ".spec."); ok {
+			typeReplicas(spec, strings.Split(rest, "."))
+		}
+	}
+	for _, name := range subchartKeys(chrt) {
+		if _, declared := spec.Properties[name]; !declared {
+			addSpecProperty(spec, name, apiextv1.JSONSchemaProps{
+				Type: "object", Nullable: true, XPreserveUnknownFields: ptr(true),
+				Description: "Values of the subchart " + name + ", which its own schema checks.",
+			})
+		}
+	}
+	addSpecProperty(spec, ValuesFromField, valuesFromSchema())
+	return spec, nil
+}
+
+// typeReplicas makes the inferred field at path an integer, if it is open: the chart's
+// replicasPath annotation says it is the replica count, which the scale subresource needs
+// as an integer.
+func typeReplicas(s *apiextv1.JSONSchemaProps, path []string) {
+	field, ok := s.Properties[path[0]]
+	switch {
+	case !ok:
+	case len(path) > 1:
+		typeReplicas(&field, path[1:]) // the properties map is shared: nothing to store
+	case isOpen(&field):
+		s.Properties[path[0]] = apiextv1.JSONSchemaProps{Type: "integer", Description: field.Description}
+	}
+}
+
+// subchartKeys are the top-level keys of a chart's values that belong to its subcharts:
+// each dependency's name (or alias), and global, shared with them all. None without
+// dependencies.
+func subchartKeys(chrt *chart.Chart) []string {
+	keys := map[string]bool{}
+	for _, d := range chrt.Metadata.Dependencies {
+		if d.Alias != "" {
+			keys[d.Alias] = true
+		} else {
+			keys[d.Name] = true
+		}
+	}
+	for _, sub := range chrt.Dependencies() {
+		keys[sub.Name()] = true
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	keys[chartutil.GlobalKey] = true
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// addSpecProperty adds the property name to the spec schema. A spec that is a map (an
+// "additionalProperties" schema at the root) becomes an object keeping unknown fields, as
+// a structural schema cannot have both.
+func addSpecProperty(spec *apiextv1.JSONSchemaProps, name string, prop apiextv1.JSONSchemaProps) {
+	if spec.AdditionalProperties != nil {
+		spec.AdditionalProperties = nil
+		spec.XPreserveUnknownFields = ptr(true)
+		// The rule on the map's keys (from propertyNames) would now apply to the fields.
+		var rules apiextv1.ValidationRules
+		for _, r := range spec.XValidations {
+			if !strings.HasPrefix(r.Rule, "self.all(k, size(k) <= ") {
+				rules = append(rules, r)
+			}
+		}
+		spec.XValidations = rules
+	}
+	if spec.Properties == nil {
+		spec.Properties = map[string]apiextv1.JSONSchemaProps{}
+	}
+	spec.Properties[name] = prop
+}
+
 // rootSchema wraps the spec schema into the schema of the whole custom resource.
 func rootSchema(kind, chartName string, spec *apiextv1.JSONSchemaProps, status apiextv1.JSONSchemaProps) *apiextv1.JSONSchemaProps {
 	root := &apiextv1.JSONSchemaProps{
@@ -289,7 +395,8 @@ func statusSchema() apiextv1.JSONSchemaProps {
 				Description: "Failed install or upgrade attempts in a row at the current generation."},
 			"lastHandledReconcileAt": {Type: "string", MaxLength: ptr(int64(1024)),
 				Description: "The value of the annotation warpdrive.transwarp.io/reconcile-requested-at the last reconcile handled."},
-			"selector": str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
+			"selector":      str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
+			ValuesFromField: valuesFromStatusSchema(),
 			// Written by the manager (docs/rollouts.md).
 			"chart": {
 				Type:        "object",

@@ -157,9 +157,10 @@ func TestGenerateRejects(t *testing.T) {
 			`"Size" is not Name=.spec.path`},
 		{"column of unknown field", map[string]string{AnnotationPlural: "widgets", AnnotationPrinterColumns: "Color=.spec.color"}, testSchema, widgetGVK,
 			"column Color: .spec.color is not a field"},
-		{"no schema", map[string]string{AnnotationPlural: "widgets"}, "", widgetGVK, "values.schema.json is missing"},
-		{"bad schema", map[string]string{AnnotationPlural: "widgets"}, `{"type": "object", "properties": {"a": {"oneOf": []}}}`, widgetGVK,
-			`"oneOf": keyword not supported`},
+		{"bad schema", map[string]string{AnnotationPlural: "widgets"}, `{"type": "object", "properties": {"a": {"type": "string", "pattern": "(("}}}`, widgetGVK,
+			`values.schema.json#/properties/a: "pattern": error parsing regexp`},
+		{"schema declaring valuesFrom", map[string]string{AnnotationPlural: "widgets"}, `{"type": "object", "properties": {"valuesFrom": {"type": "string"}}}`, widgetGVK,
+			"values.schema.json: the top-level property valuesFrom is reserved"},
 		{"group without a dot", map[string]string{AnnotationPlural: "widgets"}, testSchema,
 			schema.GroupVersionKind{Group: "example", Version: "v1", Kind: "Widget"}, "must contain a dot"},
 		{"lowercase kind", map[string]string{AnnotationPlural: "widgets"}, testSchema,
@@ -260,6 +261,90 @@ func TestGenerateStatusSchema(t *testing.T) {
 	} {
 		if _, err := Generate(chart(t, tc.columns, tc.status), widgetGVK); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("columns %q, status %s: error %v, want one containing %q", tc.columns, tc.status, err, tc.wantErr)
+		}
+	}
+}
+
+// A chart without values.schema.json gets a spec inferred from its values files; its
+// replicasPath field is an integer for the scale subresource.
+func TestGenerateWithoutSchema(t *testing.T) {
+	dir := writeChart(t, filepath.Join(t.TempDir(), "widget"), map[string]string{
+		AnnotationPlural: "widgets", AnnotationReplicasPath: ".spec.replicas", AnnotationPrinterColumns: "Size=.spec.size",
+	}, "")
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("replicas: 1\nsize: small\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crd, err := Generate(dir, widgetGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := crd.Spec.Versions[0]
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	if spec.Type != "object" || spec.XPreserveUnknownFields == nil || spec.Properties["replicas"].Type != "integer" {
+		t.Errorf("spec: %+v", spec)
+	}
+	if _, ok := spec.Properties[ValuesFromField]; !ok {
+		t.Error("spec has no valuesFrom")
+	}
+	if v.Subresources.Scale == nil || v.AdditionalPrinterColumns[2].Name != "Size" || v.AdditionalPrinterColumns[2].Type != "string" {
+		t.Errorf("scale %+v, columns %+v", v.Subresources.Scale, v.AdditionalPrinterColumns)
+	}
+}
+
+// A values file with a top-level valuesFrom is refused, naming the chart and the file.
+func TestGenerateRefusesValuesFromInValues(t *testing.T) {
+	for _, file := range []string{"values.yaml", "values-prod.yaml", "ci/test-values.yaml"} {
+		dir := writeChart(t, filepath.Join(t.TempDir(), "widget"), map[string]string{AnnotationPlural: "widgets"}, "")
+		if err := os.MkdirAll(filepath.Join(dir, "ci"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte("valuesFrom: [a]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Generate(dir, widgetGVK)
+		want := "chart " + dir + " (kind Widget): " + file + ": the top-level key valuesFrom is reserved"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", file, err, want)
+		}
+	}
+}
+
+// The values of a chart's subcharts (by name or alias) and the global values are kept,
+// whether or not values.yaml or the schema declares them.
+func TestGenerateKeepsSubchartValues(t *testing.T) {
+	crd, err := Generate(filepath.Join("testdata", "charts", "stackapp"), testChartGVK("stackapp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for _, key := range []string{"cache", "common", "global"} {
+		p, ok := spec.Properties[key]
+		if !ok || p.Type != "object" || p.XPreserveUnknownFields == nil {
+			t.Errorf("%s: %+v", key, p)
+		}
+	}
+	if _, ok := spec.Properties["kvstore"]; !ok {
+		t.Error("the subchart's own name is not kept")
+	}
+
+	dir := writeChart(t, filepath.Join(t.TempDir(), "widget"), map[string]string{AnnotationPlural: "widgets"},
+		`{"type": "object", "additionalProperties": false, "properties": {"replicas": {"type": "integer"}}}`)
+	chartYAML, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartYAML = append(chartYAML, "dependencies:\n  - name: db\n    version: 1.0.0\n    repository: https://charts.example.com\n"...)
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), chartYAML, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crd, err = Generate(dir, widgetGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for _, key := range []string{"db", "global"} {
+		if p, ok := spec.Properties[key]; !ok || p.XPreserveUnknownFields == nil {
+			t.Errorf("%s: %+v", key, p)
 		}
 	}
 }
