@@ -42,27 +42,8 @@ func TestStatusHoldsNoRenderedData(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	installSecretHolderCRD(t)
-	watches := filepath.Join(t.TempDir(), "watches.yaml")
-	entry := []map[string]string{{"group": secretHolderGVK.Group, "version": secretHolderGVK.Version,
-		"kind": secretHolderGVK.Kind, "chart": filepath.Join(env.Root, "test", "e2e", "testdata", "secretchart")}}
-	data, err := yaml.Marshal(entry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(watches, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// With a Lease of its own (the suite's manager holds the pod's), and the suite's signing
-	// key.
 	start := func(name string, flags ...string) *framework.Process {
-		p, err := env.StartManager(framework.ProcessOptions{Name: name, WatchesFile: watches,
-			Flags: append([]string{"--leader-election-id=" + name}, flags...)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		processes = append(processes, p)
-		return p
+		return startSecretHolderManager(t, name, flags...)
 	}
 	mgr := start("manager-secretholder")
 	t.Cleanup(func() { mgr.Stop() })
@@ -128,6 +109,36 @@ func TestStatusHoldsNoRenderedData(t *testing.T) {
 	})
 }
 
+// startSecretHolderManager starts a manager that watches SecretHolders alone, bound to
+// testdata/secretchart, with a Lease of its own (the suite's manager holds the pod's) and the
+// suite's signing key. The suite stops it if the test does not.
+func startSecretHolderManager(t *testing.T, name string, flags ...string) *framework.Process {
+	t.Helper()
+	p, err := env.StartManager(framework.ProcessOptions{Name: name, WatchesFile: secretHolderWatches(t),
+		Flags: append([]string{"--leader-election-id=" + name}, flags...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processes = append(processes, p)
+	return p
+}
+
+// secretHolderWatches writes a watches file that lists SecretHolders alone.
+func secretHolderWatches(t *testing.T) string {
+	t.Helper()
+	watches := filepath.Join(t.TempDir(), "watches.yaml")
+	entry := []map[string]string{{"group": secretHolderGVK.Group, "version": secretHolderGVK.Version,
+		"kind": secretHolderGVK.Kind, "chart": filepath.Join(env.Root, "test", "e2e", "testdata", "secretchart")}}
+	data, err := yaml.Marshal(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(watches, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return watches
+}
+
 // installSecretHolderCRD creates the test kind's CRD (any spec, a status subresource) and, when
 // the operator runs as its ServiceAccount, lets it reconcile the kind; both go when the test
 // ends.
@@ -135,7 +146,7 @@ func installSecretHolderCRD(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	plural := "secretholders"
-	preserve := true
+	preserve, listMap := true, "map"
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + secretHolderGVK.Group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -147,7 +158,19 @@ func installSecretHolderCRD(t *testing.T) {
 				Name: secretHolderGVK.Version, Served: true, Storage: true,
 				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve}},
+					Type: "object", XPreserveUnknownFields: &preserve,
+					// The conditions a list keyed by type, as in the operator's CRDs: each
+					// writer's server-side apply then replaces only the conditions it owns.
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"status": {
+						Type: "object", XPreserveUnknownFields: &preserve,
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{"conditions": {
+							Type: "array", XListType: &listMap, XListMapKeys: []string{"type"},
+							Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+								Type: "object", XPreserveUnknownFields: &preserve, Required: []string{"type"},
+								Properties: map[string]apiextensionsv1.JSONSchemaProps{"type": {Type: "string"}}}},
+						}},
+					}},
+				}},
 			}},
 		},
 	}
