@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
+
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -212,9 +214,9 @@ func specSchema(chartDir string, chrt *chart.Chart, info kindInfo) (*apiextv1.JS
 		return nil, err
 	}
 	for _, f := range files {
-		if _, taken := f.values[ValuesFromField]; taken {
+		if _, taken := f.values[valuesfrom.Field]; taken {
 			return nil, fmt.Errorf("%s: the top-level key %s is reserved: spec.%s lists the Secrets and ConfigMaps "+
-				"the operator takes values from, and is never passed to the chart", f.name, ValuesFromField, ValuesFromField)
+				"the operator takes values from, and is never passed to the chart", f.name, valuesfrom.Field, valuesfrom.Field)
 		}
 	}
 	var spec *apiextv1.JSONSchemaProps
@@ -222,9 +224,9 @@ func specSchema(chartDir string, chrt *chart.Chart, info kindInfo) (*apiextv1.JS
 		if spec, err = translateValuesSchema(chrt.Schema, chrt.Values); err != nil {
 			return nil, err
 		}
-		if _, taken := spec.Properties[ValuesFromField]; taken {
+		if _, taken := spec.Properties[valuesfrom.Field]; taken {
 			return nil, fmt.Errorf("%s: the top-level property %s is reserved: spec.%s lists the Secrets and ConfigMaps "+
-				"the operator takes values from, and is never passed to the chart", ValuesSchemaFile, ValuesFromField, ValuesFromField)
+				"the operator takes values from, and is never passed to the chart", ValuesSchemaFile, valuesfrom.Field, valuesfrom.Field)
 		}
 	} else {
 		spec = inferSchema(files)
@@ -240,7 +242,7 @@ func specSchema(chartDir string, chrt *chart.Chart, info kindInfo) (*apiextv1.JS
 			})
 		}
 	}
-	addSpecProperty(spec, ValuesFromField, valuesFromSchema())
+	addSpecProperty(spec, valuesfrom.Field, valuesFromSchema())
 	return spec, nil
 }
 
@@ -395,8 +397,8 @@ func statusSchema() apiextv1.JSONSchemaProps {
 				Description: "Failed install or upgrade attempts in a row at the current generation."},
 			"lastHandledReconcileAt": {Type: "string", MaxLength: ptr(int64(1024)),
 				Description: "The value of the annotation warpdrive.transwarp.io/reconcile-requested-at the last reconcile handled."},
-			"selector":      str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
-			ValuesFromField: valuesFromStatusSchema(),
+			"selector":       str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
+			valuesfrom.Field: valuesFromStatusSchema(),
 			// Written by the manager (docs/rollouts.md).
 			"chart": {
 				Type:        "object",

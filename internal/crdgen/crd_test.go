@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -283,7 +285,7 @@ func TestGenerateWithoutSchema(t *testing.T) {
 	if spec.Type != "object" || spec.XPreserveUnknownFields == nil || spec.Properties["replicas"].Type != "integer" {
 		t.Errorf("spec: %+v", spec)
 	}
-	if _, ok := spec.Properties[ValuesFromField]; !ok {
+	if _, ok := spec.Properties[valuesfrom.Field]; !ok {
 		t.Error("spec has no valuesFrom")
 	}
 	if v.Subresources.Scale == nil || v.AdditionalPrinterColumns[2].Name != "Size" || v.AdditionalPrinterColumns[2].Type != "string" {

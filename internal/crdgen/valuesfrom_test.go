@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // Every kind's spec has valuesFrom, bounded, whose entries the apiserver checks; the status
@@ -17,11 +19,11 @@ func TestValuesFromSchema(t *testing.T) {
 	}
 	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 	spec := root.Properties["spec"]
-	if _, ok := spec.Properties[ValuesFromField]; !ok {
+	if _, ok := spec.Properties[valuesfrom.Field]; !ok {
 		t.Fatal("spec has no valuesFrom")
 	}
-	status := root.Properties["status"].Properties[ValuesFromField]
-	if status.Type != "array" || *status.MaxItems != MaxValuesFrom || *status.XListType != "atomic" ||
+	status := root.Properties["status"].Properties[valuesfrom.Field]
+	if status.Type != "array" || *status.MaxItems != valuesfrom.MaxRefs || *status.XListType != "atomic" ||
 		strings.Join(status.Items.Schema.Required, ",") != "kind,name" || status.Items.Schema.Properties["resourceVersion"].Type != "string" {
 		t.Errorf("status.valuesFrom: %+v", status)
 	}
@@ -39,7 +41,7 @@ func TestValuesFromSchema(t *testing.T) {
 		for i, e := range entries {
 			l[i] = e
 		}
-		return map[string]any{"replicas": int64(1), ValuesFromField: l}
+		return map[string]any{"replicas": int64(1), valuesfrom.Field: l}
 	}
 	many := func(n int) map[string]any {
 		entries := make([]map[string]any, n)
@@ -57,8 +59,8 @@ func TestValuesFromSchema(t *testing.T) {
 	}{
 		{"a ConfigMap", list(entry("kind", "ConfigMap", "name", "settings")), ""},
 		{"every field", list(optional), ""},
-		{"16 sources", many(MaxValuesFrom), ""},
-		{"17 sources", many(MaxValuesFrom + 1), "must have at most 16 items"},
+		{"16 sources", many(valuesfrom.MaxRefs), ""},
+		{"17 sources", many(valuesfrom.MaxRefs + 1), "must have at most 16 items"},
 		{"another kind", list(entry("kind", "Pod", "name", "x")), `Unsupported value: "Pod"`},
 		{"no name", list(entry("kind", "Secret")), "spec.valuesFrom[0].name: Required value"},
 		{"no kind", list(entry("name", "x")), "spec.valuesFrom[0].kind: Required value"},
@@ -85,7 +87,7 @@ func TestValuesFromSchema(t *testing.T) {
 	if errs != "" {
 		t.Fatal(errs)
 	}
-	if got := stored[ValuesFromField].([]any)[0].(map[string]any); got["namespace"] != nil {
+	if got := stored[valuesfrom.Field].([]any)[0].(map[string]any); got["namespace"] != nil {
 		t.Errorf("namespace kept: %v", got)
 	}
 }
