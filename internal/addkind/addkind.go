@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -95,13 +97,13 @@ func Add(o Options) (*Report, error) {
 		want = append(want, annotation{crdgen.AnnotationCategories, Category})
 	}
 	var used []string
-	for _, f := range GuardedFunctions {
+	for _, f := range chartpolicy.GuardedFunctions {
 		if len(calls[f]) > 0 {
 			used = append(used, f)
 		}
 	}
-	if len(used) > 0 || c.Metadata.Annotations[TemplateFunctionsAnnotation] != "" {
-		want = append(want, annotation{TemplateFunctionsAnnotation, strings.Join(used, ",")})
+	if len(used) > 0 || c.Metadata.Annotations[chartpolicy.TemplateFunctionsAnnotation] != "" {
+		want = append(want, annotation{chartpolicy.TemplateFunctionsAnnotation, strings.Join(used, ",")})
 	}
 	var changes []string
 	edited := false

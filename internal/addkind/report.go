@@ -76,13 +76,13 @@ func (r *Report) review(c *chart.Chart, crd *apiextv1.CustomResourceDefinition, 
 
 	calls, _ := FunctionsCalled(c)
 	var callLines []string
-	for _, f := range GuardedFunctions {
+	for _, f := range chartpolicy.GuardedFunctions {
 		if len(calls[f]) > 0 {
 			callLines = append(callLines, fmt.Sprintf("%s: %s", f, strings.Join(calls[f], ", ")))
 		}
 	}
 	if len(callLines) > 0 {
-		r.add("Template functions ("+TemplateFunctionsAnnotation+"): lookup reads the cluster with the operator's rights; "+
+		r.add("Template functions ("+chartpolicy.TemplateFunctionsAnnotation+"): lookup reads the cluster with the operator's rights; "+
 			"tpl evaluates strings, values of a spec among them, as templates that may call lookup", callLines...)
 	}
 

@@ -7,19 +7,10 @@ import (
 	"strings"
 	"text/template/parse"
 
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+
 	"helm.sh/helm/v3/pkg/chart"
 )
-
-// TemplateFunctionsAnnotation lists, in a chart's Chart.yaml, the functions of
-// GuardedFunctions its templates or its subcharts' call, comma-separated and sorted ("lookup,tpl").
-// add-kind writes it; the chart tests (test/charts) hold every chart to it, so that a chart
-// which starts to call one of them says so where a reviewer sees it.
-const TemplateFunctionsAnnotation = "warpdrive.transwarp.io/template-functions"
-
-// GuardedFunctions are the Helm template functions that reach beyond the values and the
-// chart: lookup reads the cluster with the operator's rights, and tpl evaluates a string as a
-// template, so that a value a namespace editor wrote in a spec can itself call lookup.
-var GuardedFunctions = []string{"lookup", "tpl"}
 
 // templatesOf lists the templates of c and of its subcharts by their path in the chart
 // ("web/charts/common/templates/_tplvalues.tpl").
@@ -38,7 +29,7 @@ func templatesOf(c *chart.Chart) map[string]string {
 	return out
 }
 
-// FunctionsCalled returns, for each function of GuardedFunctions that a template of c (or of
+// FunctionsCalled returns, for each function of chartpolicy.GuardedFunctions that a template of c (or of
 // a subchart) calls, the templates that call it. Templates are parsed, not executed, so that
 // a comment or a string that only names a function does not count; a template that does not
 // parse is returned in unparsed, since Helm would refuse it too.
@@ -56,7 +47,7 @@ func FunctionsCalled(c *chart.Chart) (calls map[string][]string, unparsed []stri
 		for _, tree := range trees {
 			walkIdentifiers(tree.Root, func(ident string) { found[ident] = true })
 		}
-		for _, f := range GuardedFunctions {
+		for _, f := range chartpolicy.GuardedFunctions {
 			if found[f] {
 				calls[f] = append(calls[f], name)
 			}

@@ -1,9 +1,10 @@
 // Package chartpolicy reads what a chart declares it may do with the operator's rights, beyond
 // rendering namespaced objects into its release's namespace: which cluster-scoped kinds it
-// renders, and whether it has Helm hooks. The operator enforces both on every release
-// operation (see internal/operator's confinement), whatever a release record says, so a
-// record forged or replayed by a namespace editor can reach nothing the chart itself could
-// not.
+// renders, whether it has Helm hooks, and which template functions that reach beyond its
+// values it calls. The operator enforces the first two on every release operation (see
+// internal/operator's confinement), whatever a release record says, so a record forged or
+// replayed by a namespace editor can reach nothing the chart itself could not; the chart
+// tests (test/charts) hold every chart to the third.
 //
 // It also reads which objects a chart can render whatever its values (Objects, from its
 // templates), and which kinds a cluster serves and their scope (APIs, from client-go's typed
@@ -12,6 +13,7 @@ package chartpolicy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,6 +25,17 @@ import (
 // templates render, comma-separated as Kind.group ("StorageClass.storage.k8s.io"; a kind of
 // the core group has no group part). A chart that renders none leaves it out.
 const ClusterScopedKindsAnnotation = "warpdrive.transwarp.io/cluster-scoped-kinds"
+
+// TemplateFunctionsAnnotation lists, in a chart's Chart.yaml, the functions of
+// GuardedFunctions its templates or its subcharts' call, comma-separated and sorted
+// ("lookup,tpl"). make add-kind writes it; the chart tests hold every chart to it, so that a
+// chart which starts to call one of them says so where a reviewer sees it.
+const TemplateFunctionsAnnotation = "warpdrive.transwarp.io/template-functions"
+
+// GuardedFunctions are the Helm template functions that reach beyond the values and the
+// chart: lookup reads the cluster with the operator's rights, and tpl evaluates a string as a
+// template, so that a value a namespace editor wrote in a spec can itself call lookup.
+var GuardedFunctions = []string{"lookup", "tpl"}
 
 // hookAnnotation marks a template as a Helm hook.
 const hookAnnotation = "helm.sh/hook"
@@ -47,6 +60,27 @@ func ClusterScopedKinds(c *chart.Chart) ([]schema.GroupKind, error) {
 	}
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
 	return kinds, nil
+}
+
+// TemplateFunctions returns the functions of GuardedFunctions that c declares its templates
+// call (TemplateFunctionsAnnotation), sorted; it fails on a name that is not one of them.
+func TemplateFunctions(c *chart.Chart) ([]string, error) {
+	if c == nil || c.Metadata == nil {
+		return nil, nil
+	}
+	var funcs []string
+	for _, f := range strings.Split(c.Metadata.Annotations[TemplateFunctionsAnnotation], ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !slices.Contains(GuardedFunctions, f) {
+			return nil, fmt.Errorf("chart %s: %s: %q is not one of %s",
+				c.Name(), TemplateFunctionsAnnotation, f, strings.Join(GuardedFunctions, ", "))
+		}
+		funcs = append(funcs, f)
+	}
+	sort.Strings(funcs)
+	return slices.Compact(funcs), nil
 }
 
 // HasHooks reports whether any template of c (or of its dependencies) is a Helm hook. The

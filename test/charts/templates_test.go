@@ -2,6 +2,7 @@ package charts
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,18 +13,19 @@ import (
 	"github.com/Masterminds/sprig/v3"
 	"helm.sh/helm/v3/pkg/chart"
 
-	"transwarp.io/tos/warpdrive-operator/internal/addkind"
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 )
 
 // Templates run inside the operator, with its cluster-wide rights, on values a namespace
 // editor chose. So no template may read the cluster (lookup) or evaluate a string as a
 // template (tpl: a value could become code) unless its chart declares it in Chart.yaml
-// (addkind.TemplateFunctionsAnnotation, which make add-kind writes), and none may read files
+// (chartpolicy.TemplateFunctionsAnnotation, which make add-kind writes), and none may read files
 // outside its chart through .Files. The check walks the parsed templates rather than
 // grepping, so that a comment or a string that merely names a function is not mistaken for
 // a call.
 
-// forbiddenFuncs are the Helm functions a template may call only if its chart declares them.
+// forbiddenFuncs are the Helm functions a template may call only if its chart declares them
+// (chartpolicy.GuardedFunctions), with why.
 var forbiddenFuncs = map[string]string{
 	"lookup": "reads the cluster with the operator's rights",
 	"tpl":    "evaluates a string, possibly a value, as a template",
@@ -114,7 +116,7 @@ func (c *templateChecker) walk(n parse.Node) {
 		if why, bad := forbiddenFuncs[n.Ident]; bad {
 			c.called[n.Ident] = true
 			if !slices.Contains(c.declared, n.Ident) {
-				c.report(n, "%s %s, and Chart.yaml does not declare it in %s", n.Ident, why, addkind.TemplateFunctionsAnnotation)
+				c.report(n, "%s %s, and Chart.yaml does not declare it in %s", n.Ident, why, chartpolicy.TemplateFunctionsAnnotation)
 			}
 		}
 	case *parse.FieldNode:
@@ -211,17 +213,6 @@ func chartTemplates(c *chart.Chart) map[string]string {
 	return out
 }
 
-// declaredFunctions parses a chart's addkind.TemplateFunctionsAnnotation.
-func declaredFunctions(c *chart.Chart) []string {
-	var out []string
-	for _, f := range strings.Split(c.Metadata.Annotations[addkind.TemplateFunctionsAnnotation], ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // No template of any chart calls lookup or tpl unless its chart declares it, no chart
 // declares one it does not call (a stale declaration would hide a new use), and no template
 // reads files outside its chart. The house charts declare none.
@@ -233,11 +224,9 @@ func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 	for _, d := range dirs {
 		chartName := filepath.Base(filepath.Dir(d))
 		c := loadChart(t, chartName)
-		declared := declaredFunctions(c)
-		for _, f := range declared {
-			if _, ok := forbiddenFuncs[f]; !ok {
-				t.Errorf("%s: %s names %q, not one of %v", chartName, addkind.TemplateFunctionsAnnotation, f, addkind.GuardedFunctions)
-			}
+		declared, err := chartpolicy.TemplateFunctions(c)
+		if err != nil {
+			t.Error(err)
 		}
 		if isHouseChart(chartName) && len(declared) > 0 {
 			t.Errorf("%s: a house chart declares %v", chartName, declared)
@@ -261,7 +250,7 @@ func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 		}
 		for _, f := range declared {
 			if !called[f] {
-				t.Errorf("%s: Chart.yaml declares %s in %s, which no template calls", chartName, f, addkind.TemplateFunctionsAnnotation)
+				t.Errorf("%s: Chart.yaml declares %s in %s, which no template calls", chartName, f, chartpolicy.TemplateFunctionsAnnotation)
 			}
 		}
 	}
@@ -329,5 +318,13 @@ func TestTemplateChecker(t *testing.T) {
 		if _, err := templateProblems("bad", text); err == nil {
 			t.Errorf("%s parsed", text)
 		}
+	}
+}
+
+// The functions the checker refuses are those a chart declares (chartpolicy.GuardedFunctions).
+func TestForbiddenFunctionsAreTheGuardedOnes(t *testing.T) {
+	names := slices.Sorted(maps.Keys(forbiddenFuncs))
+	if want := slices.Sorted(slices.Values(chartpolicy.GuardedFunctions)); !slices.Equal(names, want) {
+		t.Errorf("the checker refuses %v, chartpolicy.GuardedFunctions are %v", names, want)
 	}
 }

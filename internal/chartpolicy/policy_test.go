@@ -1,0 +1,35 @@
+package chartpolicy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+)
+
+// TemplateFunctions reads the declaration as make add-kind writes it and as a person may
+// edit it, and refuses a name that is not a guarded function.
+func TestTemplateFunctions(t *testing.T) {
+	withAnnotation := func(v string) *chart.Chart {
+		return &chart.Chart{Metadata: &chart.Metadata{Name: "c", Annotations: map[string]string{TemplateFunctionsAnnotation: v}}}
+	}
+	for v, want := range map[string][]string{
+		"":                nil,
+		"tpl":             {"tpl"},
+		"lookup,tpl":      {"lookup", "tpl"},
+		" tpl , lookup, ": {"lookup", "tpl"},
+		"tpl,tpl":         {"tpl"},
+	} {
+		got, err := TemplateFunctions(withAnnotation(v))
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	if got, err := TemplateFunctions(&chart.Chart{Metadata: &chart.Metadata{Name: "c"}}); err != nil || got != nil {
+		t.Errorf("no annotation: %v, %v", got, err)
+	}
+	if _, err := TemplateFunctions(withAnnotation("tpl,env")); err == nil || !strings.Contains(err.Error(), `"env"`) {
+		t.Errorf("an unguarded function: error %v", err)
+	}
+}
