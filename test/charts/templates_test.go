@@ -12,6 +12,10 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 )
@@ -19,10 +23,12 @@ import (
 // Templates run inside the operator, with its cluster-wide rights, on values a namespace
 // editor chose. So no template may read the cluster (lookup) or evaluate a string as a
 // template (tpl: a value could become code) unless its chart declares it in Chart.yaml
-// (chartpolicy.TemplateFunctionsAnnotation, which make add-kind writes), and none may read files
-// outside its chart through .Files. The check walks the parsed templates rather than
-// grepping, so that a comment or a string that merely names a function is not mistaken for
-// a call.
+// (chartpolicy.TemplateFunctionsAnnotation, which make add-kind writes). The check walks the
+// parsed templates rather than grepping, so that a comment or a string that merely names a
+// function is not mistaken for a call.
+//
+// .Files needs no rule: it holds the files of the template's own chart, loaded with it, and
+// reads nothing else whatever the path (TestFilesHoldOnlyTheChart).
 
 // forbiddenFuncs are the Helm functions a template may call only if its chart declares them
 // (chartpolicy.GuardedFunctions), with why.
@@ -30,13 +36,6 @@ var forbiddenFuncs = map[string]string{
 	"lookup": "reads the cluster with the operator's rights",
 	"tpl":    "evaluates a string, possibly a value, as a template",
 }
-
-// filesPathMethods are the methods of .Files that take a path; filesMethods also those
-// that take none and read only the chart's own files.
-var (
-	filesPathMethods = []string{"Get", "GetBytes", "Glob", "Lines"}
-	filesMethods     = append([]string{"AsConfig", "AsSecrets"}, filesPathMethods...)
-)
 
 // helmFuncs are the names of the functions Helm gives templates (helm.sh/helm/v3/pkg/engine's
 // funcMap, which is not exported): sprig's without env and expandenv, and Helm's own. Only
@@ -111,7 +110,6 @@ func (c *templateChecker) walk(n parse.Node) {
 		c.walkPipe(n)
 	case *parse.ChainNode:
 		c.walk(n.Node)
-		c.checkFields(n, n.Field)
 	case *parse.IdentifierNode:
 		if why, bad := forbiddenFuncs[n.Ident]; bad {
 			c.called[n.Ident] = true
@@ -119,12 +117,8 @@ func (c *templateChecker) walk(n parse.Node) {
 				c.report(n, "%s %s, and Chart.yaml does not declare it in %s", n.Ident, why, chartpolicy.TemplateFunctionsAnnotation)
 			}
 		}
-	case *parse.FieldNode:
-		c.checkFields(n, n.Ident)
-	case *parse.VariableNode:
-		c.checkFields(n, n.Ident[1:])
 	}
-	// Text, comments, literals, dot, nil, break and continue hold nothing to check.
+	// Text, comments, literals, fields, variables, dot, nil, break and continue hold no call.
 }
 
 func (c *templateChecker) walkBranch(b *parse.BranchNode) {
@@ -137,66 +131,11 @@ func (c *templateChecker) walkPipe(p *parse.PipeNode) {
 	if p == nil {
 		return
 	}
-	for i, cmd := range p.Cmds {
-		args := cmd.Args
-		if method, ok := filesCall(args[0]); ok && slices.Contains(filesPathMethods, method) {
-			// The one form whose path can be checked here: .Files.Get "literal", first
-			// in its pipeline (later, the previous command's result is a further argument).
-			c.checkFilesPath(cmd, method, i > 0)
-			args = args[1:]
-		}
-		for _, arg := range args {
+	for _, cmd := range p.Cmds {
+		for _, arg := range cmd.Args {
 			c.walk(arg)
 		}
 	}
-}
-
-// filesCall tells whether n is a field chain through .Files that calls one of its methods,
-// and which.
-func filesCall(n parse.Node) (string, bool) {
-	var fields []string
-	switch n := n.(type) {
-	case *parse.FieldNode:
-		fields = n.Ident
-	case *parse.VariableNode:
-		fields = n.Ident[1:]
-	default:
-		return "", false
-	}
-	i := slices.Index(fields, "Files")
-	if i < 0 || i != len(fields)-2 {
-		return "", false
-	}
-	return fields[i+1], true
-}
-
-// checkFilesPath checks the arguments of a call .Files.<method>: string literals, in the chart.
-func (c *templateChecker) checkFilesPath(cmd *parse.CommandNode, method string, piped bool) {
-	if piped || len(cmd.Args) != 2 {
-		c.report(cmd, "the path of .Files.%s must be a single string literal", method)
-		return
-	}
-	path, ok := cmd.Args[1].(*parse.StringNode)
-	if !ok {
-		c.report(cmd, "the path of .Files.%s must be a string literal, not computed", method)
-		return
-	}
-	if strings.HasPrefix(path.Text, "/") || strings.Contains(path.Text, "..") {
-		c.report(cmd, "the path %q of .Files.%s leaves the chart", path.Text, method)
-	}
-}
-
-// checkFields reports a field chain through .Files other than a method call walkPipe has
-// checked: .Files passed on, bound to a variable or indexed cannot be followed here.
-func (c *templateChecker) checkFields(n parse.Node, fields []string) {
-	i := slices.Index(fields, "Files")
-	if i < 0 {
-		return
-	}
-	if i == len(fields)-2 && slices.Contains(filesMethods, fields[i+1]) && !slices.Contains(filesPathMethods, fields[i+1]) {
-		return // AsConfig, AsSecrets: the chart's own files
-	}
-	c.report(n, "use .Files only as .Files.Method \"path\" (with %v), so that its path can be checked", filesMethods)
 }
 
 // chartTemplates lists the templates of a chart and of its subcharts, by path.
@@ -213,9 +152,9 @@ func chartTemplates(c *chart.Chart) map[string]string {
 	return out
 }
 
-// No template of any chart calls lookup or tpl unless its chart declares it, no chart
-// declares one it does not call (a stale declaration would hide a new use), and no template
-// reads files outside its chart. The house charts declare none.
+// No template of any chart calls lookup or tpl unless its chart declares it, and no chart
+// declares one it does not call (a stale declaration would hide a new use). The house charts
+// declare none.
 func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(root, "helm-charts", "*", "Chart.yaml"))
 	if err != nil || len(dirs) == 0 {
@@ -266,19 +205,9 @@ func TestTemplateChecker(t *testing.T) {
 		"tpl":                    `{{ tpl .Values.image . }}`,
 		"tpl in a pipeline":      `{{ .Values.image | tpl $ | quote }}`,
 		"tpl in parentheses":     `{{ with (tpl "x" .) }}{{ . }}{{ end }}`,
-		"parent directory":       `{{ .Files.Get "../secrets.yaml" }}`,
-		"hidden parent":          `{{ .Files.Get "conf/../../x" }}`,
-		"absolute path":          `{{ $.Files.Get "/etc/passwd" }}`,
-		"glob out":               `{{ (.Files.Glob "../*").AsConfig }}`,
-		"lines of a variable":    `{{ $root := . }}{{ $root.Files.Lines "/x" }}`,
-		"computed path":          `{{ .Files.Get .Values.path }}`,
-		"piped path":             `{{ .Values.path | .Files.Get }}`,
-		"Files passed on":        `{{ include "x" .Files }}`,
-		"Files bound":            `{{ $f := .Files }}{{ $f.Get "../x" }}`,
-		"Files as dot":           `{{ with .Files }}{{ .Get "../x" }}{{ end }}`,
-		"Files indexed":          `{{ index .Files "../x" }}`,
-		"Files in a chain":       `{{ (.Files).Get "../x" }}`,
-		"Files as a map of keys": `{{ .Files.secret }}`,
+		"tpl as an argument":     `{{ include "x" (tpl .Values.x .) }}`,
+		"lookup in a range":      `{{ range $k, $v := (lookup "v1" "Secret" "" "").items }}{{ $k }}{{ end }}`,
+		"lookup in a with chain": `{{ with (lookup "v1" "Secret" "" "x").data }}{{ .key }}{{ end }}`,
 	}
 	for name, text := range forbidden {
 		problems, err := templateProblems(name, text)
@@ -290,14 +219,14 @@ func TestTemplateChecker(t *testing.T) {
 	}
 
 	allowed := map[string]string{
-		"a comment":            `{{/* never lookup or tpl, nor .Files.Get "../x" */}}x`,
-		"a string":             `{{ "lookup tpl .Files.Get ../x" | quote }}`,
+		"a comment":            `{{/* never lookup or tpl */}}x`,
+		"a string":             `{{ "lookup tpl" | quote }}`,
 		"text":                 `lookup: tpl`,
-		"a field named so":     `{{ .Values.lookup }}{{ .Values.tpl }}`,
+		"a field named so":     `{{ .Values.lookup }}{{ .Values.tpl }}{{ $v := .Values }}{{ $v.tpl }}`,
 		"a file of the chart":  `{{ .Files.Get "conf/app.properties" | b64enc }}`,
 		"a glob of the chart":  `{{ (.Files.Glob "conf/*").AsConfig | nindent 2 }}`,
-		"the root's files":     `{{ $.Files.Lines "conf/hosts" }}`,
-		"all the chart's":      `{{ .Files.AsSecrets }}`,
+		"dashboards":           `{{ range $path, $_ := .Files.Glob "dashboards/*.json" }}{{ $.Files.Get $path }}{{ end }}`,
+		"a path from values":   `{{ .Files.Get (printf "conf/%s.yaml" .Values.profile) }}`,
 		"helpers and includes": `{{- define "a" -}}{{ include "b" . | trunc 63 | required "x" | toYaml }}{{- end }}`,
 	}
 	for name, text := range allowed {
@@ -326,5 +255,59 @@ func TestForbiddenFunctionsAreTheGuardedOnes(t *testing.T) {
 	names := slices.Sorted(maps.Keys(forbiddenFuncs))
 	if want := slices.Sorted(slices.Values(chartpolicy.GuardedFunctions)); !slices.Equal(names, want) {
 		t.Errorf("the checker refuses %v, chartpolicy.GuardedFunctions are %v", names, want)
+	}
+}
+
+// .Files is the chart's own files, as loaded with it (what make add-kind copied into
+// helm-charts/; Helm's loader includes a link's target as a file of the chart, for review):
+// a map looked up by name, so no path, literal or computed from the values, reads anything
+// else. This is why the template check has no rule on .Files; it fails if Helm changes that.
+func TestFilesHoldOnlyTheChart(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "secret.txt"), "outside the chart")
+	chartPath := filepath.Join(dir, "files")
+	writeFile(t, filepath.Join(chartPath, "Chart.yaml"), "apiVersion: v2\nname: files\nversion: 1.0.0\n")
+	writeFile(t, filepath.Join(chartPath, "conf", "app.conf"), "inside the chart")
+	writeFile(t, filepath.Join(chartPath, "templates", "cm.yaml"), `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: files
+data:
+  inside: {{ .Files.Get "conf/app.conf" | quote }}
+  parent: {{ .Files.Get "../secret.txt" | quote }}
+  throughTheChart: {{ .Files.Get "conf/../../secret.txt" | quote }}
+  absolute: {{ .Files.Get (printf "%s/secret.txt" .Values.outside) | quote }}
+  bytes: {{ .Files.GetBytes .Values.relative | toString | quote }}
+  lines: {{ .Files.Lines "../secret.txt" | join "" | quote }}
+  globParent: {{ (.Files.Glob "../*").AsConfig | quote }}
+  globAll: {{ range $path, $_ := .Files.Glob "**" }}{{ $path }} {{ end }}
+`)
+	c, err := loader.LoadDir(chartPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{"outside": dir, "relative": "../secret.txt"}
+	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: "r", Namespace: namespace}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(c, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct{ Data map[string]string }
+	if err := yaml.Unmarshal([]byte(out["files/templates/cm.yaml"]), &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["inside"] != "inside the chart" {
+		t.Errorf(".Files.Get of the chart's own file gave %q", cm.Data["inside"])
+	}
+	for _, k := range []string{"parent", "throughTheChart", "absolute", "bytes", "lines", "globParent"} {
+		if v := cm.Data[k]; v != "" && v != "{}" {
+			t.Errorf("%s: read %q, from outside the chart", k, v)
+		}
+	}
+	if got := strings.Fields(cm.Data["globAll"]); !slices.Equal(got, []string{"conf/app.conf"}) {
+		t.Errorf(`.Files.Glob "**" lists %v, want only the chart's own conf/app.conf`, got)
 	}
 }
