@@ -57,6 +57,10 @@ func (e *Error) Error() string { return fmt.Sprintf("spec.%s: %s: %s", Field, e.
 // operator holds no Secret it does not use.
 type Resolver struct {
 	Reader client.Reader
+	// Defaults are the chart's values.yaml. The CRD's schema fills a CR's spec in with them,
+	// so a value the CR holds at its default may be one nobody set: it does not hide a
+	// source's value (see mergeOwn).
+	Defaults map[string]any
 }
 
 // Resolve reads the sources of cr and merges its values. The spec's references are checked
@@ -92,7 +96,11 @@ func (r Resolver) Resolve(ctx context.Context, cr *unstructured.Unstructured) (R
 		}
 		merge(res.Values, vals)
 	}
-	merge(res.Values, Values(own))
+	if len(res.Sources) == 0 {
+		res.Values = Values(own)
+	} else {
+		mergeOwn(res.Values, Values(own), r.Defaults)
+	}
 	res.Secrets.done()
 	return res, nil
 }
@@ -218,6 +226,42 @@ func merge(dst, src map[string]any) {
 		}
 		dst[k] = v
 	}
+}
+
+// mergeOwn merges a CR's own values over what the sources gave, as merge does, except that a
+// value equal to the chart's default at its path leaves a source's value in place. The
+// apiserver writes the schema's defaults into every CR, so without this rule a source could
+// set no value that has a default: the CR's own copy of the default would always win. The
+// price: a CR that sets a value to its default on purpose still gets the source's.
+func mergeOwn(dst, own, defaults map[string]any) {
+	for k, v := range own {
+		_, fromSource := dst[k]
+		def, hasDefault := defaults[k]
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				copied := make(map[string]any, len(dm))
+				for dk, dv := range dm {
+					copied[dk] = dv
+				}
+				defs, _ := def.(map[string]any)
+				mergeOwn(copied, sm, defs)
+				dst[k] = copied
+				continue
+			}
+		}
+		if fromSource && hasDefault && sameJSON(v, def) {
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// sameJSON reports whether a and b are the same JSON value: a CR's integers are int64, a
+// chart's float64.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 // IsSourceError reports whether err is about a source (an *Error), not about reading it.

@@ -215,3 +215,26 @@ func TestRedactorKeepsErrorsComparable(t *testing.T) {
 		t.Error("an error quoting nothing was changed")
 	}
 }
+
+// The apiserver fills a CR's spec in with the schema's defaults: a value left at the chart's
+// default does not hide a source's, one set to anything else does.
+func TestResolveDefaultsDoNotHideSources(t *testing.T) {
+	r, _ := resolver(configMap("cm", map[string]string{"values.yaml": "image: from-source\nresources:\n  limits:\n    cpu: 2\nsize: 5\n"}))
+	r.Defaults = map[string]any{"image": "chart-default", "size": float64(1),
+		"resources": map[string]any{"limits": map[string]any{"cpu": "100m"}}}
+	res, err := r.Resolve(context.Background(), cr(map[string]any{
+		"valuesFrom": refs(map[string]any{"kind": "ConfigMap", "name": "cm"}),
+		"image":      "chart-default",                                         // defaulted by the schema
+		"resources":  map[string]any{"limits": map[string]any{"cpu": "100m"}}, // likewise, nested
+		"size":       int64(3),                                                // set by the user
+		"extra":      true,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"image": "from-source", "size": int64(3), "extra": true,
+		"resources": map[string]any{"limits": map[string]any{"cpu": float64(2)}}}
+	if !reflect.DeepEqual(res.Values, want) {
+		t.Errorf("values:\n got %#v\nwant %#v", res.Values, want)
+	}
+}
