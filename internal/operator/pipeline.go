@@ -182,6 +182,12 @@ func (p pipeline) build(engine helmclient.ActionClientGetter) helmclient.ActionC
 // does), and then validates nothing on the client. Profiled on the local cluster: 72% of the
 // reconciler's CPU during a wave of upgrades went to parsing that document. The apiserver
 // still validates every object, in the dry-run and in the real request.
+//
+// The dry-run upgrade by which the reconciler decides whether to upgrade is server-side
+// (helm-operator-plugins v0.9.1 sets DryRunOption "server" after these options), so that its
+// render runs `lookup` as install and upgrade do: a chart that generates a password once and
+// looks it up afterwards renders the same manifest again, and is not upgraded at every
+// reconcile. Every render reads through the release's lookup confinement (trustedconfig).
 func newHelmEngine(acg helmclient.ActionConfigGetter, hooks bool) (helmclient.ActionClientGetter, error) {
 	noHooks := !hooks
 	return helmclient.NewActionClientGetter(acg,

@@ -39,7 +39,8 @@ type KindPolicy struct {
 }
 
 // Configs hands out Helm action configurations whose release storage is signed
-// (internal/releasesign) and whose Kubernetes client is confined to the release (confinedKube).
+// (internal/releasesign), whose Kubernetes client is confined to the release (confinedKube),
+// and whose templates' `lookup` reads only what the release may read (lookupGetter).
 // It is the innermost layer of every action client: everything Helm reads of a release's
 // history, and everything it applies, passes through it.
 //
@@ -126,6 +127,8 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 		return nil, fmt.Errorf("unexpected Helm Kubernetes client %T", cfg.KubeClient)
 	}
 	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds)
+	// The release is named after its CR (helm-operator-plugins' reconciler).
+	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName()}
 	return cfg, nil
 }
 

@@ -5,6 +5,9 @@
 //     operator's own; the records it refused are kept for the CR's report;
 //   - confinement.go: Helm's Kubernetes client is confined to the release's namespace and the
 //     cluster-scoped kinds its chart declares (internal/chartpolicy);
+//   - lookup.go: what the templates read with `lookup` (also through `tpl`, whose string a
+//     namespace editor may write) is confined to the release's namespace, and of its Secrets to
+//     the release's own and those labelled chart-readable; everything else reads as absent;
 //   - takeover.go: once per cluster, the unsigned records an earlier version of the operator
 //     wrote are taken over, if they name only what their CR's chart could render.
 //

@@ -1,0 +1,227 @@
+package trustedconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/rest"
+
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
+)
+
+// Helm's ownership annotations, which it sets on every object a release creates or adopts.
+const (
+	releaseNameAnnotation      = "meta.helm.sh/release-name"
+	releaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+)
+
+// lookupGetter is the RESTClientGetter of a release's action configuration, as
+// helm-operator-plugins made it, but for the REST config it hands out, which reads only what
+// the release's templates may read (lookupTransport).
+//
+// That REST config is what Helm's `lookup` reads the cluster with: every render that talks to
+// the cluster (install, upgrade, and the server-side dry-run upgrade the reconciler makes to
+// decide whether to upgrade) builds its template engine from
+// Configuration.RESTClientGetter.ToRESTConfig (pkg/action renderResources, engine.New), and
+// `tpl` runs with the same functions. Nothing else Helm does with the operator goes through it:
+// objects are built and applied by Configuration.KubeClient (confinedKube), which was made from
+// the unconfined getter; .Capabilities come from ToDiscoveryClient, passed on as it is. The only
+// other user in Helm 3.21 is Upgrade's Recreate (deleting pods), which the operator never sets
+// and which this config would refuse.
+type lookupGetter struct {
+	action.RESTClientGetter
+	namespace, release string
+}
+
+func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
+	cfg, err := g.RESTClientGetter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return &lookupTransport{next: next, namespace: g.namespace, release: g.release, kinds: g.RESTClientGetter}
+	})
+	return cfg, nil
+}
+
+// lookupTransport lets through what Helm's `lookup` needs to read what a release's templates
+// may read, and nothing else: a template runs with the operator's rights, and a namespace
+// editor writes what `tpl` evaluates. Helm's lookup makes a discovery request (its kind's
+// resource) and then a GET of one object or a LIST of a collection, in a namespace or not.
+//
+//   - Discovery (GET /api..., /apis...) passes.
+//   - A GET or LIST of a namespaced resource in the release's namespace passes, but of Secrets
+//     only those the release owns (Helm's ownership annotations name it) and those labelled
+//     valuesfrom.ReadableLabel "true" are kept: whoever may only edit the CR cannot send
+//     another Secret of the namespace into a rendered object (the rule of spec.valuesFrom;
+//     labelling a Secret takes the right to update it).
+//   - Anything else read is absent, as the API server answers for an object that does not
+//     exist: a GET is 404 Not Found (lookup returns an empty map), a LIST an empty list. That
+//     covers other namespaces, all namespaces at once, subresources, and every cluster-scoped
+//     object, including the kinds the chart declares (reading those would show other
+//     tenants' objects of the kind; no chart needs it to keep its own values stable) and the
+//     release's Namespace (a path under /namespaces/<ns>, hence named apart).
+//   - Every other request (a write, a watch, any other path) is refused: 403 Forbidden.
+//
+// Requests are parsed by the API server's own parser (RequestInfoFactory), so that the
+// namespace, resource and verb decided on here are those the server would authorize.
+type lookupTransport struct {
+	next               http.RoundTripper
+	namespace, release string
+	kinds              interface {
+		ToRESTMapper() (meta.RESTMapper, error)
+	} // names the kind of an empty list
+}
+
+// requestInfos parses request paths as the API server does with its default API prefixes.
+var requestInfos = &apirequest.RequestInfoFactory{
+	APIPrefixes:          sets.NewString("api", "apis"),
+	GrouplessAPIPrefixes: sets.NewString("api"),
+}
+
+func (t *lookupTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	info, err := requestInfos.NewRequestInfo(req)
+	if err != nil {
+		return refused(req, err.Error())
+	}
+	if !info.IsResourceRequest {
+		if req.Method == http.MethodGet && isDiscovery(info.Path) {
+			return t.next.RoundTrip(req)
+		}
+		return refused(req, fmt.Sprintf("%s %s is not a read a template may make", req.Method, info.Path))
+	}
+	if req.Method != http.MethodGet || (info.Verb != "get" && info.Verb != "list") {
+		return refused(req, fmt.Sprintf("%s of %s is not a read a template may make", info.Verb, info.Resource))
+	}
+	core := info.APIGroup == ""
+	if info.Namespace != t.namespace || info.Subresource != "" || (core && info.Resource == "namespaces") {
+		return t.absent(req, info)
+	}
+	if core && info.Resource == "secrets" {
+		return t.secrets(req, info)
+	}
+	return t.next.RoundTrip(req)
+}
+
+// isDiscovery reports whether a non-resource path is the API server's discovery or version.
+func isDiscovery(path string) bool {
+	return path == "/api" || path == "/apis" || path == "/version" ||
+		strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/")
+}
+
+// absent answers a read of something the templates may not see as the API server answers
+// for what does not exist.
+func (t *lookupTransport) absent(req *http.Request, info *apirequest.RequestInfo) (*http.Response, error) {
+	gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+	if info.Verb == "get" {
+		return statusResponse(req, apierrors.NewNotFound(gr, info.Name))
+	}
+	// An empty list needs its kind, which only the REST mapper knows; a resource it does not
+	// know does not exist.
+	mapper, err := t.kinds.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	gvk, err := mapper.KindFor(gr.WithVersion(info.APIVersion))
+	if err != nil {
+		return statusResponse(req, apierrors.NewNotFound(gr, ""))
+	}
+	list := map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind + "List",
+		"metadata": map[string]any{}, "items": []any{}}
+	body, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	return response(req, http.StatusOK, body), nil
+}
+
+// secrets reads Secrets of the release's namespace and keeps those the templates may read. The
+// request asks for JSON, whatever its caller asked for, so that the answer is one the filter
+// understands (a Table or protobuf would otherwise pass unread).
+func (t *lookupTransport) secrets(req *http.Request, info *apirequest.RequestInfo) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept", "application/json")
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if info.Verb == "get" {
+		var secret metav1.PartialObjectMetadata
+		if err := json.Unmarshal(body, &secret); err != nil {
+			return nil, fmt.Errorf("reading Secret %s/%s for a template: %w", info.Namespace, info.Name, err)
+		}
+		if !t.readable(&secret) {
+			return statusResponse(req, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, info.Name))
+		}
+		return response(req, http.StatusOK, body), nil
+	}
+	var list unstructured.UnstructuredList
+	if err := list.UnmarshalJSON(body); err != nil {
+		return nil, fmt.Errorf("reading the Secrets of %s for a template: %w", info.Namespace, err)
+	}
+	kept := list.Items[:0]
+	for _, s := range list.Items {
+		if t.readable(&s) {
+			kept = append(kept, s)
+		}
+	}
+	list.Items = kept
+	if body, err = list.MarshalJSON(); err != nil {
+		return nil, err
+	}
+	return response(req, http.StatusOK, body), nil
+}
+
+// readable reports whether the release's templates may read the Secret s of its namespace.
+func (t *lookupTransport) readable(s metav1.Object) bool {
+	a := s.GetAnnotations()
+	owned := a[releaseNameAnnotation] == t.release && a[releaseNamespaceAnnotation] == t.namespace
+	return owned || valuesfrom.Readable(s)
+}
+
+// refused answers 403 Forbidden, saying why.
+func refused(req *http.Request, why string) (*http.Response, error) {
+	return statusResponse(req, apierrors.NewForbidden(schema.GroupResource{}, "",
+		fmt.Errorf("a template may only read objects of its release's namespace: %s", why)))
+}
+
+// statusResponse is the API server's answer for err: its Status, as JSON.
+func statusResponse(req *http.Request, err *apierrors.StatusError) (*http.Response, error) {
+	status := err.Status()
+	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	body, mErr := json.Marshal(status)
+	if mErr != nil {
+		return nil, mErr
+	}
+	return response(req, int(status.Code), body), nil
+}
+
+func response(req *http.Request, code int, body []byte) *http.Response {
+	return &http.Response{
+		Status: strconv.Itoa(code) + " " + http.StatusText(code), StatusCode: code,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(body))}},
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
