@@ -42,3 +42,10 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end }}
+
+{{/*
+The file of memcached's --auth-file: one user:password line.
+*/}}
+{{- define "memcached.authFile" -}}
+{{ printf "%s:%s\n" .Values.auth.username .Values.auth.password }}
+{{- end }}
