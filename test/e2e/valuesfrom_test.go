@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -249,3 +252,83 @@ func TestValuesFrom(t *testing.T) {
 
 // reasonValuesFromFailed is the reason of a CR whose spec.valuesFrom cannot be read.
 const reasonValuesFromFailed = "ValuesFromFailed"
+
+// TestReadmeCredentialsExample applies the README's example of "Credentials from a Secret" as
+// it is written there: the Memcached runs with memcached's auth file from the Secret, the
+// password is in no CR, and a new password in the Secret reaches the pods' template.
+func TestReadmeCredentialsExample(t *testing.T) {
+	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
+		t.Skip("the stock helm-operator has no spec.valuesFrom")
+	}
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	readme, err := os.ReadFile(filepath.Join(env.Root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "### Credentials from a Secret\n")
+	_, block, ok2 := strings.Cut(after, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal(`README.md has no yaml block under "### Credentials from a Secret"`)
+	}
+	var cr *unstructured.Unstructured
+	var source *corev1.Secret
+	for _, doc := range strings.Split(block, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		u.SetNamespace(ns)
+		env.Create(t, u)
+		switch u.GetKind() {
+		case "Memcached":
+			cr = u
+		case "Secret":
+			source = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: u.GetName()}}
+		}
+	}
+	if cr == nil || source == nil {
+		t.Fatal("the README's example has no Memcached or no Secret")
+	}
+	authFile := func(want string) string {
+		t.Helper()
+		var checksum string
+		framework.Eventually(t, converge, func(ctx context.Context) error {
+			s := &corev1.Secret{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cr.GetName() + "-auth"}, s); err != nil {
+				return err
+			}
+			if got := string(s.Data["auth"]); got != want {
+				return fmt.Errorf("the auth file is %q, want %q", got, want)
+			}
+			d := deployment(cr, cr.GetName())
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+				return err
+			}
+			if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--auth-file=/etc/memcached/auth") {
+				return fmt.Errorf("memcached runs with %v, without its auth file", args)
+			}
+			checksum = d.Spec.Template.Annotations["checksum/auth"]
+			return nil
+		})
+		return checksum
+	}
+	first := authFile("app:change-me\n")
+	waitCondition(t, cr, statuscontract.Ready, "True")
+
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(source), source); err != nil {
+		t.Fatal(err)
+	}
+	source.Data = map[string][]byte{"values.yaml": []byte("auth:\n  username: app\n  password: changed-at-last\n")}
+	if err := env.Client.Update(ctx, source); err != nil {
+		t.Fatal(err)
+	}
+	if authFile("app:changed-at-last\n") == first {
+		t.Error("the new password did not change the pods' template")
+	}
+	got := mustGetCR(t, cr)
+	if data, _ := json.Marshal(got.Object); strings.Contains(string(data), "change-me") || strings.Contains(string(data), "changed-at-last") {
+		t.Errorf("the CR holds the password: %s", data)
+	}
+}
