@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// passwordHolderGVK is the kind of TestLookupKeepsGeneratedPassword, bound to the test chart
+// testdata/passwordchart (Bitnami's shape: a password generated once and looked up
+// afterwards, values rendered through tpl). The test installs its CRD and runs a manager of
+// its own that watches this kind alone.
+var passwordHolderGVK = schema.GroupVersionKind{Group: "e2e.warpdrive.transwarp.io", Version: "v1", Kind: "PasswordHolder"}
+
+// A chart that generates a password once and looks it up afterwards keeps it: the release
+// becomes Ready, an edit upgrades it with the same password, and a minute of forced
+// reconciles (each a dry-run upgrade that renders the chart again) makes no new revision.
+// Helm's lookup reads nothing in a client-side dry run, where such a chart looks changed at
+// every reconcile and is upgraded for ever (operator-sdk #5728, #6609).
+func TestLookupKeepsGeneratedPassword(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	installPasswordHolderCRD(t)
+	watches := passwordHolderWatches(t)
+	mgr, err := env.StartManager(framework.ProcessOptions{Name: "manager-lookup", WatchesFile: watches,
+		Flags: []string{"--leader-election-id=manager-lookup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processes = append(processes, mgr)
+	t.Cleanup(func() { mgr.Stop() })
+	// The sidecar too: Ready waits for its word that the release's workloads rolled out.
+	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: "sidecar-lookup", WatchesFile: watches,
+		Flags: []string{"--leader-election-id=sidecar-lookup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processes = append(processes, sidecar)
+	t.Cleanup(func() { sidecar.Stop() })
+
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(passwordHolderGVK)
+	cr.SetNamespace(ns)
+	cr.SetName("db")
+	cr.Object["spec"] = map[string]any{"greeting": "hello from {{ .Release.Name }}"}
+	env.Create(t, cr)
+	t.Cleanup(func() { deleteAndWait(t, cr) }) // before the manager stops: the release is uninstalled
+
+	ready := func() {
+		t.Helper()
+		framework.Eventually(t, converge, func(ctx context.Context) error {
+			got, err := getCR(ctx, cr)
+			if err != nil {
+				return err
+			}
+			if status, reason, msg := framework.Condition(got, statuscontract.Ready); status != "True" {
+				return fmt.Errorf("Ready=%q %s: %s", status, reason, msg)
+			}
+			return nil
+		})
+	}
+	password := func() string {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-auth"}, s); err != nil {
+			t.Fatalf("the chart's Secret: %v", err)
+		}
+		if len(s.Data["password"]) != 24 {
+			t.Fatalf("the chart's Secret holds password %q, want 24 generated characters", s.Data["password"])
+		}
+		return string(s.Data["password"])
+	}
+	greeting := func(want string) {
+		t.Helper()
+		framework.Eventually(t, converge, func(ctx context.Context) error {
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-settings"}, cm); err != nil {
+				return err
+			}
+			if cm.Data["greeting"] != want {
+				return fmt.Errorf("greeting %q, want %q (rendered through tpl)", cm.Data["greeting"], want)
+			}
+			return nil
+		})
+	}
+
+	waitRevision(t, ns, "db", 1)
+	ready()
+	greeting("hello from db")
+	generated := password()
+
+	// An edit: an upgrade, whose render (and dry run) finds the Secret and keeps its password.
+	patchSpec(t, cr, map[string]any{"greeting": "edited, {{ .Release.Name }}"})
+	waitRevision(t, ns, "db", 2)
+	greeting("edited, db")
+	ready()
+	if got := password(); got != generated {
+		t.Fatalf("the upgrade changed the generated password: %q, was %q", got, generated)
+	}
+
+	// A minute of forced reconciles: each renders the chart in a dry-run upgrade, which must
+	// find nothing changed. At most one forced reconcile runs every 10 s per CR; count those
+	// handled, so that the test cannot pass on reconciles that never ran.
+	handled := map[string]bool{}
+	observe := func(ctx context.Context) (string, error) {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return "", err
+		}
+		h, _, _ := unstructured.NestedString(got.Object, "status", statuscontract.FieldLastHandledReconcileAt)
+		if h != "" {
+			handled[h] = true
+		}
+		return h, nil
+	}
+	var request string
+	for i, end := 0, time.Now().Add(time.Minute); time.Now().Before(end); i++ {
+		request = fmt.Sprintf("lookup-%d", i)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, statuscontract.RequestAnnotation, request)
+		if err := env.Client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * time.Second)
+		if _, err := observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		h, err := observe(ctx)
+		if err != nil {
+			return err
+		}
+		if h != request {
+			return fmt.Errorf("status.%s %q, want the last request %q", statuscontract.FieldLastHandledReconcileAt, h, request)
+		}
+		return nil
+	})
+	if len(handled) < 4 {
+		t.Fatalf("only %d forced reconciles were handled in a minute, want at least 4", len(handled))
+	}
+	records, err := releaseSecrets(ctx, ns, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 2 {
+		var seen []string
+		for _, s := range records {
+			seen = append(seen, s.Labels["version"]+"="+s.Labels["status"])
+		}
+		t.Errorf("after %d forced reconciles the release has records %v, want revisions 1 and 2 only", len(handled), seen)
+	}
+	if got := password(); got != generated {
+		t.Errorf("the forced reconciles changed the generated password: %q, was %q", got, generated)
+	}
+	ready()
+	t.Logf("%d forced reconciles handled; the release stayed at revision 2 with its password", len(handled))
+}
+
+// passwordHolderWatches writes a watches file that lists PasswordHolders alone.
+func passwordHolderWatches(t *testing.T) string {
+	t.Helper()
+	watches := filepath.Join(t.TempDir(), "watches.yaml")
+	entry := []map[string]string{{"group": passwordHolderGVK.Group, "version": passwordHolderGVK.Version,
+		"kind": passwordHolderGVK.Kind, "chart": filepath.Join(env.Root, "test", "e2e", "testdata", "passwordchart")}}
+	data, err := yaml.Marshal(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(watches, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return watches
+}
+
+// installPasswordHolderCRD creates the test kind's CRD (any spec, a status subresource whose
+// conditions are keyed by type, as in the operator's CRDs) and, when the operator runs as its
+// ServiceAccount, lets it reconcile the kind; both go when the test ends.
+func installPasswordHolderCRD(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	plural := "passwordholders"
+	preserve, listMap := true, "map"
+	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}
+	conditions := apiextensionsv1.JSONSchemaProps{Type: "array", XListType: &listMap, XListMapKeys: []string{"type"},
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", XPreserveUnknownFields: &preserve, Required: []string{"type"},
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{"type": {Type: "string"}}}}}
+	status := open
+	status.Properties = map[string]apiextensionsv1.JSONSchemaProps{"conditions": conditions}
+	root := open
+	root.Properties = map[string]apiextensionsv1.JSONSchemaProps{"status": status}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + passwordHolderGVK.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: passwordHolderGVK.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: "passwordholder",
+				Kind: passwordHolderGVK.Kind, ListKind: passwordHolderGVK.Kind + "List"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: passwordHolderGVK.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &root},
+			}},
+		},
+	}
+	if err := env.Client.Create(ctx, crd); err != nil {
+		t.Fatalf("creating the CRD of %s: %v", passwordHolderGVK.Kind, err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
+	if err := env.WaitCRDEstablished(ctx, crd.Name); err != nil {
+		t.Fatal(err)
+	}
+	if !env.Impersonating() {
+		return
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-passwordholders"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{passwordHolderGVK.Group}, Resources: []string{plural, plural + "/status", plural + "/finalizers"},
+			Verbs: []string{"get", "list", "watch", "update", "patch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-passwordholders"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ServiceAccount.Namespace, Name: env.ServiceAccount.Name}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+	}
+}
