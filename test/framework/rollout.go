@@ -194,7 +194,8 @@ func (c *ChartCopy) WaitOnChart(t testing.TB, timeout time.Duration, version str
 	})
 }
 
-// Write makes the copy the chart of version: the chart as shipped for 0.1.0, else with the
+// Write makes the copy the chart of version: the chart as shipped (whatever its own version)
+// for 0.1.0, else with the
 // pod annotation PodChartAnnotation set to the version; with failFor, the template fails
 // for the release of that name. The chart keeps its name; its CRD facts name RolloutGVK.
 func (c *ChartCopy) Write(t testing.TB, version, failFor string) {
@@ -208,7 +209,7 @@ func (c *ChartCopy) Write(t testing.TB, version, failFor string) {
 	var lines []string
 	for _, l := range strings.Split(string(chartYAML), "\n") {
 		switch {
-		case l == "version: 0.1.0":
+		case strings.HasPrefix(l, "version: "): // the chart as shipped is the copy's 0.1.0
 			l = "version: " + version
 		case strings.Contains(l, "crd.warpdrive.transwarp.io/plural:"):
 			l = "  crd.warpdrive.transwarp.io/plural: " + RolloutGVR.Resource
