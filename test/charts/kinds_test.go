@@ -211,15 +211,10 @@ func runOnCopy(t *testing.T, dir, skip string) {
 // addKindCharts are internal/addkind's test charts, each shaped like a kind of chart found in
 // the wild (see internal/addkind/testdata), and the kinds make add-kind makes of them.
 var addKindCharts = []struct{ chart, kind, group string }{
-	{"webinfo", "WebInfo", "web.example.com"},    // no schema, kubeVersion, optional objects, a test hook
+	{"webinfo", "WebInfo", "web.example.com"},    // no schema (the spec is inferred), kubeVersion, optional objects, a test hook
 	{"keystore", "KeyStore", "data.example.com"}, // a vendored library chart, tpl, $ref and anyOf
 	{"ledger", "Ledger", "batch.example.com"},    // hooks with weights and delete policies
 }
-
-// crdgenTakesAnyChart tells whether crdgen makes a CRD of a chart without values.schema.json
-// or with one of the JSON Schema a chart of a catalogue has ($ref, definitions): until it
-// does, TestAddKind skips the charts it refuses. Set it when that work lands.
-const crdgenTakesAnyChart = false
 
 // onlyHookless are the tests of this package that charts with hooks fail: their owner has
 // still to decide whether a chart may have hooks (see the report of make add-kind).
@@ -239,9 +234,6 @@ func TestAddKind(t *testing.T) {
 				Root: dir, Chart: filepath.Join("..", "..", "internal", "addkind", "testdata", tc.chart),
 				Kind: tc.kind, Group: tc.group, Version: "v1alpha1", Manifests: manifestsIn,
 			})
-			if err != nil && strings.Contains(err.Error(), addkind.CRDRefusal) && !crdgenTakesAnyChart {
-				t.Skipf("until crdgen infers and translates any chart's schema: %v", err)
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
