@@ -70,8 +70,9 @@ func (r *Report) review(c *chart.Chart, crd *apiextv1.CustomResourceDefinition, 
 		hookLines = append(hookLines, line)
 	}
 	if len(hookLines) > 0 {
-		r.add("Hooks: the operator runs them outside the release's checks, with its own rights; "+
-			"test hooks (helm.sh/hook: test) never run, since the operator does not run helm test", hookLines...)
+		r.add("Hooks: the operator runs them, with its own rights, confined as the release's other objects are "+
+			"(its namespace, the cluster-scoped kinds the chart declares); test hooks (helm.sh/hook: test) never run, "+
+			"since the operator does not run helm test", hookLines...)
 	}
 
 	calls, _ := FunctionsCalled(c)

@@ -33,3 +33,27 @@ func TestTemplateFunctions(t *testing.T) {
 		t.Errorf("an unguarded function: error %v", err)
 	}
 }
+
+// HasHooks sees a hook in a chart and in a subchart, and none in a chart without one.
+func TestHasHooks(t *testing.T) {
+	hook := &chart.File{Name: "templates/migrate.yaml", Data: []byte(`apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations:
+    "helm.sh/hook": pre-install,pre-upgrade
+`)}
+	plain := &chart.File{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")}
+	withHook := &chart.Chart{Metadata: &chart.Metadata{Name: "hooked"}, Templates: []*chart.File{plain, hook}}
+	if !HasHooks(withHook) {
+		t.Error("HasHooks missed a hook template")
+	}
+	parent := &chart.Chart{Metadata: &chart.Metadata{Name: "parent"}, Templates: []*chart.File{plain}}
+	if HasHooks(parent) {
+		t.Error("HasHooks found a hook in a chart without one")
+	}
+	parent.AddDependency(withHook)
+	if !HasHooks(parent) {
+		t.Error("HasHooks missed a hook template of a subchart")
+	}
+}

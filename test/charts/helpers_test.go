@@ -6,6 +6,7 @@ package charts
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -182,8 +184,15 @@ func clusterAPIVersions(v *chartutil.KubeVersion) chartutil.VersionSet {
 
 // install renders a chart like the helm-operator installs a release: values are the spec,
 // merged over values.yaml and checked against values.schema.json, for the Kubernetes version
-// and API versions of the local cluster; nothing reaches a cluster.
+// and API versions of the local cluster; nothing reaches a cluster. The release's hooks are
+// rendered too: the operator runs those of a chart that has them.
 func install(t *testing.T, chartName, release string, values map[string]any) (*rendered, error) {
+	t.Helper()
+	return installChart(t, loadChart(t, chartName), release, values)
+}
+
+// installChart is install for a chart already loaded.
+func installChart(t *testing.T, c *chart.Chart, release string, values map[string]any) (*rendered, error) {
 	t.Helper()
 	version, err := clusterVersion()
 	if err != nil {
@@ -196,11 +205,37 @@ func install(t *testing.T, chartName, release string, values map[string]any) (*r
 	inst.Namespace = namespace
 	inst.KubeVersion = version
 	inst.APIVersions = clusterAPIVersions(version)
-	rel, err := inst.Run(loadChart(t, chartName), values)
+	rel, err := inst.Run(c, values)
 	if err != nil {
 		return nil, err
 	}
-	return parseManifest(t, rel.Manifest), nil
+	r := parseManifest(t, rel.Manifest)
+	for _, h := range rel.Hooks {
+		if testOnly(h) {
+			r.testHooks = append(r.testHooks, h.Kind+"/"+h.Name)
+			continue
+		}
+		hooks := parseManifest(t, h.Manifest)
+		for key, obj := range hooks.objects {
+			if _, dup := r.hooks[key]; dup {
+				t.Fatalf("hook %s rendered twice", key)
+			}
+			r.hooks[key] = obj
+		}
+	}
+	return r, nil
+}
+
+// testOnly tells whether a hook is helm test's alone (Helm reads "test-success" as "test"):
+// the helm-operator never runs helm test, so it never creates such a hook, and the manager
+// role grants nothing for one (chartpolicy's Object says the same of a template's hooks).
+func testOnly(h *release.Hook) bool {
+	for _, e := range h.Events {
+		if e != release.HookTest {
+			return false
+		}
+	}
+	return len(h.Events) > 0
 }
 
 // mustInstall is install for values that must render.
@@ -213,9 +248,25 @@ func mustInstall(t *testing.T, chartName, release string, values map[string]any)
 	return r
 }
 
-// rendered holds the objects of a release by "Kind/name".
+// rendered holds the objects of a release by "Kind/name": those of its manifest, and apart
+// its hooks, which Helm creates around an install, upgrade, rollback or uninstall.
 type rendered struct {
 	objects map[string]runtime.Object
+	// hooks are the hooks the operator runs: all but helm test's, listed in testHooks.
+	hooks     map[string]runtime.Object
+	testHooks []string
+}
+
+// all calls yield with every object the operator creates for the release: its manifest's
+// objects, then its hooks. A hook is held to the rules of the other objects.
+func (r *rendered) all(yield func(key string, obj runtime.Object) bool) {
+	for _, objs := range []map[string]runtime.Object{r.objects, r.hooks} {
+		for _, key := range slices.Sorted(maps.Keys(objs)) {
+			if !yield(key, objs[key]) {
+				return
+			}
+		}
+	}
 }
 
 // strict decoding fails on fields the API types do not have: a typo in a template fails
@@ -225,7 +276,7 @@ var decoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
 
 func parseManifest(t *testing.T, manifest string) *rendered {
 	t.Helper()
-	r := &rendered{objects: map[string]runtime.Object{}}
+	r := &rendered{objects: map[string]runtime.Object{}, hooks: map[string]runtime.Object{}}
 	for _, doc := range releaseutil.SplitManifests(manifest) {
 		if strings.TrimSpace(doc) == "" {
 			continue
@@ -284,11 +335,11 @@ func get[T runtime.Object](t *testing.T, r *rendered, key string) T {
 	return typed
 }
 
-// checkCommon reports every object of a release that breaks a rule all charts follow:
-// namespace, names, labels, and for workloads the pod's security and requests.
+// checkCommon reports every object of a release, hooks included, that breaks a rule all house
+// charts follow: namespace, names, labels, and for workloads the pod's security and requests.
 func checkCommon(t *testing.T, r *rendered, chartName, release string) {
 	t.Helper()
-	for key, obj := range r.objects {
+	for key, obj := range r.all {
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			t.Fatal(err)
@@ -317,33 +368,43 @@ func checkCommon(t *testing.T, r *rendered, chartName, release string) {
 	}
 }
 
-// checkAnyChart reports every object of a release that breaks a rule any chart meets: a
-// namespaced object is in the release's namespace or in none (Helm puts it in the release's),
-// a cluster-scoped one has none, and names and label values are valid.
+// checkAnyChart reports every object of a release, hooks included, that breaks a rule any
+// chart meets (anyChartProblems).
 func checkAnyChart(t *testing.T, r *rendered) {
 	t.Helper()
-	for key, obj := range r.objects {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kind := strings.Split(key, "/")[0]
-		if clusterScoped[kind] {
-			if m.GetNamespace() != "" {
-				t.Errorf("%s: cluster-scoped object has namespace %q", key, m.GetNamespace())
-			}
-		} else if ns := m.GetNamespace(); ns != "" && ns != namespace {
-			t.Errorf("%s: namespace %q, not the release namespace %q", key, ns, namespace)
-		}
-		if errs := validation.IsDNS1123Subdomain(m.GetName()); len(errs) > 0 {
-			t.Errorf("%s: bad name: %v", key, errs)
-		}
-		for k, v := range m.GetLabels() {
-			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-				t.Errorf("%s: label %s: %v", key, k, errs)
-			}
+	for key, obj := range r.all {
+		for _, p := range anyChartProblems(key, obj) {
+			t.Error(p)
 		}
 	}
+}
+
+// anyChartProblems are the rules any chart meets on an object it renders, "Kind/name": a
+// namespaced object is in the release's namespace or in none (Helm puts it in the release's),
+// a cluster-scoped one has none, and names and label values are valid.
+func anyChartProblems(key string, obj runtime.Object) []string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", key, err)}
+	}
+	var problems []string
+	kind := strings.Split(key, "/")[0]
+	if clusterScoped[kind] {
+		if m.GetNamespace() != "" {
+			problems = append(problems, fmt.Sprintf("%s: cluster-scoped object has namespace %q", key, m.GetNamespace()))
+		}
+	} else if ns := m.GetNamespace(); ns != "" && ns != namespace {
+		problems = append(problems, fmt.Sprintf("%s: namespace %q, not the release namespace %q", key, ns, namespace))
+	}
+	if errs := validation.IsDNS1123Subdomain(m.GetName()); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf("%s: bad name: %v", key, errs))
+	}
+	for k, v := range m.GetLabels() {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("%s: label %s: %v", key, k, errs))
+		}
+	}
+	return problems
 }
 
 func checkLabels(t *testing.T, where string, labels map[string]string, chartName, release string) {

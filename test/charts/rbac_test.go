@@ -197,7 +197,7 @@ func renderCases(t *testing.T) map[string][]map[string]any {
 	return cases
 }
 
-// renderedKinds are the kinds each chart renders, by chart.
+// renderedKinds are the kinds each chart renders, hooks included, by chart.
 func renderedKinds(t *testing.T) map[string]map[schema.GroupVersionKind]bool {
 	t.Helper()
 	out := map[string]map[schema.GroupVersionKind]bool{}
@@ -205,7 +205,7 @@ func renderedKinds(t *testing.T) map[string]map[schema.GroupVersionKind]bool {
 		out[chartName] = map[schema.GroupVersionKind]bool{}
 		for _, values := range valuesList {
 			for _, release := range []string{"r", strings.Repeat("r", 53)} {
-				for key, obj := range mustInstall(t, chartName, release, values).objects {
+				for key, obj := range mustInstall(t, chartName, release, values).all {
 					gvks, _, err := scheme.Scheme.ObjectKinds(obj)
 					if err != nil || len(gvks) != 1 {
 						t.Fatalf("%s: kinds %v, %v", key, gvks, err)

@@ -1,7 +1,8 @@
 package charts
 
 import (
-	"path/filepath"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -91,12 +92,13 @@ func declaredKinds(t *testing.T, c *chart.Chart) []schema.GroupKind {
 	return kinds
 }
 
-// kindsRendered renders a chart with each set of values and returns the kinds of the objects.
+// kindsRendered renders a chart with each set of values and returns the kinds of the objects,
+// hooks included.
 func kindsRendered(t *testing.T, chartName string, valuesList []map[string]any) map[schema.GroupKind]bool {
 	t.Helper()
 	out := map[schema.GroupKind]bool{}
 	for _, values := range valuesList {
-		for key, obj := range mustInstall(t, chartName, "r", values).objects {
+		for key, obj := range mustInstall(t, chartName, "r", values).all {
 			gvks, _, err := scheme.Scheme.ObjectKinds(obj)
 			if err != nil || len(gvks) != 1 {
 				t.Fatalf("%s: kinds %v, %v", key, gvks, err)
@@ -145,39 +147,104 @@ func TestClusterScopedKindsDeclared(t *testing.T) {
 	}
 }
 
-// No chart has Helm hooks: the operator runs hooks only of charts that have them, and
-// hooks run outside the release's checks (see chartpolicy.HasHooks).
-func TestNoChartHasHooks(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join(root, "helm-charts", "*", "Chart.yaml"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no charts found: %v", err)
+// A chart may have Helm hooks, as public charts do (a migration Job, a helm test Pod). The
+// operator runs the hooks of a chart that has hook templates (chartpolicy.HasHooks), and no
+// hook of any other chart whatever a release record says; it confines hooks as it confines
+// the release's other objects. So hooks are held to the same rules, for any chart: rendered
+// with each of the chart's render cases (its sample and edge values), every hook the operator
+// runs is in the release's namespace or in none, or of a cluster-scoped kind the chart
+// declares, with a valid name and labels. The other tests see hooks too: checkAnyChart and
+// checkCommon check them, and the scope and RBAC tests count their kinds among those the
+// chart renders. helm test's hooks are left out, as the manager role leaves them out: the
+// operator never runs helm test.
+func TestHooksFollowTheRules(t *testing.T) {
+	apis := servedAPIs(t)
+	cases := renderCases(t)
+	for _, w := range watchList(t) {
+		chartName := strings.ToLower(w.Kind)
+		t.Run(chartName, func(t *testing.T) {
+			c := loadChart(t, chartName)
+			declared := declaredKinds(t, c)
+			var run, test int
+			for _, values := range cases[chartName] {
+				r := mustInstall(t, chartName, "r", values)
+				for _, p := range hookProblems(r, apis, declared) {
+					t.Error(p)
+				}
+				run, test = run+len(r.hooks), test+len(r.testHooks)
+			}
+			if run+test > 0 && !chartpolicy.HasHooks(c) {
+				t.Error("renders hooks that chartpolicy.HasHooks does not see: the operator would run none of them")
+			}
+			t.Logf("%d hooks the operator runs, %d helm test hooks it never runs, over %d render cases", run, test, len(cases[chartName]))
+		})
 	}
-	for _, d := range dirs {
-		chartName := filepath.Base(filepath.Dir(d))
-		if chartpolicy.HasHooks(loadChart(t, chartName)) {
-			t.Errorf("chart %s has a hook template", chartName)
+}
+
+// hookProblems are the rules that the hooks the operator runs break: those of every object
+// (anyChartProblems), and a cluster-scoped kind only if the chart declares it.
+func hookProblems(r *rendered, apis *chartpolicy.APIs, declared []schema.GroupKind) []string {
+	var problems []string
+	for _, key := range slices.Sorted(maps.Keys(r.hooks)) {
+		obj := r.hooks[key]
+		for _, p := range anyChartProblems(key, obj) {
+			problems = append(problems, "hook "+p)
+		}
+		gk := obj.GetObjectKind().GroupVersionKind().GroupKind()
+		cluster, known := apis.ClusterScoped(gk)
+		switch {
+		case !known:
+			problems = append(problems, fmt.Sprintf("hook %s: the cluster serves no kind %s", key, gk))
+		case cluster && !slices.Contains(declared, gk):
+			problems = append(problems, fmt.Sprintf("hook %s: the cluster-scoped %s, which Chart.yaml does not declare in %s",
+				key, gk, chartpolicy.ClusterScopedKindsAnnotation))
 		}
 	}
+	return problems
+}
 
-	// HasHooks sees a hook in a chart and in a subchart.
-	hook := &chart.File{Name: "templates/migrate.yaml", Data: []byte(`apiVersion: batch/v1
-kind: Job
-metadata:
-  name: migrate
-  annotations:
-    "helm.sh/hook": pre-install,pre-upgrade
-`)}
-	plain := &chart.File{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")}
-	withHook := &chart.Chart{Metadata: &chart.Metadata{Name: "hooked"}, Templates: []*chart.File{plain, hook}}
-	if !chartpolicy.HasHooks(withHook) {
-		t.Error("HasHooks missed a hook template")
+// The hook rules catch a hook in another namespace and one of an undeclared cluster-scoped
+// kind, pass what any chart's hooks do, and leave helm test's hooks out.
+func TestHookRulesChecker(t *testing.T) {
+	hook := func(apiVersion, kind, name, namespace, events string) *chart.File {
+		text := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata:\n  name: %s\n", apiVersion, kind, name)
+		if namespace != "" {
+			text += "  namespace: " + namespace + "\n"
+		}
+		text += fmt.Sprintf("  annotations:\n    \"helm.sh/hook\": %s\n", events)
+		return &chart.File{Name: "templates/" + name + ".yaml", Data: []byte(text)}
 	}
-	parent := &chart.Chart{Metadata: &chart.Metadata{Name: "parent"}, Templates: []*chart.File{plain}}
-	if chartpolicy.HasHooks(parent) {
-		t.Error("HasHooks found a hook in a chart without one")
+	c := &chart.Chart{
+		Metadata: &chart.Metadata{APIVersion: "v2", Name: "hooked", Version: "1.0.0"},
+		Templates: []*chart.File{
+			hook("batch/v1", "Job", "migrate", "{{ .Release.Namespace }}", "pre-install,pre-upgrade"),
+			hook("v1", "ConfigMap", "config", "", "post-install"),
+			hook("v1", "ConfigMap", "escape", "kube-system", "pre-delete"),
+			hook("rbac.authorization.k8s.io/v1", "ClusterRole", "admin", "", "post-install"),
+			hook("v1", "Pod", "test", "elsewhere", "test"),
+		},
 	}
-	parent.AddDependency(withHook)
-	if !chartpolicy.HasHooks(parent) {
-		t.Error("HasHooks missed a hook template of a subchart")
+	r, err := installChart(t, c, "r", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(r.hooks)); !slices.Equal(got, []string{"ClusterRole/admin", "ConfigMap/config", "ConfigMap/escape", "Job/migrate"}) {
+		t.Errorf("hooks run %v", got)
+	}
+	if !slices.Equal(r.testHooks, []string{"Pod/test"}) {
+		t.Errorf("helm test hooks %v, want Pod/test", r.testHooks)
+	}
+	problems := strings.Join(hookProblems(r, servedAPIs(t), nil), "\n")
+	for _, want := range []string{"hook ConfigMap/escape: namespace \"kube-system\"", "hook ClusterRole/admin: the cluster-scoped ClusterRole"} {
+		if !strings.Contains(problems, want) {
+			t.Errorf("no problem %q among:\n%s", want, problems)
+		}
+	}
+	if n := strings.Count(problems, "\n") + 1; n != 2 {
+		t.Errorf("%d problems, want 2:\n%s", n, problems)
+	}
+	declared := []schema.GroupKind{{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}}
+	if problems := hookProblems(r, servedAPIs(t), declared); len(problems) != 1 {
+		t.Errorf("with ClusterRole declared: problems %v, want the ConfigMap in kube-system alone", problems)
 	}
 }
