@@ -60,6 +60,7 @@ type outcome struct {
 	// from, if appliedSet.
 	read       []valuesfrom.Source
 	secrets    valuesfrom.Redactor
+	values     map[string]any // the visit's values, translated (for the rollout gate)
 	applied    []valuesfrom.Source
 	appliedSet bool
 }
@@ -103,12 +104,24 @@ func (o *outcomes) visited(cr client.Object) {
 	o.tell(cr)
 }
 
-// resolved records what the visit in progress read of cr's spec.valuesFrom (valuessources.go).
-func (o *outcomes) resolved(cr client.Object, read []valuesfrom.Source, secrets valuesfrom.Redactor) {
+// resolved records what the visit in progress made of cr's values: the sources of
+// spec.valuesFrom it read, the strings it read from Secrets, and the values translated
+// (valuessources.go).
+func (o *outcomes) resolved(cr client.Object, read []valuesfrom.Source, secrets valuesfrom.Redactor, values map[string]any) {
 	o.mu.Lock()
 	e := o.entry(cr)
-	e.read, e.secrets = read, secrets
+	e.read, e.secrets, e.values = read, secrets, values
 	o.mu.Unlock()
+}
+
+// translated are the values the visit in progress of the CR key translated, if any.
+func (o *outcomes) translated(key types.NamespacedName) (map[string]any, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e := o.byKey[key]; e != nil && e.values != nil {
+		return e.values, true
+	}
+	return nil, false
 }
 
 // redactor takes out of messages what the visit in progress of the CR key read from Secrets.
@@ -129,7 +142,7 @@ func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
 	ch, chartSet := chartOf(rel)
 	o.mu.Lock()
 	e := o.entry(cr)
-	e.applied, e.appliedSet, e.secrets = e.read, true, valuesfrom.Redactor{}
+	e.applied, e.appliedSet, e.secrets, e.values = e.read, true, valuesfrom.Redactor{}, nil
 	e.deployed = max(e.deployed, cr.GetGeneration())
 	if chartSet {
 		e.chart, e.chartSet = ch, true
@@ -149,7 +162,7 @@ func (o *outcomes) failed(cr client.Object, f statuscontract.Failure) {
 	f.Message = truncate(f.Message, maxConditionMessage/2)
 	o.mu.Lock()
 	e := o.entry(cr)
-	e.secrets = valuesfrom.Redactor{}
+	e.secrets, e.values = valuesfrom.Redactor{}, nil
 	gen := cr.GetGeneration()
 	if e.failedGeneration != gen {
 		e.failures, e.failedGeneration = statusFailures(cr), gen

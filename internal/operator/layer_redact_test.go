@@ -35,7 +35,7 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 		for range o.notify {
 		}
 	}()
-	o.resolved(cr, res.Sources, res.Secrets)
+	o.resolved(cr, res.Sources, res.Secrets, res.Values)
 	engine := failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
 	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, newFleetSeries()).ActionClientFor(context.Background(), cr)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 		t.Error("the Secret's strings are kept after the visit failed")
 	}
 
-	o.resolved(cr, res.Sources, res.Secrets)
+	o.resolved(cr, res.Sources, res.Secrets, res.Values)
 	o.succeeded(cr, releaseOf("appservice"))
 	if e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID()); !e.appliedSet || len(e.applied) != 1 ||
 		e.applied[0].Name != "db" || !e.secrets.Empty() {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // chartGate is the rollout controller of a kind as the rollout gate asks it (rollout_controller.go).
@@ -26,9 +27,9 @@ type chartGate interface {
 
 // withRolloutGate hands out action clients that upgrade a release to the chart the operator
 // carries only when the kind's rollout admits the CR (see gatedClient).
-func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate) helmclient.ActionClientGetter {
+func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate, o *outcomes) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
-		return gatedClient{ActionInterface: c, cr: cr, gate: gate}
+		return gatedClient{ActionInterface: c, cr: cr, gate: gate, outcomes: o}
 	})
 }
 
@@ -40,12 +41,15 @@ func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate) helmc
 // left alone. A CR that failed on the carried chart, under a rollback policy, is upgraded
 // with the chart of its last revision on another chart.
 //
-// The values are the CR's spec, not the reconciler's: those are merged with the default
-// values of the carried chart, which would bring the new chart's defaults into the old.
+// The values are the CR's own, its spec.valuesFrom merged in as the reconciler's value
+// translator read them in this visit (valuessources.go), not the reconciler's: those are
+// merged with the default values of the carried chart, which would bring the new chart's
+// defaults into the old.
 type gatedClient struct {
 	helmclient.ActionInterface
-	cr   client.Object
-	gate chartGate
+	cr       client.Object
+	gate     chartGate
+	outcomes *outcomes // the values the visit translated; nil: the spec's
 }
 
 func (c gatedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
@@ -61,10 +65,10 @@ func (c gatedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map
 	switch {
 	case !onCarried:
 		// Held back, or failed and back on its chart: it stays on the chart it has.
-		return c.ActionInterface.Upgrade(name, namespace, cur.Chart, specValues(c.cr), opts...)
+		return c.ActionInterface.Upgrade(name, namespace, cur.Chart, c.ownValues(), opts...)
 	case rollsBack:
 		if prev := c.previousChart(name); prev != nil {
-			return c.ActionInterface.Upgrade(name, namespace, prev, specValues(c.cr), opts...)
+			return c.ActionInterface.Upgrade(name, namespace, prev, c.ownValues(), opts...)
 		}
 	}
 	// On the carried chart already (a CR created during the rollout, or moved in an
@@ -91,10 +95,16 @@ func (c gatedClient) previousChart(name string) *chart.Chart {
 	return prev.Chart
 }
 
-// specValues are the Helm values of cr: its spec, as helm-operator-plugins translates it
-// (the reconciler has already applied the watch's override values to it).
-func specValues(cr client.Object) map[string]any {
-	u, ok := cr.(*unstructured.Unstructured)
+// ownValues are the CR's values before any chart's defaults: those the visit's value
+// translator made, or, if none is recorded, its spec (the reconciler has already applied the
+// watch's override values to it) without spec.valuesFrom.
+func (c gatedClient) ownValues() map[string]any {
+	if c.outcomes != nil {
+		if vals, ok := c.outcomes.translated(client.ObjectKeyFromObject(c.cr)); ok {
+			return vals // Helm copies the values it coalesces
+		}
+	}
+	u, ok := c.cr.(*unstructured.Unstructured)
 	if !ok {
 		return map[string]any{}
 	}
@@ -102,7 +112,7 @@ func specValues(cr client.Object) map[string]any {
 	if spec == nil {
 		spec = map[string]any{}
 	}
-	return runtime.DeepCopyJSON(spec)
+	return valuesfrom.Values(runtime.DeepCopyJSON(spec))
 }
 
 // carriedChart recognises the chart the operator carries by its digest, remembering the

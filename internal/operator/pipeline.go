@@ -141,7 +141,7 @@ func (p pipeline) layers() []layer {
 			return newReleaseGuard(g, p.chart, p.locks)
 		}},
 		{"rollout gate", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRolloutGate(g, p.gate)
+			return withRolloutGate(g, p.gate, p.outcomes)
 		}},
 		{"pending repair", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withPendingRepair(g, p.recorder, p.ops)

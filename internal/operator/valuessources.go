@@ -80,7 +80,7 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 		v.recorder.Event(cr, corev1.EventTypeWarning, reasonValuesFromFailed, msg)
 		return nil, err
 	}
-	v.outcomes.resolved(cr, res.Sources, res.Secrets)
+	v.outcomes.resolved(cr, res.Sources, res.Secrets, res.Values)
 	return res.Values, nil
 }
 
