@@ -244,7 +244,8 @@ func TestChartRollout(t *testing.T) {
 // TestChartRolloutHalts: a new chart version that breaks one CR of the first wave after the
 // canaries (a template failure for that release) halts the rollout there. The CRs of the
 // later waves keep their releases as they are (same revision, same chart), say why in their
-// ChartRollout condition, and an edit of one of them still applies, with its old chart. The
+// ChartRollout condition, and an edit of one of them still applies, with its old chart, as does
+// a change of the ConfigMap another one takes values from (spec.valuesFrom). The
 // broken CR gets a Warning Event and is rolled back to its chart. A fixed chart resumes: every
 // CR ends Ready on it.
 //
@@ -349,25 +350,52 @@ func TestChartRolloutHalts(t *testing.T) {
 	if err := f.chart.Client.Update(context.Background(), cr); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
-		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.nsOf(edited), Name: edited}, d); err != nil {
-			return err
-		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
-			return fmt.Errorf("the Deployment of %s has %v replicas, want 2", edited, d.Spec.Replicas)
-		}
-		if a := d.Spec.Template.Annotations[framework.PodChartAnnotation]; a != "" {
-			t.Errorf("the Deployment of the held CR %s took chart %s with its edit", edited, a)
-		}
-		if err := f.chart.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
-			return err
-		}
-		if !framework.OnChart(cr, old) {
-			return fmt.Errorf("%s not Ready on its old chart after the edit", edited)
-		}
-		return nil
-	})
+	// heldApplies waits until the held CR name's Deployment has replicas, still on its own chart.
+	heldApplies := func(name string, replicas int32) {
+		t.Helper()
+		framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+			d := &appsv1.Deployment{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.nsOf(name), Name: name}, d); err != nil {
+				return err
+			}
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+				return fmt.Errorf("the Deployment of %s has %v replicas, want %d", name, d.Spec.Replicas, replicas)
+			}
+			if a := d.Spec.Template.Annotations[framework.PodChartAnnotation]; a != "" {
+				t.Errorf("the Deployment of the held CR %s took chart %s with its change", name, a)
+			}
+			cr := crs[name].DeepCopy()
+			if err := f.chart.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+				return err
+			}
+			if !framework.OnChart(cr, old) {
+				return fmt.Errorf("%s not Ready on its old chart after the change", name)
+			}
+			return nil
+		})
+	}
+	heldApplies(edited, 2)
+
+	// So does a change of a held CR's spec.valuesFrom source (no edit of the CR).
+	sourced := later[len(later)-2]
+	values := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.nsOf(sourced), Name: "held-values"},
+		Data: map[string]string{"values.yaml": "size: 2\n"}}
+	if err := env.Client.Create(context.Background(), values); err != nil {
+		t.Fatal(err)
+	}
+	cr = crs[sourced]
+	if err := unstructured.SetNestedSlice(cr.Object, []any{map[string]any{"kind": "ConfigMap", "name": values.Name}}, "spec", "valuesFrom"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.chart.Client.Update(context.Background(), cr); err != nil {
+		t.Fatal(err)
+	}
+	heldApplies(sourced, 2)
+	values.Data["values.yaml"] = "size: 3\n"
+	if err := env.Client.Update(context.Background(), values); err != nil {
+		t.Fatal(err)
+	}
+	heldApplies(sourced, 3)
 
 	// A fixed chart resumes the rollout.
 	f.chart.Write(t, "0.3.0", "")
