@@ -44,9 +44,9 @@ type Object struct {
 	Hooks []string
 }
 
-// TestOnly tells whether the object is a hook of helm test alone: Helm creates it only when
+// HelmTestOnly tells whether the object is a hook of helm test alone: Helm creates it only when
 // someone runs helm test, which the helm-operator never does.
-func (o Object) TestOnly() bool {
+func (o Object) HelmTestOnly() bool {
 	if !o.Hook || len(o.Hooks) == 0 {
 		return false
 	}

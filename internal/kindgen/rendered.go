@@ -90,7 +90,7 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 		for _, o := range k.Objects {
 			where := k.GVK.Kind + ": " + o.File
 			switch {
-			case o.TestOnly():
+			case o.HelmTestOnly():
 				note(fmt.Sprintf("%s, a helm test hook, which the helm-operator never runs (%s).", o.Kind, where))
 				continue
 			case o.Kind == "":

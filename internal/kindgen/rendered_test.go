@@ -132,10 +132,10 @@ func TestObjectsOfAChart(t *testing.T) {
 	if o := got[" Deployment templates/deployment.yaml"]; o.Expr != `{{ternary "StatefulSet" "Deployment" .Values.persistence.enabled}}` {
 		t.Errorf("the Deployment's kind expression is %q", o.Expr)
 	}
-	if o := got["batch/v1 Job templates/migrate-job.yaml"]; !o.Hook || !slices.Equal(o.Hooks, []string{"pre-install", "pre-upgrade"}) || o.TestOnly() {
+	if o := got["batch/v1 Job templates/migrate-job.yaml"]; !o.Hook || !slices.Equal(o.Hooks, []string{"pre-install", "pre-upgrade"}) || o.HelmTestOnly() {
 		t.Errorf("the migration Job's hooks: %v %q", o.Hook, o.Hooks)
 	}
-	if o := got["v1 Pod templates/tests/test-connection.yaml"]; !o.TestOnly() {
+	if o := got["v1 Pod templates/tests/test-connection.yaml"]; !o.HelmTestOnly() {
 		t.Errorf("the test Pod is not a test hook: %+v", o)
 	}
 	if o := got["v1 ConfigMap charts/toolkit/templates/_configmap.tpl"]; o.Define != "toolkit.configmap" {

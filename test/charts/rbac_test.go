@@ -267,7 +267,7 @@ func renderableKinds(t *testing.T) map[string][]renderable {
 			t.Fatal(err)
 		}
 		for _, o := range objects {
-			if o.TestOnly() {
+			if o.HelmTestOnly() {
 				continue
 			}
 			mappings, _ := apis.Resolve(o) // what no served kind is gets no rule
