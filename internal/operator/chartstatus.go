@@ -82,7 +82,8 @@ func chartMember(cr *unstructured.Unstructured) rollout.Member {
 // memberOf is chartMember of cr, whose conditions are conds.
 func memberOf(cr *unstructured.Unstructured, conds []metav1.Condition) rollout.Member {
 	m := rollout.Member{Key: cr.GetNamespace() + "/" + cr.GetName(), Generation: cr.GetGeneration(),
-		Forced: cr.GetAnnotations()[rollout.ForceAnnotation]}
+		Forced: cr.GetAnnotations()[rollout.ForceAnnotation],
+		Paused: cr.GetAnnotations()[statuscontract.PauseAnnotation] == "true"}
 	if b, ok, _ := unstructured.NestedMap(cr.Object, "status", "chart", chartBaseline); ok {
 		m.Baseline.Digest, _ = b["digest"].(string)
 		m.Baseline.Healthy, _ = b["healthy"].(bool)

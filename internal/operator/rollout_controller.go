@@ -204,6 +204,10 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	forced, err := k.forcedNamespaces(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	k.plans++
 	crs := make([]*unstructured.Unstructured, 0, len(list.Items))
 	seen := make([]*observed, 0, len(list.Items))
@@ -216,6 +220,7 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 		o := k.observe(cr)
 		m := o.member
 		m.Canary = canaries[cr.GetNamespace()]
+		m.NamespaceForced = forced[cr.GetNamespace()]
 		crs = append(crs, cr)
 		seen = append(seen, o)
 		members = append(members, m)
@@ -259,7 +264,8 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 			failed = append(failed, key)
 		}
 		k.log.Info("chart rollout halted: CRs not yet on the new chart keep theirs. To resume, ship a fixed chart "+
-			"(another digest), or annotate each failed CR "+rollout.ForceAnnotation+"="+plan.Target+" to retry it, "+
+			"(another digest), or label the failed CRs' Namespaces "+rollout.ForceNamespaceLabel+"="+plan.Target+
+			" (their owners may annotate a CR "+rollout.ForceAnnotation+"="+plan.Target+" to retry it; the halt lifts once it is healthy), "+
 			"or restart the manager with --rollout="+k.gvk.Kind+"=all to move every CR at once",
 			"chart", k.version, "digest", plan.Target, "wave", plan.Wave+1, "waves", len(plan.Waves), "failed", failed)
 	case !plan.Halted && plan.Wave != prev.Wave && !plan.Done():
@@ -272,6 +278,21 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 		return reconcile.Result{RequeueAfter: rolloutPollIdle}, nil
 	}
 	return reconcile.Result{RequeueAfter: rolloutPollActive}, nil
+}
+
+// forcedNamespaces are the chart digests the Namespaces labelled rollout.ForceNamespaceLabel
+// force their CRs to, by Namespace (only a cluster administrator labels Namespaces).
+func (k *kindRollout) forcedNamespaces(ctx context.Context) (map[string]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := k.reader.List(ctx, list, client.HasLabels{rollout.ForceNamespaceLabel}); err != nil {
+		return nil, fmt.Errorf("listing the forced Namespaces: %w", err)
+	}
+	out := make(map[string]string, len(list.Items))
+	for _, ns := range list.Items {
+		out[ns.Name] = ns.Labels[rollout.ForceNamespaceLabel]
+	}
+	return out, nil
 }
 
 // canaryNamespaces are the Namespaces labelled rollout.CanaryLabel "true": the CRs in them

@@ -14,10 +14,17 @@ const (
 	// right, while anyone who may edit a CR could label it, and so choose the fleet's
 	// canaries (labelling every CR would make the canary wave the whole fleet).
 	CanaryLabel = "warpdrive.transwarp.io/canary"
-	// ForceAnnotation set to a chart digest moves the CR to that chart now, whatever the
-	// waves and a halt say, and clears its failure: the way to retry a CR that failed, and
-	// so to resume a halted rollout.
+	// ForceAnnotation set on a CR to a chart digest moves that CR to that chart now, whatever
+	// the waves and a halt say: the way its owner retries a CR that failed. It clears the CR's
+	// failure only once the CR is healthy on the chart, and so resumes a halted rollout only
+	// on that evidence: anyone who may edit one CR may set it, and must not be able to send a
+	// chart that failed on to every other tenant.
 	ForceAnnotation = "warpdrive.transwarp.io/force-chart"
+	// ForceNamespaceLabel set on a Namespace to a chart digest forces its CRs to that chart
+	// and clears their failures at once: an administrator's word that the failures say nothing
+	// of the chart, which resumes a halted rollout. Labelling a Namespace is an
+	// administrator's right, as for CanaryLabel.
+	ForceNamespaceLabel = "warpdrive.transwarp.io/force-chart"
 )
 
 // Member is what the rollout controller observes of one CR of the kind, all of it from the
@@ -43,8 +50,13 @@ type Member struct {
 	Stalled bool
 	// FailedDigest is the chart the CR was marked as failing with (status.chart.failedDigest).
 	FailedDigest string
-	// Forced is the value of ForceAnnotation.
-	Forced string
+	// Forced is the value of the CR's ForceAnnotation; NamespaceForced of its Namespace's
+	// ForceNamespaceLabel.
+	Forced          string
+	NamespaceForced string
+	// Paused: the CR's reconciles are paused (its owner's annotation). It cannot move, so its
+	// wave does not wait for it; it moves once resumed, if its wave is admitted by then.
+	Paused bool
 	// Baseline is the CR's state on its own chart when it was last observed before the move
 	// (status.chart.baseline); zero if none was recorded.
 	Baseline Baseline
@@ -121,17 +133,27 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 		return m.Baseline.Digest == target && m.Baseline.Healthy && m.Baseline.Generation == m.Generation
 	}
 	done := func(m *Member) bool {
+		if m.Paused && m.Digest != target {
+			return true // not waited for: anyone who may edit a CR could hold the waves
+		}
 		if m.Digest != target {
 			return false
 		}
 		return !judged(m) || (m.Ready && !m.Deployed.IsZero() && now.Sub(m.Deployed) >= p.MinReady)
 	}
+	// retried: its owner forced the CR to the target after it failed there, and it is
+	// healthy on it now: the failure is lifted by that evidence, not by the annotation.
+	retried := func(m *Member) bool { return m.Forced == target && m.Digest == target && m.healthy() }
 	failing := func(m *Member) bool {
 		switch {
-		case m.Forced == target:
-			return false // a person asked for another try
+		case m.NamespaceForced == target:
+			return false // an administrator lifted it
 		case m.FailedDigest == target:
-			return true
+			return !retried(m)
+		case m.Forced == target:
+			return false // being retried by its owner
+		case m.Paused:
+			return false
 		case p.AllAtOnce, !judged(m):
 			return false
 		case m.Stalled:
@@ -148,8 +170,8 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	}
 	// A CR marked failed anywhere halts the rollout, even outside the waves admitted: the
 	// order may have shifted since (a CR was created or deleted).
-	for _, m := range order {
-		if m.FailedDigest == target && m.Forced != target {
+	for i := range order {
+		if m := &order[i]; m.FailedDigest == target && m.NamespaceForced != target && !retried(m) {
 			plan.Failed[m.Key] = true
 		}
 	}
@@ -190,7 +212,7 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	plan.Halted = len(plan.Failed) > 0 && !p.AllAtOnce
 	for i, m := range order {
 		switch {
-		case m.Forced == target:
+		case m.Forced == target, m.NamespaceForced == target:
 			plan.Admitted[m.Key] = true
 		case plan.Failed[m.Key]:
 			plan.Admitted[m.Key] = !p.Rollback
@@ -331,15 +353,16 @@ func (p Plan) Describe(key string, m Member) (onTarget bool, reason, message str
 	switch {
 	case p.Failed[key]:
 		return m.Digest == p.Target, "RolloutFailed", fmt.Sprintf(
-			"this resource failed on chart %s, which halted the rollout; to retry it, annotate it %s=%s, "+
-				"or ship a fixed chart", p.Target, ForceAnnotation, p.Target)
+			"this resource failed on chart %s, which halted the rollout; to retry it, annotate it %s=%s "+
+				"(the halt lifts once it is healthy on that chart), or ship a fixed chart", p.Target, ForceAnnotation, p.Target)
 	case m.Digest == p.Target:
 		return true, "Upgraded", fmt.Sprintf("the release is on the chart the operator carries (%s)", p.Target)
 	case p.Halted && !p.Admitted[key]:
 		return false, "RolloutHalted", fmt.Sprintf(
 			"held on its chart: the rollout of chart %s halted after %d resource(s) failed on it; "+
-				"spec edits apply with the chart of its own release. Resume with a fixed chart, "+
-				"or annotate the failed resources %s=%s", p.Target, len(p.Failed), ForceAnnotation, p.Target)
+				"spec edits apply with the chart of its own release. It resumes with a fixed chart, once the "+
+				"failed resources are retried and healthy, or when an administrator labels their Namespaces %s=%s",
+				p.Target, len(p.Failed), ForceNamespaceLabel, p.Target)
 	case p.Admitted[key] || (!p.Halted && wave >= 0 && wave <= p.Wave):
 		return false, "Upgrading", fmt.Sprintf("moving to chart %s in wave %d of %d", p.Target, wave+1, len(p.Waves))
 	default:

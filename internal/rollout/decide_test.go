@@ -175,14 +175,24 @@ func TestDecide(t *testing.T) {
 		{name: "marked failed with an older chart: a new rollout", observe: func(ms []Member) {
 			ms[0].FailedDigest = "older"
 		}, wave: 0, admitted: flat(waves, 1), counts: Counts{Behind: 49, InProgress: 1}},
-		{name: "a failed CR forced: the rollout resumes", observe: func(ms []Member) {
+		{name: "a failed CR forced by its owner: it retries alone, the halt stays", observe: func(ms []Member) {
 			upgrade(ms, flat(waves, 1), true, time.Hour)
-			for i := range ms {
-				if ms[i].Key == waves[1][0] {
-					ms[i].FailedDigest, ms[i].Forced = newChart, newChart
-				}
-			}
+			member(ms, waves[1][0], func(m *Member) { m.FailedDigest, m.Forced = newChart, newChart })
+		}, wave: 1, admitted: append(flat(waves, 1), waves[1][0]), halted: true, counts: Counts{Behind: 48, Upgraded: 1, Failed: 1}},
+		{name: "a failed CR retried by its owner and healthy on the chart: the rollout resumes", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), true, time.Hour)
+			upgrade(ms, waves[1][:1], true, time.Hour)
+			member(ms, waves[1][0], func(m *Member) { m.FailedDigest, m.Forced = newChart, newChart })
+		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 3, Upgraded: 2}},
+		{name: "an administrator forces the failed CR's Namespace: the rollout resumes", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), true, time.Hour)
+			member(ms, waves[1][0], func(m *Member) { m.FailedDigest, m.NamespaceForced = newChart, newChart })
 		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "a paused CR does not hold its wave", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), true, time.Hour)
+			upgrade(ms, waves[1][1:], true, time.Hour)
+			member(ms, waves[1][0], func(m *Member) { m.Paused = true })
+		}, wave: 2, admitted: flat(waves, 3), counts: Counts{Behind: 37, InProgress: 9, Upgraded: 4}},
 		{name: "a CR forced out of turn moves alone", observe: func(ms []Member) {
 			for i := range ms {
 				if ms[i].Key == waves[4][0] {
