@@ -61,6 +61,13 @@ func main() {
 		"How a new chart rolls out over the CRs of a kind, as Kind=POLICY (repeatable; * names every kind not named): "+
 			"waved (the default: a canary, then 10%, 25%, 50%, 100%, each wave Ready within 10m), all (every CR at once), "+
 			"or settings over waved: canaries:N,waves:P/P/100,timeout:D,minready:D,onfailure:rollback|hold. See docs/rollouts.md.")
+	opts.Drift = operator.DriftSettings{}
+	flag.Var(opts.Drift, "drift",
+		"What a kind's reconciler does when a rendered object differs from its release, as Kind=MODE[;ignore=KIND:/json/pointer,...] "+
+			"(repeatable; * names every kind not named): repair (the default: patch it back), report (a Warning Event and the "+
+			"Drifted condition, nothing patched) or off (not watched). The ignore rules' fields, and the /spec/replicas of an "+
+			"object a HorizontalPodAutoscaler scales, are neither repaired nor reported. A flag, not a watches.yaml key, so that "+
+			"the stock helm-operator and the strict watches file reading stay as they are. See docs/drift.md.")
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")

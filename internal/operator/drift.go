@@ -55,6 +55,9 @@ type driftCheckingInformer struct {
 	manifests *releaseManifests
 	owner     schema.GroupVersionKind
 	gvk       schema.GroupVersionKind
+	// policy says which fields are none of the operator's business (layer_drift.go): a
+	// change confined to them wakes no reconcile, which would repair or report nothing.
+	policy driftPolicy
 }
 
 func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
@@ -229,7 +232,29 @@ func (i driftCheckingInformer) drifted(ctx context.Context, key types.Namespaced
 		return true
 	}
 	want := i.manifests.object(ctx, cr, i.gvk, live.GetName())
-	return want == nil || !subset(want, live.Object)
+	if want == nil {
+		return true
+	}
+	if subset(want, live.Object) {
+		return false
+	}
+	return i.driftedBeyondIgnored(ctx, &unstructured.Unstructured{Object: want}, live)
+}
+
+// driftedBeyondIgnored reports whether live, which differs from want (its object in the
+// release manifest, not to be changed: it is cached), still differs from it outside the
+// fields the kind's drift policy ignores, or may. The HPAs are read only for an object
+// whose manifest sets its replicas.
+func (i driftCheckingInformer) driftedBeyondIgnored(ctx context.Context, want, live *unstructured.Unstructured) bool {
+	var scaled map[scaleTarget]bool
+	if setsReplicas(want.Object) {
+		var err error
+		if scaled, err = i.policy.scaleTargets(ctx, live.GetNamespace()); err != nil {
+			return true
+		}
+	}
+	paths := i.policy.ignored(want, scaled)
+	return len(paths) == 0 || !subset(without(want.Object, paths), live.Object)
 }
 
 // subset reports whether every field that want sets has the same value in have: the fields a

@@ -42,9 +42,9 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests) ctrl.Manager {
+func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, drift driftPolicy) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
-		gvk: gvk, manifests: manifests}}
+		gvk: gvk, manifests: manifests, drift: drift}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
@@ -55,6 +55,7 @@ type filteringCache struct {
 	live      client.Reader // uncached: release objects are cached as metadata only
 	gvk       schema.GroupVersionKind
 	manifests *releaseManifests // what the drift filter compares release objects with
+	drift     driftPolicy       // the fields of release objects the drift filter ignores
 }
 
 // GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
@@ -73,7 +74,7 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 		if err != nil {
 			return inf, err
 		}
-		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk}
+		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk, policy: c.drift}
 		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
 	}
 	inf, err := c.Cache.GetInformer(ctx, obj, opts...)

@@ -27,6 +27,7 @@ type shared struct {
 	concurrency int
 	history     int
 	rollouts    rollout.Policies
+	drift       DriftSettings
 
 	status    statusKeepingClient    // the helm reconcilers' status writer (statusclient.go)
 	versions  *releaseVersions       // the releases handed to the reconcilers, read by status
@@ -106,8 +107,10 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
 	}
+	drift := driftPolicy{DriftSetting: s.drift.For(w.GroupVersionKind.Kind), hpas: mgr.GetAPIReader()}
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
-		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder}.build(engine)
+		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
+		drift: drift, live: mgr.GetAPIReader()}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -116,7 +119,8 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithSelector(*w.Selector),
 		// The stock run command passes watchDependentResources itself here, so its
 		// default (true) turns the watches off and drift waits for the periodic pass.
-		reconciler.SkipDependentWatches(!*w.WatchDependentResources),
+		// Drift mode off needs no watch: nothing would come of its events.
+		reconciler.SkipDependentWatches(!*w.WatchDependentResources || drift.Mode == DriftOff),
 		reconciler.WithMaxConcurrentReconciles(k.concurrency),
 		reconciler.WithReconcilePeriod(k.period),
 		reconciler.WithMaxReleaseHistory(s.history),
@@ -137,7 +141,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err != nil {
 		return nil, fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 	}
-	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests)); err != nil {
+	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, drift)); err != nil {
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}
 	k.readiness = &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind,

@@ -77,6 +77,9 @@ type Options struct {
 	StatusReleaseManifest bool
 	// Rollouts are the chart rollout policies by kind (rollout_controller.go, docs/rollouts.md).
 	Rollouts rollout.Policies
+	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
+	// (layer_drift.go, docs/drift.md).
+	Drift DriftSettings
 }
 
 // Setup adds to mgr, for every kind in the watches file, the kind's controllers (setupKind,
@@ -91,7 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	versions := newReleaseVersions() // the releases handed to the reconcilers: see layer_releaseversions.go
 	s := shared{period: opts.ReconcilePeriod, concurrency: opts.MaxConcurrentReconciles,
-		history: opts.MaxReleaseHistory, rollouts: opts.Rollouts, versions: versions,
+		history: opts.MaxReleaseHistory, rollouts: opts.Rollouts, drift: opts.Drift, versions: versions,
 		status: statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
 			releaseManifest: opts.StatusReleaseManifest}}
 	policies := make([]trustedconfig.KindPolicy, 0, len(ws))
@@ -132,7 +135,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", k.period, "maxConcurrentReconciles", k.concurrency,
 			"clusterScopedKinds", policies[i].ClusterKinds, "hooks", policies[i].Hooks,
-			"chart", w.Chart.Metadata.Version, "chartDigest", k.rollout.carried.digest, "rollout", k.rollout.policy.String())
+			"chart", w.Chart.Metadata.Version, "chartDigest", k.rollout.carried.digest, "rollout", k.rollout.policy.String(),
+			"drift", opts.Drift.For(w.GroupVersionKind.Kind).String())
 	}
 	if err := mgr.Add(sweep); err != nil {
 		return err

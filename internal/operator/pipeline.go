@@ -60,25 +60,33 @@ import (
 //     finalizer. Every other call is passed on. Assumes of the layers below: another chart's
 //     release is reported not found (the guard), hence the owner check.
 //
-//  6. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
+//  6. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
+//     docs/drift.md): repair: passed on with a manifest whose objects lack the fields the
+//     kind's ignore rules name, and the replicas of those an HPA of the namespace scales, so
+//     that the repair leaves them as the cluster has them; report: nothing is repaired, the
+//     objects that differ from the manifest outside those fields are named, with the paths,
+//     in a Warning Event DriftDetected and the condition Drifted; off: nothing. Every other
+//     call is passed on.
+//
+//  7. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
 //     release" on Get and Uninstall, leaves a Warning Event on the CR with the error
 //     (InstallFailed, UpgradeFailed, also for a failed dry run, UninstallFailed,
-//     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair and the sweep, so
-//     that their failures are reported too.
+//     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair, the sweep and the
+//     drift layer, so that their failures are reported too.
 //
-//  7. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
+//  8. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
 //     Uninstall, whatever its outcome: the records the engine's storage refused are
 //     reported on the CR (condition ReleaseRecordRefused, Warning Event). Assumes of the
 //     layers below: Config() is the engine's, which each of them passes on.
 //
-//  8. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
+//  9. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
-//  9. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
+//  10. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
 //     Get, Install and Upgrade (not a dry run) hand the reconciler is recorded in versions
 //     (its revision and chart version, by its manifest's digest), for the status writer
 //     (statusclient.go), which writes them in status.deployedRelease in place of the manifest.
@@ -107,8 +115,9 @@ import (
 //	                  report; outcomes: DryRunFailed
 //	    it changes, or the release failed: Get, then Upgrade: as the dry run, and repair
 //	                  marks the pending revisions failed when it fails
-//	    it does not:  Reconcile (repairs drifted objects): events: Warning ReconcileFailed;
-//	                  outcomes: failure
+//	    it does not:  Reconcile (repairs drifted objects): drift: ignored fields are not
+//	                  repaired, or nothing is and drift is reported, or nothing at all;
+//	                  events: Warning ReconcileFailed; outcomes: failure
 //	success           the post-hook recordSuccess counts it in outcomes
 //
 // The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
@@ -131,6 +140,8 @@ type pipeline struct {
 	metrics  *fleetSeries         // the manager's per-CR series (metrics.go)
 	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
+	drift    driftPolicy          // what the kind's drift repair leaves alone (layer_drift.go)
+	live     client.Reader        // the release's objects as the API server has them, for drift reports
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
@@ -150,6 +161,9 @@ func (p pipeline) layers() []layer {
 		}},
 		{"orphan sweep", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withOrphanSweep(g, p.cluster, p.recorder)
+		}},
+		{"drift", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withDrift(g, p.drift, p.live, p.recorder, p.status)
 		}},
 		{"release events", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withReleaseEvents(g, p.recorder)
