@@ -1,7 +1,6 @@
 package poolstatus
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -24,10 +23,8 @@ type Books struct {
 	ledger *Ledger
 	// pools are the pools of each class, and classes the class of each pool, as the
 	// controller last saw them.
-	// A pool without spec.storageClassName is indexed under each class it may own
-	// (ClassesOf).
 	pools   map[string]map[types.NamespacedName]struct{}
-	classes map[types.NamespacedName][]string
+	classes map[types.NamespacedName]string
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	delay   time.Duration
 }
@@ -37,7 +34,7 @@ func NewBooks() *Books {
 	return &Books{
 		ledger:  NewLedger(),
 		pools:   map[string]map[types.NamespacedName]struct{}{},
-		classes: map[types.NamespacedName][]string{},
+		classes: map[types.NamespacedName]string{},
 	}
 }
 
@@ -107,32 +104,28 @@ func (b *Books) attach(q workqueue.TypedRateLimitingInterface[reconcile.Request]
 	b.queue, b.delay = q, delay
 }
 
-// setPool records the classes of a pool; none removes the pool.
-func (b *Books) setPool(pool types.NamespacedName, classes ...string) {
+// setPool records the class of a pool; an empty class removes the pool.
+func (b *Books) setPool(pool types.NamespacedName, class string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old, ok := b.classes[pool]; ok {
-		if slices.Equal(old, classes) {
+		if old == class {
 			return
 		}
-		for _, class := range old {
-			delete(b.pools[class], pool)
-			if len(b.pools[class]) == 0 {
-				delete(b.pools, class)
-			}
+		delete(b.pools[old], pool)
+		if len(b.pools[old]) == 0 {
+			delete(b.pools, old)
 		}
 		delete(b.classes, pool)
 	}
-	if len(classes) == 0 {
+	if class == "" {
 		return
 	}
-	b.classes[pool] = classes
-	for _, class := range classes {
-		if b.pools[class] == nil {
-			b.pools[class] = map[types.NamespacedName]struct{}{}
-		}
-		b.pools[class][pool] = struct{}{}
+	b.classes[pool] = class
+	if b.pools[class] == nil {
+		b.pools[class] = map[types.NamespacedName]struct{}{}
 	}
+	b.pools[class][pool] = struct{}{}
 }
 
 // poolsOf lists the pools of class in the index.
@@ -161,7 +154,7 @@ func (b *Books) allPools() []types.NamespacedName {
 func (b *Books) Usage(class string) Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ledger.Usage(class)
+	return b.ledger.Usage(class, TopNamespaces)
 }
 
 // Verify compares the books with a recount of claims. It returns "" when they agree, or
