@@ -52,6 +52,8 @@ var SuiteFlags = map[string]string{
 	"status-release-manifest": "test/e2e checks that the stock status comes back with it",
 	// The rollout tests (test/e2e, test/faults) roll a chart out in waves over their own kind.
 	"rollout": "the rollout tests set a waved policy for the kind whose chart they change",
+	// test/e2e's TestDriftIgnoreAndReport runs its own kind with an ignore rule, then in report mode.
+	"drift": "test/e2e checks an ignore rule and the report mode on a kind of its own",
 	// make test-security runs the attack suite a second time with 0: release records read by
 	// name from the manager's cache, as in a namespace crowded with them (internal/releaserecords).
 	"release-list-secrets-per-get": "the attack suite's second pass reads every release's records by name",
