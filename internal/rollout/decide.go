@@ -362,7 +362,7 @@ func (p Plan) Describe(key string, m Member) (onTarget bool, reason, message str
 			"held on its chart: the rollout of chart %s halted after %d resource(s) failed on it; "+
 				"spec edits apply with the chart of its own release. It resumes with a fixed chart, once the "+
 				"failed resources are retried and healthy, or when an administrator labels their Namespaces %s=%s",
-				p.Target, len(p.Failed), ForceNamespaceLabel, p.Target)
+			p.Target, len(p.Failed), ForceNamespaceLabel, p.Target)
 	case p.Admitted[key] || (!p.Halted && wave >= 0 && wave <= p.Wave):
 		return false, "Upgrading", fmt.Sprintf("moving to chart %s in wave %d of %d", p.Target, wave+1, len(p.Waves))
 	default:
