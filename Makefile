@@ -148,15 +148,21 @@ test-node: build tools ## The operator's real pod on the local cluster's real no
 	$(MAKE) node-down
 
 .PHONY: bench
-bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs (several hours): docs/bench/.
+bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs, and spec.valuesFrom (several hours): docs/bench/.
 	$(MAKE) cluster-up
-	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 720m -v -run 'TestCompare|TestPool' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 720m -v -run 'TestCompare|TestPool|TestValuesFrom' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
 
 .PHONY: bench-quick
-bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle window, to check the benchmark runs; figures go to .cluster/bench-quick.
+bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle window (valuesFrom: 2 edits, 500 unrelated Secrets), to check the benchmark runs; figures go to .cluster/bench-quick.
 	$(MAKE) cluster-up
 	WARPDRIVE_BENCH=1 WARPDRIVE_BENCH_N=10 WARPDRIVE_BENCH_IDLE=20s WARPDRIVE_BENCH_OUT=$(CLUSTER_DIR)/bench-quick \
-		WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run TestCompare ./test/bench/
+		WARPDRIVE_BENCH_VALUESFROM_CRS=10 WARPDRIVE_BENCH_VALUESFROM_EDITS=2 WARPDRIVE_BENCH_VALUESFROM_SECRETS=500 \
+		WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run 'TestCompare|TestValuesFrom' ./test/bench/
+
+.PHONY: bench-valuesfrom
+bench-valuesfrom: build helm-operator tools ## Benchmark spec.valuesFrom at 100 CRs: source edit -> applied, manager memory with 5000 unrelated Secrets, the stock operator's spec edits beside (about 10 minutes): docs/bench/valuesfrom.md.
+	$(MAKE) cluster-up
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run TestValuesFrom ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-valuesfrom.log
 
 .PHONY: bench-tune
 bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period, and edit and delete waves by --max-concurrent-reconciles (about 35 minutes): docs/bench/tune-*.md.
