@@ -1,6 +1,7 @@
 package poolstatus
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -23,8 +24,10 @@ type Books struct {
 	ledger *Ledger
 	// pools are the pools of each class, and classes the class of each pool, as the
 	// controller last saw them.
+	// A pool without spec.storageClassName is indexed under each class it may own
+	// (ClassesOf).
 	pools   map[string]map[types.NamespacedName]struct{}
-	classes map[types.NamespacedName]string
+	classes map[types.NamespacedName][]string
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	delay   time.Duration
 }
@@ -34,7 +37,7 @@ func NewBooks() *Books {
 	return &Books{
 		ledger:  NewLedger(),
 		pools:   map[string]map[types.NamespacedName]struct{}{},
-		classes: map[types.NamespacedName]string{},
+		classes: map[types.NamespacedName][]string{},
 	}
 }
 
@@ -104,28 +107,32 @@ func (b *Books) attach(q workqueue.TypedRateLimitingInterface[reconcile.Request]
 	b.queue, b.delay = q, delay
 }
 
-// setPool records the class of a pool; an empty class removes the pool.
-func (b *Books) setPool(pool types.NamespacedName, class string) {
+// setPool records the classes of a pool; none removes the pool.
+func (b *Books) setPool(pool types.NamespacedName, classes ...string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old, ok := b.classes[pool]; ok {
-		if old == class {
+		if slices.Equal(old, classes) {
 			return
 		}
-		delete(b.pools[old], pool)
-		if len(b.pools[old]) == 0 {
-			delete(b.pools, old)
+		for _, class := range old {
+			delete(b.pools[class], pool)
+			if len(b.pools[class]) == 0 {
+				delete(b.pools, class)
+			}
 		}
 		delete(b.classes, pool)
 	}
-	if class == "" {
+	if len(classes) == 0 {
 		return
 	}
-	b.classes[pool] = class
-	if b.pools[class] == nil {
-		b.pools[class] = map[types.NamespacedName]struct{}{}
+	b.classes[pool] = classes
+	for _, class := range classes {
+		if b.pools[class] == nil {
+			b.pools[class] = map[types.NamespacedName]struct{}{}
+		}
+		b.pools[class][pool] = struct{}{}
 	}
-	b.pools[class][pool] = struct{}{}
 }
 
 // poolsOf lists the pools of class in the index.
@@ -154,7 +161,7 @@ func (b *Books) allPools() []types.NamespacedName {
 func (b *Books) Usage(class string) Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ledger.Usage(class, TopNamespaces)
+	return b.ledger.Usage(class)
 }
 
 // Verify compares the books with a recount of claims. It returns "" when they agree, or

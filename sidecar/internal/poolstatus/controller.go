@@ -1,7 +1,7 @@
 // Package poolstatus keeps the books of each WarpdrivePool: what the PersistentVolumeClaims
 // of the pool's StorageClass, in any namespace, hold of its capacity. It writes them into
 // the pool's status.pool: capacity, allocatable (capacity × overcommitRatio), allocated,
-// available, claim counts, the ten largest namespaces, and the conditions
+// available, requested (by pending claims), claim and namespace counts, and the conditions
 // CapacityAvailable and Overcommitted; and records an Event when usage rises past 80% and
 // past 100% of what the pool may promise.
 //
@@ -183,11 +183,11 @@ func (r *PoolReconciler) poolEvents() handler.EventHandler {
 			return nil // the new version of an update says all; generic events do not come from watches
 		}
 		key := client.ObjectKeyFromObject(obj)
-		class := ""
+		var classes []string
 		if u, ok := obj.(*unstructured.Unstructured); ok && op != enqueue.Delete {
-			class = ClassOf(u)
+			classes = ClassesOf(u)
 		}
-		r.Books.setPool(key, class)
+		r.Books.setPool(key, classes...)
 		return []reconcile.Request{{NamespacedName: key}}
 	})
 }
@@ -312,9 +312,10 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 		log.FromContext(ctx).Error(err, "Cannot read the pool's spec")
 		return nil
 	}
-	r.Books.setPool(key, spec.Class)
-	own, err := r.ownership(ctx, pool, spec.Class)
-	if err != nil {
+	classes := ClassesOf(pool)
+	r.Books.setPool(key, classes...)
+	var own Ownership
+	if spec.Class, own, err = r.ownership(ctx, pool, classes); err != nil {
 		return err
 	}
 	// The books of a class that is not the pool's are not even read.
@@ -348,18 +349,28 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 	return nil
 }
 
-// ownership reads the metadata of class from the cache and decides whether pool keeps its
-// books (see OwnershipOf).
-func (r *PoolReconciler) ownership(ctx context.Context, pool *unstructured.Unstructured, class string) (Ownership, error) {
-	sc := &metav1.PartialObjectMetadata{}
-	sc.SetGroupVersionKind(storageClassGVK)
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return Ownership{}, fmt.Errorf("reading StorageClass %q: %w", class, err)
+// ownership picks the pool's class among classes (ClassesOf): the first whose live
+// StorageClass its release created, else the first; and decides whether pool keeps its
+// books (see OwnershipOf). Its metadata is read from the cache.
+func (r *PoolReconciler) ownership(ctx context.Context, pool *unstructured.Unstructured, classes []string) (string, Ownership, error) {
+	var first *metav1.PartialObjectMetadata
+	for i, class := range classes {
+		sc := &metav1.PartialObjectMetadata{}
+		sc.SetGroupVersionKind(storageClassGVK)
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return "", Ownership{}, fmt.Errorf("reading StorageClass %q: %w", class, err)
+			}
+			sc = nil
 		}
-		sc = nil
+		if sc != nil && releaseOwns(pool, sc) {
+			return class, OwnershipOf(pool, class, sc), nil
+		}
+		if i == 0 {
+			first = sc
+		}
 	}
-	return OwnershipOf(pool, class, sc), nil
+	return classes[0], OwnershipOf(pool, classes[0], first), nil
 }
 
 // previous is what this leader last wrote for pool, or what the pool's status shows.
@@ -382,7 +393,7 @@ func (r *PoolReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.written, key)
 	r.mu.Unlock()
-	r.Books.setPool(key, "")
+	r.Books.setPool(key)
 }
 
 // helmOperatorReported reports whether the helm-operator has written status conditions.

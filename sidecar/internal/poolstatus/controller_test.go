@@ -159,10 +159,13 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 	h.books.OnAdd(pvc("3", "team-b", "elsewhere", "100Gi", corev1.ClaimPending), false)
 
 	got := h.reconcile(t, r)
-	if a, b, p := poolField(got, "allocated"), poolField(got, "claims", "bound"), poolField(got, "claims", "pending"); a != "6Gi" || b != "1" || p != "1" {
-		t.Fatalf("allocated %s, bound %s, pending %s; want 6Gi, 1, 1", a, b, p)
+	if a, q, b, p := poolField(got, "allocated"), poolField(got, "requested"), poolField(got, "claims", "bound"), poolField(got, "claims", "pending"); a != "4Gi" || q != "2Gi" || b != "1" || p != "1" {
+		t.Fatalf("allocated %s, requested %s, bound %s, pending %s; want 4Gi, 2Gi, 1, 1", a, q, b, p)
 	}
-	if poolField(got, "available") != "4Gi" || poolField(got, "capacity") != "10Gi" {
+	if poolField(got, "storageClassName") != "pool-a" || poolField(got, "namespaceCount") != "1" {
+		t.Errorf("status.pool %v", got.Object["status"])
+	}
+	if poolField(got, "available") != "6Gi" || poolField(got, "capacity") != "10Gi" {
 		t.Errorf("status.pool %v", got.Object["status"])
 	}
 	if helmConds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions"); len(helmConds) != 1 {
@@ -190,8 +193,20 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 		t.Errorf("events without a crossing: %v", ev)
 	}
 
+	t.Log("a pending claim of 1Pi that never binds: no Event, not full")
+	h.books.OnAdd(pvc("6", "intruder", "pool-a", "1Pi", corev1.ClaimPending), false)
+	got = h.reconcile(t, r)
+	if poolField(got, "allocated") != "9Gi" || poolField(got, "requested") != "1Pi" ||
+		poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue {
+		t.Fatalf("a pending claim filled the pool: %v", got.Object["status"])
+	}
+	if ev := h.events(); len(ev) != 0 {
+		t.Errorf("events for a pending claim: %v", ev)
+	}
+	h.books.OnDelete(pvc("6", "intruder", "pool-a", "1Pi", corev1.ClaimPending))
+
 	t.Log("to 100%: one PoolFull, conditions flip")
-	h.books.OnAdd(pvc("4", "team-c", "pool-a", "1Gi", corev1.ClaimPending), false)
+	h.books.OnAdd(pvc("4", "team-c", "pool-a", "1Gi", corev1.ClaimBound), false)
 	got = h.reconcile(t, r)
 	if ev := h.events(); strings.Join(ev, ",") != ReasonFull {
 		t.Errorf("events reaching 100%%: %v", ev)
@@ -213,14 +228,40 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 	if poolField(got, "allocated") != "5Gi" || poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue {
 		t.Fatalf("after the deletion: %v", got.Object["status"])
 	}
-	h.books.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "team-c/claim-4", Obj: pvc("4", "team-c", "pool-a", "1Gi", corev1.ClaimPending)})
-	h.books.OnAdd(pvc("5", "team-c", "pool-a", "4Gi", corev1.ClaimPending), false)
+	h.books.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "team-c/claim-4", Obj: pvc("4", "team-c", "pool-a", "1Gi", corev1.ClaimBound)})
+	h.books.OnAdd(pvc("5", "team-c", "pool-a", "4Gi", corev1.ClaimBound), false)
 	got = h.reconcile(t, r2)
 	if poolField(got, "allocated") != "8Gi" {
 		t.Fatalf("allocated %s, want 8Gi", poolField(got, "allocated"))
 	}
 	if ev := h.events(); strings.Join(ev, ",") != ReasonUsageHigh {
 		t.Errorf("events crossing 80%% again: %v", ev)
+	}
+}
+
+// A pool without spec.storageClassName keeps the books of <namespace>-<name> when its
+// release created that class, and not those of a class named after the pool that is
+// another namespace's; without either class, it waits for the chart's default.
+func TestSyncPicksTheClassItsReleaseCreated(t *testing.T) {
+	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}), storageClass("pool-a", "pool-a", "elsewhere"))
+	r := h.reconciler()
+	h.books.OnAdd(pvc("1", "team-a", "ns1-pool-a", "3Gi", corev1.ClaimBound), false)
+	h.books.OnAdd(pvc("2", "team-b", "pool-a", "5Gi", corev1.ClaimBound), false)
+	got := h.reconcile(t, r)
+	if c := poolCondition(t, got, ConditionBooksKept); c.Reason != ReasonStorageClassNotOwned ||
+		poolField(got, "storageClassName") != "pool-a" || poolField(got, "allocated") != "<nil>" {
+		t.Fatalf("with another namespace's class of its name: %v", got.Object["status"])
+	}
+	if err := h.client.Create(context.Background(), storageClass("ns1-pool-a", "pool-a", "ns1")); err != nil {
+		t.Fatal(err)
+	}
+	got = h.reconcile(t, r)
+	if poolField(got, "storageClassName") != "ns1-pool-a" || poolField(got, "allocated") != "3Gi" ||
+		poolCondition(t, got, ConditionBooksKept).Status != metav1.ConditionTrue {
+		t.Fatalf("with its class: %v", got.Object["status"])
+	}
+	if pools := h.books.poolsOf("ns1-pool-a"); len(pools) != 1 {
+		t.Errorf("a pool without storageClassName is not woken by <namespace>-<name>: %v", pools)
 	}
 }
 
@@ -328,7 +369,7 @@ func TestBooksWakeThePoolsOfTheClass(t *testing.T) {
 	if got := woken(); len(got) != 0 {
 		t.Errorf("a claim of a class without a pool woke %v", got)
 	}
-	b.setPool(bb, "")
+	b.setPool(bb)
 	b.OnDelete(pvc("1", "team", "class-b", "2Gi", corev1.ClaimPending))
 	if got := woken(); len(got) != 0 {
 		t.Errorf("a removed pool was woken: %v", got)
@@ -376,13 +417,13 @@ func TestBooksVerify(t *testing.T) {
 	if diff := b.Verify(recount, true); diff == "" {
 		t.Fatal("a missed claim went unnoticed")
 	}
-	if u := b.Usage("a"); u.Pending != 2 || canonical(u.Allocated, resource.BinarySI) != "7Gi" {
+	if u := b.Usage("a"); u.Pending != 2 || canonical(u.Allocated, resource.BinarySI) != "1Gi" || canonical(u.Requested, resource.BinarySI) != "6Gi" {
 		t.Errorf("after the repair: %+v", u)
 	}
 	// Events that arrive after the repair still apply.
 	b.OnAdd(lost, false)
 	b.OnDelete(claims[0])
-	if u := b.Usage("a"); u.Bound != 0 || u.Pending != 2 || canonical(u.Allocated, resource.BinarySI) != "6Gi" {
+	if u := b.Usage("a"); u.Bound != 0 || u.Pending != 2 || canonical(u.Allocated, resource.BinarySI) != "0" || canonical(u.Requested, resource.BinarySI) != "6Gi" {
 		t.Errorf("events after the repair: %+v", u)
 	}
 }
@@ -446,7 +487,7 @@ func TestVerifierRepairsTheBooks(t *testing.T) {
 
 	b.OnDelete(claims[1]) // as if the books had missed a claim
 	v.verify(context.Background())
-	if u := b.Usage("a"); woken != 1 || u.Pending != 1 || canonical(u.Allocated, resource.BinarySI) != "3Gi" {
+	if u := b.Usage("a"); woken != 1 || u.Pending != 1 || canonical(u.Allocated, resource.BinarySI) != "1Gi" || canonical(u.Requested, resource.BinarySI) != "2Gi" {
 		t.Errorf("after the repair: woken %d times, usage %+v", woken, u)
 	}
 }

@@ -2,6 +2,7 @@ package poolstatus
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestPoolEventsIndexTheClassAndEnqueueAfterTheDelay(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
 	q := &queuetest.Queue{}
 	ctx := context.Background()
-	classes := func() string { return r.Books.classes[key] }
+	classes := func() string { return strings.Join(r.Books.classes[key], ",") }
 
 	h.Create(ctx, event.CreateEvent{Object: pool("a")}, q)
 	if classes() != "a" {

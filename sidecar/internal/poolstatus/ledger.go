@@ -2,7 +2,6 @@ package poolstatus
 
 import (
 	"fmt"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,8 +18,9 @@ type Claim struct {
 	// exceed the request when a bigger volume was matched); the request is the promise
 	// the pool made, so a resized claim counts at its new size at once.
 	Size resource.Quantity
-	// Phase is status.phase. Only Pending and Bound claims hold capacity: a Lost claim's
-	// volume is gone. An empty phase (not yet defaulted) counts as Pending.
+	// Phase is status.phase. Only Bound claims hold capacity; Pending ones are counted
+	// apart, as asking for it; a Lost claim's volume is gone. An empty phase (not yet
+	// defaulted) counts as Pending.
 	Phase string
 }
 
@@ -43,15 +43,17 @@ type entry struct {
 
 // classTotals are the running totals of the claims of one StorageClass.
 type classTotals struct {
-	allocated      resource.Quantity
-	bound, pending int
-	namespaces     map[string]*namespaceTotals
+	// allocated is what the Bound claims hold; requested what the Pending claims ask for.
+	// A pending claim holds nothing yet: counted as allocated, a claim that never binds
+	// (anyone may ask for 1Pi) would make any pool read Full.
+	allocated, requested resource.Quantity
+	bound, pending       int
+	// namespaces counts the claims of each namespace, bound and pending, so that the
+	// status can say how many namespaces use the class, never which.
+	namespaces map[string]*namespaceTotals
 }
 
-type namespaceTotals struct {
-	allocated resource.Quantity
-	claims    int
-}
+type namespaceTotals struct{ bound, pending int }
 
 // Ledger keeps the books of every claim that counts against a StorageClass, keyed by
 // claim UID, with running totals per class and per namespace within a class.
@@ -128,35 +130,37 @@ func (l *Ledger) record(e entry) {
 		t = &classTotals{namespaces: map[string]*namespaceTotals{}}
 		l.classes[e.class] = t
 	}
-	t.allocated.Add(e.size)
-	if e.bound {
-		t.bound++
-	} else {
-		t.pending++
-	}
 	n := t.namespaces[e.namespace]
 	if n == nil {
 		n = &namespaceTotals{}
 		t.namespaces[e.namespace] = n
 	}
-	n.allocated.Add(e.size)
-	n.claims++
+	if e.bound {
+		t.allocated.Add(e.size)
+		t.bound++
+		n.bound++
+	} else {
+		t.requested.Add(e.size)
+		t.pending++
+		n.pending++
+	}
 }
 
 // unrecord takes out exactly what record(e) put in. Classes and namespaces left without
 // claims are dropped, so that the books hold only what is in use.
 func (l *Ledger) unrecord(e entry) {
 	t := l.classes[e.class]
-	t.allocated.Sub(e.size)
-	if e.bound {
-		t.bound--
-	} else {
-		t.pending--
-	}
 	n := t.namespaces[e.namespace]
-	n.allocated.Sub(e.size)
-	n.claims--
-	if n.claims == 0 {
+	if e.bound {
+		t.allocated.Sub(e.size)
+		t.bound--
+		n.bound--
+	} else {
+		t.requested.Sub(e.size)
+		t.pending--
+		n.pending--
+	}
+	if n.bound+n.pending == 0 {
 		delete(t.namespaces, e.namespace)
 	}
 	if t.bound+t.pending == 0 {
@@ -164,43 +168,28 @@ func (l *Ledger) unrecord(e entry) {
 	}
 }
 
-// Usage is what a class's claims hold, as a pool's status shows it.
+// Usage is what a class's claims hold, as a pool's status shows it: totals and counts,
+// no namespace's name (a pool's readers may not learn which namespaces use it).
 type Usage struct {
-	Allocated      resource.Quantity
-	Bound, Pending int
-	// Namespaces are the largest users, by allocated bytes, then by name.
-	Namespaces []NamespaceUsage
+	// Allocated is what the Bound claims hold; Requested what the Pending claims ask for.
+	Allocated, Requested resource.Quantity
+	Bound, Pending       int
+	// Namespaces is how many namespaces have Bound claims of the class.
+	Namespaces int
 }
 
-// NamespaceUsage is what the claims of one namespace hold of a class.
-type NamespaceUsage struct {
-	Namespace string
-	Allocated resource.Quantity
-	Claims    int
-}
-
-// Usage returns a copy of the totals of class with its top largest namespaces. It costs
-// O(namespaces of the class), once per status write rather than per claim event.
-func (l *Ledger) Usage(class string, top int) Usage {
+// Usage returns a copy of the totals of class. It costs O(namespaces of the class), once
+// per status write rather than per claim event.
+func (l *Ledger) Usage(class string) Usage {
 	t := l.classes[class]
 	if t == nil {
 		return Usage{}
 	}
-	u := Usage{Allocated: t.allocated.DeepCopy(), Bound: t.bound, Pending: t.pending}
-	u.Namespaces = make([]NamespaceUsage, 0, len(t.namespaces))
-	for ns, n := range t.namespaces {
-		u.Namespaces = append(u.Namespaces, NamespaceUsage{Namespace: ns, Allocated: n.allocated.DeepCopy(), Claims: n.claims})
-	}
-	// The copies may be converted to inf.Dec by Cmp; the books' own quantities are not.
-	sort.Slice(u.Namespaces, func(i, j int) bool {
-		a, b := &u.Namespaces[i], &u.Namespaces[j]
-		if c := a.Allocated.Cmp(b.Allocated); c != 0 {
-			return c > 0
+	u := Usage{Allocated: t.allocated.DeepCopy(), Requested: t.requested.DeepCopy(), Bound: t.bound, Pending: t.pending}
+	for _, n := range t.namespaces {
+		if n.bound > 0 {
+			u.Namespaces++
 		}
-		return a.Namespace < b.Namespace
-	})
-	if len(u.Namespaces) > top {
-		u.Namespaces = u.Namespaces[:top]
 	}
 	return u
 }
@@ -226,12 +215,12 @@ func (l *Ledger) Diff(other *Ledger) string {
 	}
 	for class, t := range l.classes {
 		o, ok := other.classes[class]
-		if !ok || t.allocated.Cmp(o.allocated) != 0 || t.bound != o.bound || t.pending != o.pending || len(t.namespaces) != len(o.namespaces) {
+		if !ok || t.allocated.Cmp(o.allocated) != 0 || t.requested.Cmp(o.requested) != 0 || t.bound != o.bound || t.pending != o.pending || len(t.namespaces) != len(o.namespaces) {
 			return fmt.Sprintf("totals of class %q differ from the recount", class)
 		}
 		for ns, n := range t.namespaces {
 			m, ok := o.namespaces[ns]
-			if !ok || n.allocated.Cmp(m.allocated) != 0 || n.claims != m.claims {
+			if !ok || *n != *m {
 				return fmt.Sprintf("totals of namespace %s in class %q differ from the recount", ns, class)
 			}
 		}

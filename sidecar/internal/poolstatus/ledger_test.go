@@ -15,19 +15,17 @@ func claim(uid, ns, class, size, phase string) Claim {
 	return Claim{UID: types.UID(uid), Namespace: ns, Class: class, Size: resource.MustParse(size), Phase: phase}
 }
 
-// usageString renders a class's usage for comparison: allocated, bound, pending, then the
-// namespaces in order.
+// usageString renders a class's usage for comparison: allocated (bound claims), requested
+// (pending claims), the counts of bound and pending claims, and of namespaces with bound
+// claims.
 func usageString(l *Ledger, class string) string {
-	u := l.Usage(class, TopNamespaces)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s b%d p%d", canonical(u.Allocated, resource.BinarySI), u.Bound, u.Pending)
-	for _, n := range u.Namespaces {
-		fmt.Fprintf(&b, " %s=%s/%d", n.Namespace, canonical(n.Allocated, resource.BinarySI), n.Claims)
-	}
-	return b.String()
+	u := l.Usage(class)
+	return fmt.Sprintf("%s req %s b%d p%d n%d", canonical(u.Allocated, resource.BinarySI), canonical(u.Requested, resource.BinarySI),
+		u.Bound, u.Pending, u.Namespaces)
 }
 
 func TestLedgerApplyRemove(t *testing.T) {
+	const none = "0 req 0 b0 p0 n0"
 	l := NewLedger()
 	steps := []struct {
 		name        string
@@ -36,32 +34,38 @@ func TestLedgerApplyRemove(t *testing.T) {
 		wantA       string
 		wantB       string
 	}{
-		{"pending claim", func() []string { return l.Apply(claim("1", "ns1", "a", "1Gi", "Pending")) }, "a",
-			"1Gi b0 p1 ns1=1Gi/1", "0 b0 p0"},
+		{"pending claim asks, holds nothing", func() []string { return l.Apply(claim("1", "ns1", "a", "1Gi", "Pending")) }, "a",
+			"0 req 1Gi b0 p1 n0", none},
 		{"claim without a phase yet counts as pending", func() []string { return l.Apply(claim("2", "ns2", "a", "2Gi", "")) }, "a",
-			"3Gi b0 p2 ns2=2Gi/1 ns1=1Gi/1", "0 b0 p0"},
+			"0 req 3Gi b0 p2 n0", none},
 		{"pending to bound", func() []string { return l.Apply(claim("1", "ns1", "a", "1Gi", "Bound")) }, "a",
-			"3Gi b1 p1 ns2=2Gi/1 ns1=1Gi/1", "0 b0 p0"},
+			"1Gi req 2Gi b1 p1 n1", none},
 		{"same state again changes nothing", func() []string { return l.Apply(claim("1", "ns1", "a", "1Gi", "Bound")) }, "",
-			"3Gi b1 p1 ns2=2Gi/1 ns1=1Gi/1", "0 b0 p0"},
+			"1Gi req 2Gi b1 p1 n1", none},
 		{"bound claim resized counts at its new size", func() []string { return l.Apply(claim("1", "ns1", "a", "5Gi", "Bound")) }, "a",
-			"7Gi b1 p1 ns1=5Gi/1 ns2=2Gi/1", "0 b0 p0"},
+			"5Gi req 2Gi b1 p1 n1", none},
+		{"a second bound claim of the namespace: one namespace", func() []string { return l.Apply(claim("5", "ns1", "a", "1Gi", "Bound")) }, "a",
+			"6Gi req 2Gi b2 p1 n1", none},
+		{"a bound claim of another namespace: two", func() []string { return l.Apply(claim("2", "ns2", "a", "2Gi", "Bound")) }, "a",
+			"8Gi req 0 b3 p0 n2", none},
+		{"its deletion: one again", func() []string { return l.Remove("5") }, "a",
+			"7Gi req 0 b2 p0 n2", none},
 		{"bound back to pending (volume lost and reclaimed)", func() []string { return l.Apply(claim("1", "ns1", "a", "5Gi", "Pending")) }, "a",
-			"7Gi b0 p2 ns1=5Gi/1 ns2=2Gi/1", "0 b0 p0"},
+			"2Gi req 5Gi b1 p1 n1", none},
 		{"claim moves to another class", func() []string { return l.Apply(claim("2", "ns2", "b", "2Gi", "Pending")) }, "a,b",
-			"5Gi b0 p1 ns1=5Gi/1", "2Gi b0 p1 ns2=2Gi/1"},
+			"0 req 5Gi b0 p1 n0", "0 req 2Gi b0 p1 n0"},
 		{"lost claim stops counting", func() []string { return l.Apply(claim("1", "ns1", "a", "5Gi", "Lost")) }, "a",
-			"0 b0 p0", "2Gi b0 p1 ns2=2Gi/1"},
+			none, "0 req 2Gi b0 p1 n0"},
 		{"lost claim bound again counts again", func() []string { return l.Apply(claim("1", "ns1", "a", "5Gi", "Bound")) }, "a",
-			"5Gi b1 p0 ns1=5Gi/1", "2Gi b0 p1 ns2=2Gi/1"},
+			"5Gi req 0 b1 p0 n1", "0 req 2Gi b0 p1 n0"},
 		{"deleted claim stops counting", func() []string { return l.Remove("1") }, "a",
-			"0 b0 p0", "2Gi b0 p1 ns2=2Gi/1"},
+			none, "0 req 2Gi b0 p1 n0"},
 		{"deleting it twice changes nothing", func() []string { return l.Remove("1") }, "",
-			"0 b0 p0", "2Gi b0 p1 ns2=2Gi/1"},
+			none, "0 req 2Gi b0 p1 n0"},
 		{"claim without a class counts nowhere", func() []string { return l.Apply(claim("3", "ns1", "", "1Gi", "Pending")) }, "",
-			"0 b0 p0", "2Gi b0 p1 ns2=2Gi/1"},
+			none, "0 req 2Gi b0 p1 n0"},
 		{"fractional sizes add exactly", func() []string { return l.Apply(claim("4", "ns2", "b", "1536Mi", "Pending")) }, "b",
-			"0 b0 p0", "3584Mi b0 p2 ns2=3584Mi/2"},
+			none, "0 req 3584Mi b0 p2 n0"},
 	}
 	for _, s := range steps {
 		changed := strings.Join(s.do(), ",")
@@ -90,13 +94,13 @@ func TestLedgerUnknownClasses(t *testing.T) {
 	l.Apply(claim("1", "ns1", "pool-a", "1Gi", "Bound"))
 	l.Apply(claim("2", "ns1", "someone-elses", "7Gi", "Bound"))
 	l.Apply(claim("3", "ns2", "standard", "3Gi", "Pending"))
-	if got := usageString(l, "pool-a"); got != "1Gi b1 p0 ns1=1Gi/1" {
+	if got := usageString(l, "pool-a"); got != "1Gi req 0 b1 p0 n1" {
 		t.Errorf("pool-a: %s", got)
 	}
-	if got := usageString(l, "someone-elses"); got != "7Gi b1 p0 ns1=7Gi/1" {
+	if got := usageString(l, "someone-elses"); got != "7Gi req 0 b1 p0 n1" {
 		t.Errorf("a class without a pool is counted as soon as a pool asks for it: %s", got)
 	}
-	if got := usageString(l, "no-claims-yet"); got != "0 b0 p0" {
+	if got := usageString(l, "no-claims-yet"); got != "0 req 0 b0 p0 n0" {
 		t.Errorf("a class without claims: %s", got)
 	}
 }
@@ -108,7 +112,7 @@ func TestLedgerExactArithmetic(t *testing.T) {
 	l.Apply(claim("2", "ns", "a", "7Ei", "Bound"))
 	l.Apply(claim("3", "ns", "a", "1", "Bound"))
 	l.Apply(claim("4", "ns", "a", "100m", "Bound"))
-	u := l.Usage("a", 1)
+	u := l.Usage("a")
 	want, _ := new(inf.Dec).SetString("16140901064495857665.1") // 14 × 2^60 + 1.1
 	if u.Allocated.AsDec().Cmp(want) != 0 {
 		t.Fatalf("allocated %s, want %s", u.Allocated.AsDec(), want)
@@ -116,28 +120,21 @@ func TestLedgerExactArithmetic(t *testing.T) {
 	l.Remove("4")
 	l.Remove("1")
 	l.Remove("2")
-	if got := canonical(l.Usage("a", 1).Allocated, resource.BinarySI); got != "1" {
+	if got := canonical(l.Usage("a").Allocated, resource.BinarySI); got != "1" {
 		t.Errorf("after removing all but the 1-byte claim: %s, want 1", got)
 	}
 }
 
-func TestLedgerTopNamespaces(t *testing.T) {
+// A pending claim holds nothing: however large, it cannot fill a pool; it is counted apart.
+// Namespaces are counted, never listed.
+func TestLedgerPendingClaimsAskWithoutHolding(t *testing.T) {
 	l := NewLedger()
 	for i := 0; i < 15; i++ {
-		l.Apply(claim(fmt.Sprint(i), fmt.Sprintf("ns%02d", i), "a", fmt.Sprintf("%dGi", i%5+1), "Pending"))
+		l.Apply(claim(fmt.Sprint(i), fmt.Sprintf("ns%02d", i), "a", fmt.Sprintf("%dGi", i%5+1), "Bound"))
 	}
-	u := l.Usage("a", TopNamespaces)
-	var got []string
-	for _, n := range u.Namespaces {
-		got = append(got, n.Namespace+"="+canonical(n.Allocated, resource.BinarySI))
-	}
-	// Largest first; ties by name.
-	want := "ns04=5Gi ns09=5Gi ns14=5Gi ns03=4Gi ns08=4Gi ns13=4Gi ns02=3Gi ns07=3Gi ns12=3Gi ns01=2Gi"
-	if strings.Join(got, " ") != want {
-		t.Errorf("top namespaces:\n got %s\nwant %s", strings.Join(got, " "), want)
-	}
-	if u.Bound+u.Pending != 15 {
-		t.Errorf("claims %d, want all 15 counted though 10 namespaces are listed", u.Bound+u.Pending)
+	l.Apply(claim("huge", "intruder", "a", "1Pi", "Pending"))
+	if got, want := usageString(l, "a"), "45Gi req 1Pi b15 p1 n15"; got != want {
+		t.Errorf("usage %s, want %s", got, want)
 	}
 }
 

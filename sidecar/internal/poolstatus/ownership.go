@@ -24,7 +24,7 @@ const (
 
 // ConditionBooksKept is True while the pool keeps the books of its StorageClass, False (with
 // the reason) while it does not: then status.pool shows no usage (no allocated, available,
-// claims or namespaces) and no usage conditions.
+// requested, claims or namespaceCount) and no usage conditions.
 const ConditionBooksKept = "BooksKept"
 
 // Reasons of ConditionBooksKept.
@@ -84,6 +84,12 @@ func OwnershipOf(pool *unstructured.Unstructured, class string, sc *metav1.Parti
 	}
 	return Ownership{Owned: true, Reason: ReasonStorageClassOwned, Message: fmt.Sprintf(
 		"StorageClass %q was created by the pool's release: the claims of that class, in every namespace, are counted here.", class)}
+}
+
+// releaseOwns reports whether the StorageClass sc carries the ownership annotations of
+// pool's release.
+func releaseOwns(pool *unstructured.Unstructured, sc *metav1.PartialObjectMetadata) bool {
+	return sc.Annotations[helmReleaseName] == pool.GetName() && sc.Annotations[helmReleaseNamespace] == pool.GetNamespace()
 }
 
 // deployed reports whether the helm-operator reports the pool's release as deployed.

@@ -88,7 +88,7 @@ func TestOwnershipOf(t *testing.T) {
 }
 
 // usageFields are the fields of status.pool that show what the class's claims hold.
-var usageFields = []string{"allocated", "available", "claims", "namespaces"}
+var usageFields = []string{"allocated", "available", "requested", "claims", "namespaceCount"}
 
 // expectNoBooks checks that status.pool shows nothing of the claims, and BooksKept=False for
 // reason.

@@ -3,6 +3,7 @@ package poolstatus
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"gopkg.in/inf.v0"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,9 +25,6 @@ import (
 // Irreconcilable) and writes it as a whole list, which would erase ours, and ours written
 // there would erase its own.
 const StatusField = statuscontract.FieldPool
-
-// TopNamespaces is how many namespaces the status lists, largest first.
-const TopNamespaces = 10
 
 // Condition types of status.pool.conditions.
 const (
@@ -64,28 +62,28 @@ type PoolStatus struct {
 	Conditions []metav1.Condition `json:"conditions"`
 }
 
-// PoolUsage is what the claims of the pool's class hold, in status.pool.
+// PoolUsage is what the claims of the pool's class hold, in status.pool. It names no
+// namespace: whoever may read the pool learns how much is used and by how many namespaces,
+// not which (an administrator can list the claims of the class).
 type PoolUsage struct {
-	// Allocated is the sum of the storage requests of the class's Pending and Bound claims.
+	// Allocated is the sum of the storage requests of the class's Bound claims.
 	Allocated string `json:"allocated"`
 	// Available is allocatable − allocated; negative when the pool is over its limit.
-	Available  string            `json:"available"`
-	Claims     ClaimCounts       `json:"claims"`
-	Namespaces []NamespaceStatus `json:"namespaces"`
+	Available string `json:"available"`
+	// Requested is the sum of the storage requests of the class's Pending claims: asked
+	// for, not held, so not in allocated (a claim that never binds cannot fill the pool).
+	Requested string      `json:"requested"`
+	Claims    ClaimCounts `json:"claims"`
+	// NamespaceCount is how many namespaces have Bound claims of the class.
+	NamespaceCount int64 `json:"namespaceCount"`
 }
 
-// ClaimCounts counts the claims that hold capacity.
+// ClaimCounts counts the claims of the class: Bound ones hold capacity, Pending ones ask
+// for it.
 type ClaimCounts struct {
 	Bound   int64 `json:"bound"`
 	Pending int64 `json:"pending"`
 	Total   int64 `json:"total"`
-}
-
-// NamespaceStatus is one namespace's share of the pool.
-type NamespaceStatus struct {
-	Namespace string `json:"namespace"`
-	Allocated string `json:"allocated"`
-	Claims    int64  `json:"claims"`
 }
 
 // Spec is what the bookkeeping reads of a WarpdrivePool's spec.
@@ -93,12 +91,13 @@ type Spec struct {
 	Capacity resource.Quantity
 	// Ratio is overcommitRatio as an exact decimal.
 	Ratio *inf.Dec
-	// Class is spec.storageClassName, or the pool's name as the chart defaults it.
+	// Class is the pool's StorageClass: spec.storageClassName, or a default (see
+	// ClassesOf); sync settles which default.
 	Class string
 }
 
 // ParseSpec reads the spec of a pool. The CRD schema has already checked the values;
-// errors here mean a pool the chart would refuse too.
+// errors here mean a pool the chart would refuse too. Class is the first of ClassesOf.
 func ParseSpec(pool *unstructured.Unstructured) (Spec, error) {
 	spec, _, _ := unstructured.NestedMap(pool.Object, "spec")
 	var s Spec
@@ -109,20 +108,37 @@ func ParseSpec(pool *unstructured.Unstructured) (Spec, error) {
 	if s.Ratio, err = parseRatio(spec["overcommitRatio"]); err != nil {
 		return s, fmt.Errorf("spec.overcommitRatio: %w", err)
 	}
-	s.Class, _ = spec["storageClassName"].(string)
-	if s.Class == "" {
-		s.Class = pool.GetName()
-	}
+	s.Class = ClassesOf(pool)[0]
 	return s, nil
 }
 
-// ClassOf is the StorageClass of a pool, as ParseSpec reads it.
-func ClassOf(pool *unstructured.Unstructured) string {
-	class, _, _ := unstructured.NestedString(pool.Object, "spec", "storageClassName")
-	if class == "" {
-		return pool.GetName()
+// maxClassName is the longest name of a StorageClass (a DNS subdomain).
+const maxClassName = 253
+
+// DefaultClass is <namespace>-<name>, cut to 253 characters: the name a pool's StorageClass
+// is to default to once the chart can keep the class of an existing pool (see
+// docs/pools.md), so that pools of one name in two namespaces do not compete for one
+// cluster-wide name.
+func DefaultClass(namespace, name string) string {
+	class := namespace + "-" + name
+	if len(class) > maxClassName {
+		class = class[:maxClassName]
 	}
-	return class
+	// A cut may end the name in a separator, which a DNS subdomain may not.
+	return strings.TrimRight(class, "-.")
+}
+
+// ClassesOf are the StorageClasses a pool may own, the chart's default first:
+// spec.storageClassName alone when it is set; otherwise the pool's name, which the chart
+// renders, then DefaultClass. The sidecar keeps the books of whichever of them the pool's
+// release created (PoolReconciler.ownership), so a pool's books follow its class whichever
+// default its release was installed with.
+func ClassesOf(pool *unstructured.Unstructured) []string {
+	class, _, _ := unstructured.NestedString(pool.Object, "spec", "storageClassName")
+	if class != "" {
+		return []string{class}
+	}
+	return []string{pool.GetName(), DefaultClass(pool.GetNamespace(), pool.GetName())}
 }
 
 func parseCapacity(v any) (resource.Quantity, error) {
@@ -274,20 +290,18 @@ func ComputeStatus(generation int64, spec Spec, own Ownership, usage Usage, cond
 	st.PoolUsage = &PoolUsage{
 		Allocated: canonical(usage.Allocated, f),
 		Available: canonical(available, f),
+		Requested: canonical(usage.Requested, f),
 		Claims: ClaimCounts{
 			Bound:   int64(usage.Bound),
 			Pending: int64(usage.Pending),
 			Total:   int64(usage.Bound + usage.Pending),
 		},
-		Namespaces: make([]NamespaceStatus, 0, len(usage.Namespaces)),
-	}
-	for _, n := range usage.Namespaces {
-		st.Namespaces = append(st.Namespaces, NamespaceStatus{Namespace: n.Namespace, Allocated: canonical(n.Allocated, f), Claims: int64(n.Claims)})
+		NamespaceCount: int64(usage.Namespaces),
 	}
 
 	lvl := level(usage.Allocated, allocatable)
 	limit := fmt.Sprintf("%s (capacity %s × overcommitRatio %s)", st.Allocatable, st.Capacity, spec.Ratio)
-	held := fmt.Sprintf("%d claims of StorageClass %q hold %s", st.Claims.Total, spec.Class, st.Allocated)
+	held := fmt.Sprintf("%d bound claims of StorageClass %q hold %s", st.Claims.Bound, spec.Class, st.Allocated)
 
 	capacityAvailable := metav1.Condition{Type: ConditionCapacityAvailable, ObservedGeneration: generation, LastTransitionTime: now}
 	if lvl == levelFull {
@@ -336,12 +350,12 @@ func levelEvents(from, to int, st PoolStatus, spec Spec) []usageEvent {
 		return nil
 	}
 	var out []usageEvent
-	top := "none"
-	if len(st.Namespaces) > 0 {
-		top = fmt.Sprintf("namespace %s with %s in %d claims", st.Namespaces[0].Namespace, st.Namespaces[0].Allocated, st.Namespaces[0].Claims)
-	}
-	summary := fmt.Sprintf("%s of %s allocated (capacity %s × overcommitRatio %s) to %d claims of StorageClass %q; largest user: %s.",
-		st.Allocated, st.Allocatable, st.Capacity, spec.Ratio, st.Claims.Total, st.StorageClassName, top)
+	// Counts only: the Event is read by whoever may read the pool, who may not learn which
+	// other namespaces use it.
+	summary := fmt.Sprintf("%s of %s allocated (capacity %s × overcommitRatio %s) to %d bound claims of StorageClass %q in %s; "+
+		"%d pending claims ask for %s more.",
+		st.Allocated, st.Allocatable, st.Capacity, spec.Ratio, st.Claims.Bound, st.StorageClassName,
+		plural(st.NamespaceCount, "namespace"), st.Claims.Pending, st.Requested)
 	if from < levelHigh && to >= levelHigh {
 		out = append(out, usageEvent{ReasonUsageHigh, "Pool usage crossed 80%: " + summary +
 			" Plan more capacity or free unused claims."})
@@ -351,6 +365,14 @@ func levelEvents(from, to int, st PoolStatus, spec Spec) []usageEvent {
 			" New claims overcommit the pool: delete unused claims, or raise spec.capacity or spec.overcommitRatio."})
 	}
 	return out
+}
+
+// plural is "1 namespace", "2 namespaces".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // StatusPatch returns the JSON merge patch that sets status.pool of pool to desired, or nil
