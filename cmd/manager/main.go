@@ -69,8 +69,10 @@ func main() {
 			"object a HorizontalPodAutoscaler scales, are neither repaired nor reported. A flag, not a watches.yaml key, so that "+
 			"the stock helm-operator and the strict watches file reading stay as they are. See docs/drift.md.")
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
-		"Secret holding the key that signs release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
-			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>; created if missing.")
+		"Secret holding the keys of release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
+			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>: field key signs and verifies, "+
+			"fields previous-<name> only verify (rotation); read at start. Created with a new key if missing, which "+
+			"makes every record signed before refused: back it up. See docs/security.md, \"Key lifecycle: rotation, loss, restore\".")
 	flag.Parse()
 	log := setupLog(&common)
 	opts.LeaderElection = common.LeaderElect

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,21 +13,29 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// keyField is the data field of the key Secret that holds the key.
-const keyField = "key"
+// The data fields of the key Secret: keyField holds the current key, which signs; each
+// previousPrefix+<any name> field a previous one, which only verifies (rotation: see
+// docs/security.md, "Key lifecycle: rotation, loss, restore").
+const (
+	keyField       = "key"
+	previousPrefix = "previous-"
+)
 
-// LoadOrCreateKey reads the signing key from the Secret ns/name, creating it with a new
-// random key if it does not exist. The Secret lives in the operator's own namespace, which
-// namespace editors cannot read; whoever can read it (cluster admins) can sign records.
-// Several replicas may race to create it: the loser reads the winner's. It also returns the
-// Secret, whose annotations record the one-time take-over of unsigned records.
-func LoadOrCreateKey(ctx context.Context, cs kubernetes.Interface, ns, name string) (Key, *corev1.Secret, error) {
+// LoadOrCreateKeys reads the signing keys from the Secret ns/name, creating it with a new
+// random key if it does not exist; created says it did. The Secret lives in the operator's
+// own namespace, which namespace editors cannot read; whoever can read it (cluster admins) can
+// sign records. Several replicas may race to create it: the loser reads the winner's (and
+// created is false for it). It also returns the Secret, whose annotations record the take-overs.
+//
+// A created key on a cluster where the operator signed records before means the key was lost:
+// the caller says so, loudly (trustedconfig).
+func LoadOrCreateKeys(ctx context.Context, cs kubernetes.Interface, ns, name string) (keys Keys, s *corev1.Secret, created bool, err error) {
 	secrets := cs.CoreV1().Secrets(ns)
-	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	s, err = secrets.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		key := make([]byte, MinKeySize)
 		if _, err := rand.Read(key); err != nil {
-			return nil, nil, err
+			return Keys{}, nil, false, err
 		}
 		s, err = secrets.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
@@ -33,17 +43,57 @@ func LoadOrCreateKey(ctx context.Context, cs kubernetes.Interface, ns, name stri
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{keyField: key},
 		}, metav1.CreateOptions{})
+		created = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			s, err = secrets.Get(ctx, name, metav1.GetOptions{})
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("release signing key %s/%s: %w", ns, name, err)
+		return Keys{}, nil, false, fmt.Errorf("release signing key %s/%s: %w", ns, name, err)
 	}
-	key := s.Data[keyField]
-	if len(key) < MinKeySize {
-		return nil, nil, fmt.Errorf("release signing key %s/%s: field %q holds %d bytes, want at least %d",
-			ns, name, keyField, len(key), MinKeySize)
+	keys, err = ParseKeys(s.Data)
+	if err != nil {
+		return Keys{}, nil, false, fmt.Errorf("release signing key %s/%s: %w", ns, name, err)
 	}
-	return Key(key), s, nil
+	return keys, s, created, nil
+}
+
+// ParseKeys reads the keys of the key Secret's data. A field it does not know, or a key
+// shorter than MinKeySize, is an error rather than ignored: a mistyped "previous-" field would
+// otherwise silently leave records of that key unverifiable.
+func ParseKeys(data map[string][]byte) (Keys, error) {
+	var ks Keys
+	current := data[keyField]
+	if len(current) < MinKeySize {
+		return Keys{}, fmt.Errorf("field %q holds %d bytes, want at least %d", keyField, len(current), MinKeySize)
+	}
+	ks.Current = Key(current)
+	names := make([]string, 0, len(data))
+	for f := range data {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	for _, f := range names {
+		if f == keyField {
+			continue
+		}
+		if !strings.HasPrefix(f, previousPrefix) {
+			return Keys{}, fmt.Errorf("field %q is neither %q (the current key) nor %q<name> (a previous key)", f, keyField, previousPrefix)
+		}
+		if len(data[f]) < MinKeySize {
+			return Keys{}, fmt.Errorf("field %q holds %d bytes, want at least %d", f, len(data[f]), MinKeySize)
+		}
+		if k := Key(data[f]); !ks.Holds(k.ID()) {
+			ks.Previous = append(ks.Previous, k)
+		}
+	}
+	return ks, nil
+}
+
+// IDs are the ids of the current key and of the previous ones, for the log.
+func (ks Keys) IDs() (current string, previous []string) {
+	for _, k := range ks.Previous {
+		previous = append(previous, k.ID())
+	}
+	return ks.Current.ID(), previous
 }

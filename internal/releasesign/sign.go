@@ -20,9 +20,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,12 +32,17 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// SignatureAnnotation holds a record's signature.
+// SignatureAnnotation holds a record's signature: "<key id>.<MAC>" since key ids, a bare MAC
+// before (see Keys.Verify).
 const SignatureAnnotation = "warpdrive.transwarp.io/release-signature"
 
 // signatureVersion prefixes the signed bytes, so that a change of what is signed can never
-// make an old signature valid for a new layout.
-const signatureVersion = "warpdrive.transwarp.io/release-signature/v1"
+// make an old signature valid for a new layout. v1 is the layout of signatures without a key
+// id, which are still verified; v2 adds the key id to what is signed.
+const (
+	signatureVersion   = "warpdrive.transwarp.io/release-signature/v1"
+	signatureVersionV2 = "warpdrive.transwarp.io/release-signature/v2"
+)
 
 // helmLabels are the labels Helm queries records by (name, status) and derives from the
 // record (owner, version): a record with a signed body but a relabelled status would
@@ -45,17 +52,93 @@ var helmLabels = []string{"owner", "name", "status", "version"}
 // MinKeySize is the shortest key accepted: an HMAC-SHA256 key of 32 bytes.
 const MinKeySize = 32
 
+// KeyDocs is where people read what to do about a record signed by a key the operator does not
+// hold: docs/security.md's section on the key's lifecycle.
+const KeyDocs = "docs/security.md#key-lifecycle-rotation-loss-restore"
+
 // Key signs and verifies release records.
 type Key []byte
 
-// ErrUnsigned and ErrBadSignature say why a record was refused.
+// keyIDLen is how many hex digits of a key's SHA-256 its id is.
+const keyIDLen = 12
+
+// ID names the key in the signatures it makes: the first 12 hex digits of the SHA-256 of the
+// key, which an administrator computes with
+// `base64 -d | sha256sum | cut -c1-12` from the Secret's field. It tells a record signed by a
+// key the operator does not hold (one that was lost, or rotated out) from one that changed.
+// It reveals nothing usable about the key: a namespace editor who reads a record already
+// holds a MAC under it, which is as good a test of a guessed key as 48 bits of its hash.
+func (k Key) ID() string {
+	sum := sha256.Sum256(k)
+	return hex.EncodeToString(sum[:])[:keyIDLen]
+}
+
+// validKeyID reports whether id has the shape of a key id: only then is it repeated in a
+// refusal (it is written by whoever wrote the record, and ends up in Events and logs).
+func validKeyID(id string) bool {
+	if len(id) != keyIDLen {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Refusals: why a record was refused. ErrChanged and ErrNoKeyVerifies are ErrBadSignature;
+// an *UnknownKeyError is ErrUnknownKey.
 var (
 	ErrUnsigned     = errors.New("not signed by this operator")
 	ErrBadSignature = errors.New("signature does not match its content (changed after the operator wrote it, or signed with another key)")
+	// ErrChanged: the record names a key the operator holds, and does not verify under it.
+	ErrChanged error = &badSignature{"signature does not match its content: the record changed after the operator wrote it"}
+	// ErrNoKeyVerifies: a signature without a key id (written before key ids) that no key the
+	// operator holds verifies. A changed record and one signed by a lost key look the same.
+	ErrNoKeyVerifies error = &badSignature{"signature without key id (written before key ids) that no key of this " +
+		"operator verifies: the record changed after the operator wrote it, or was signed by a key this operator no " +
+		"longer holds; if the signing key was lost or replaced, restore it from a backup, or see " + KeyDocs}
+	ErrUnknownKey = errors.New("signed by a key this operator does not hold")
 )
 
-// signature computes the signature of s as if it were stored in namespace ns.
-func (k Key) signature(ns string, s *corev1.Secret) string {
+// badSignature is a more precise ErrBadSignature.
+type badSignature struct{ msg string }
+
+func (e *badSignature) Error() string        { return e.msg }
+func (e *badSignature) Is(target error) bool { return target == ErrBadSignature }
+
+// UnknownKeyError: the record's signature names a key the operator does not hold. That is
+// what every record looks like after the key was lost or replaced, and what a namespace
+// editor's record with a made-up key id looks like: either way it is refused.
+type UnknownKeyError struct{ ID string }
+
+func (e *UnknownKeyError) Error() string {
+	return fmt.Sprintf("signed by another key (id %s), which this operator does not hold: restore the signing key "+
+		"from a backup, or see %s", e.ID, KeyDocs)
+}
+
+func (e *UnknownKeyError) Is(target error) bool { return target == ErrUnknownKey }
+
+// Reason is a refusal's class, as the metric of refused records labels it: "unsigned",
+// "changed" (a key the operator holds does not verify it), "other_key" (signed by a key it
+// does not hold), "no_key_id" (a signature without key id that no key verifies).
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, ErrUnsigned):
+		return "unsigned"
+	case errors.Is(err, ErrUnknownKey):
+		return "other_key"
+	case errors.Is(err, ErrNoKeyVerifies):
+		return "no_key_id"
+	default:
+		return "changed"
+	}
+}
+
+// mac computes the MAC of s as if it were stored in namespace ns: the v1 layout with id "",
+// the v2 layout, which signs the key id too, otherwise.
+func (k Key) mac(ns, id string, s *corev1.Secret) string {
 	mac := hmac.New(sha256.New, k)
 	field := func(h hash.Hash, b []byte) {
 		var n [8]byte
@@ -63,7 +146,12 @@ func (k Key) signature(ns string, s *corev1.Secret) string {
 		h.Write(n[:])
 		h.Write(b)
 	}
-	field(mac, []byte(signatureVersion))
+	if id == "" {
+		field(mac, []byte(signatureVersion))
+	} else {
+		field(mac, []byte(signatureVersionV2))
+		field(mac, []byte(id))
+	}
 	field(mac, []byte(ns))
 	field(mac, []byte(s.Name))
 	field(mac, []byte(s.Type))
@@ -74,24 +162,82 @@ func (k Key) signature(ns string, s *corev1.Secret) string {
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// Sign sets the signature of s, a record about to be written to namespace ns.
+// Sign sets the signature of s, a record about to be written to namespace ns: the key's id and
+// the MAC, so that a record signed by a key the operator no longer holds can be told apart.
 func (k Key) Sign(ns string, s *corev1.Secret) {
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
-	s.Annotations[SignatureAnnotation] = k.signature(ns, s)
+	id := k.ID()
+	s.Annotations[SignatureAnnotation] = id + "." + k.mac(ns, id, s)
 }
 
-// Verify returns nil if s, read from namespace ns, carries a valid signature.
-func (k Key) Verify(ns string, s *corev1.Secret) error {
+// Verify returns nil if s, read from namespace ns, carries a valid signature of k.
+func (k Key) Verify(ns string, s *corev1.Secret) error { return Keys{Current: k}.Verify(ns, s) }
+
+// Keys are the keys of the key Secret: the current one signs, the previous ones (rotated out)
+// only verify, so that a release not written since a rotation keeps its records.
+type Keys struct {
+	Current  Key
+	Previous []Key
+}
+
+// All is the current key and then the previous ones.
+func (ks Keys) All() []Key { return append([]Key{ks.Current}, ks.Previous...) }
+
+// Holds reports whether id is the id of one of ks.
+func (ks Keys) Holds(id string) bool {
+	for _, k := range ks.All() {
+		if k.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Sign signs s with the current key.
+func (ks Keys) Sign(ns string, s *corev1.Secret) { ks.Current.Sign(ns, s) }
+
+// SignatureKeyID is the key id a record's signature names, "" for an unsigned record or a
+// signature without key id (the record's metadata tells it: the manager's cache has it).
+func SignatureKeyID(s *corev1.Secret) string {
+	id, _, ok := strings.Cut(s.Annotations[SignatureAnnotation], ".")
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// Verify returns nil if s, read from namespace ns, carries a valid signature of one of ks.
+// A signature names its key: it is checked under that key only, and one naming a key not in
+// ks is an *UnknownKeyError. A signature without key id (before key ids) is checked under
+// every key. Nothing is accepted that no key of ks signed.
+func (ks Keys) Verify(ns string, s *corev1.Secret) error {
 	got, ok := s.Annotations[SignatureAnnotation]
 	if !ok {
 		return ErrUnsigned
 	}
-	if !hmac.Equal([]byte(got), []byte(k.signature(ns, s))) {
-		return ErrBadSignature
+	if id, _, withID := strings.Cut(got, "."); withID {
+		if !validKeyID(id) {
+			return ErrBadSignature
+		}
+		for _, k := range ks.All() {
+			if k.ID() != id {
+				continue
+			}
+			if !hmac.Equal([]byte(got), []byte(id+"."+k.mac(ns, id, s))) {
+				return ErrChanged
+			}
+			return nil
+		}
+		return &UnknownKeyError{ID: id}
 	}
-	return nil
+	for _, k := range ks.All() {
+		if hmac.Equal([]byte(got), []byte(k.mac(ns, "", s))) {
+			return nil
+		}
+	}
+	return ErrNoKeyVerifies
 }
 
 // RefusalFunc is told of each record hidden from Helm, and why.
@@ -102,12 +248,13 @@ type RefusalFunc func(secret string, reason error)
 type SecretClient struct {
 	corev1client.SecretInterface
 	namespace string
-	key       Key
+	key       Keys
 	refused   RefusalFunc
 }
 
-// NewSecretClient wraps the Secrets client of namespace ns. refused may be nil.
-func NewSecretClient(c corev1client.SecretInterface, ns string, key Key, refused RefusalFunc) *SecretClient {
+// NewSecretClient wraps the Secrets client of namespace ns: it signs with key's current key and
+// verifies with any of them. refused may be nil.
+func NewSecretClient(c corev1client.SecretInterface, ns string, key Keys, refused RefusalFunc) *SecretClient {
 	if refused == nil {
 		refused = func(string, error) {}
 	}
@@ -122,7 +269,8 @@ func (c *SecretClient) Create(ctx context.Context, s *corev1.Secret, opts metav1
 }
 
 // Update signs and updates a record. Helm updates a record it has just read, so the record
-// it replaces verified.
+// it replaces verified. It is signed with the current key whatever key signed it before: a
+// record is re-signed after a rotation the next time Helm writes it.
 func (c *SecretClient) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
 	s = s.DeepCopy()
 	c.key.Sign(c.namespace, s)

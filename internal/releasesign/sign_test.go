@@ -2,9 +2,12 @@ package releasesign
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,8 +55,11 @@ func TestVerifyRefusesEveryChange(t *testing.T) {
 				t.Fatal("verified, want refused")
 			}
 			want := ErrBadSignature
-			if name == "unsigned" {
+			switch name {
+			case "unsigned":
 				want = ErrUnsigned
+			case "signature of other key":
+				want = ErrUnknownKey
 			}
 			if !errors.Is(err, want) {
 				t.Errorf("error %v, want %v", err, want)
@@ -75,7 +81,7 @@ func TestSecretClientSignsWritesAndHidesForgeries(t *testing.T) {
 	forgedNs.Namespace = "t1"
 	cs := fake.NewClientset(forgedNs) // forged: unsigned
 	refused := map[string]error{}
-	c := NewSecretClient(cs.CoreV1().Secrets("t1"), "t1", testKey, func(s string, err error) { refused[s] = err })
+	c := NewSecretClient(cs.CoreV1().Secrets("t1"), "t1", Keys{Current: testKey}, func(s string, err error) { refused[s] = err })
 
 	if _, err := c.Create(ctx, record("x", "deployed", "1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -119,20 +125,180 @@ func TestSecretClientSignsWritesAndHidesForgeries(t *testing.T) {
 	}
 }
 
-func TestLoadOrCreateKey(t *testing.T) {
+func TestLoadOrCreateKeys(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
-	k1, _, err := LoadOrCreateKey(ctx, cs, "op", "key")
-	if err != nil || len(k1) != MinKeySize {
-		t.Fatalf("first load: %d bytes, %v", len(k1), err)
+	k1, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key")
+	if err != nil || len(k1.Current) != MinKeySize || !created || len(k1.Previous) != 0 {
+		t.Fatalf("first load: %d bytes, created %v, %v", len(k1.Current), created, err)
 	}
-	k2, _, err := LoadOrCreateKey(ctx, cs, "op", "key")
-	if err != nil || string(k1) != string(k2) {
-		t.Fatalf("second load returned another key (%v)", err)
+	k2, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key")
+	if err != nil || string(k1.Current) != string(k2.Current) || created {
+		t.Fatalf("second load returned another key, or created one (%v, %v)", created, err)
 	}
-	short := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": []byte("short")}})
-	if _, _, err := LoadOrCreateKey(ctx, short, "op", "key"); err == nil {
-		t.Error("a 5-byte key was accepted")
+	for name, data := range map[string]map[string][]byte{
+		"a 5-byte key":          {"key": []byte("short")},
+		"a 5-byte previous key": {"key": testKey, "previous-1": []byte("short")},
+		"a mistyped field":      {"key": testKey, "previus-1": otherKey},
+		"no current key":        {"previous-1": otherKey},
+	} {
+		bad := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: data})
+		if _, _, _, err := LoadOrCreateKeys(ctx, bad, "op", "key"); err == nil {
+			t.Errorf("%s was accepted", name)
+		}
+	}
+}
+
+var otherKey = Key("another key of thirty-two bytes!")
+
+// A key id is a short hash of the key, as the docs tell administrators to compute it, and a
+// signature names it.
+func TestKeyIDs(t *testing.T) {
+	sum := sha256.Sum256(testKey)
+	if got, want := testKey.ID(), hex.EncodeToString(sum[:])[:12]; got != want {
+		t.Errorf("key id %q, want %q (sha256sum | cut -c1-12)", got, want)
+	}
+	if testKey.ID() == otherKey.ID() {
+		t.Error("two keys with one id")
+	}
+	s := record("x", "deployed", "1")
+	testKey.Sign("t1", s)
+	if got := SignatureKeyID(s); got != testKey.ID() || !strings.HasPrefix(s.Annotations[SignatureAnnotation], testKey.ID()+".") {
+		t.Errorf("signature %q names key %q, want %q", s.Annotations[SignatureAnnotation], got, testKey.ID())
+	}
+	// The key id is signed: moving a MAC under another id does not verify.
+	forged := s.DeepCopy()
+	_, mac, _ := strings.Cut(s.Annotations[SignatureAnnotation], ".")
+	forged.Annotations[SignatureAnnotation] = otherKey.ID() + "." + mac
+	if err := (Keys{Current: testKey, Previous: []Key{otherKey}}).Verify("t1", forged); !errors.Is(err, ErrChanged) {
+		t.Errorf("a MAC under another key's id: %v, want changed", err)
+	}
+}
+
+// legacySign signs as the version before key ids did: a bare MAC of the v1 layout.
+func legacySign(k Key, ns string, s *corev1.Secret) {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[SignatureAnnotation] = k.mac(ns, "", s)
+}
+
+// What a refusal says: unsigned, changed under a key the operator holds, signed by a key it
+// does not hold (named by its id), or a signature without key id that no key verifies.
+func TestRefusalsTellAnotherKeyFromAChange(t *testing.T) {
+	keys := Keys{Current: testKey}
+	byOther := record("x", "deployed", "1")
+	otherKey.Sign("t1", byOther)
+	err := keys.Verify("t1", byOther)
+	var unknown *UnknownKeyError
+	if !errors.As(err, &unknown) || unknown.ID != otherKey.ID() || Reason(err) != "other_key" {
+		t.Fatalf("a record of another key: %v (%s)", err, Reason(err))
+	}
+	for _, want := range []string{"signed by another key (id " + otherKey.ID() + ")", "restore the signing key from a backup", KeyDocs} {
+		if !strings.Contains(Describe(byOther.Name, err), want) {
+			t.Errorf("refusal %q does not say %q", Describe(byOther.Name, err), want)
+		}
+	}
+
+	changed := record("x", "deployed", "1")
+	testKey.Sign("t1", changed)
+	changed.Labels["status"] = "superseded"
+	if err := keys.Verify("t1", changed); !errors.Is(err, ErrChanged) || !errors.Is(err, ErrBadSignature) || Reason(err) != "changed" {
+		t.Errorf("a changed record: %v (%s)", err, Reason(err))
+	}
+
+	legacyOther := record("x", "deployed", "1")
+	legacySign(otherKey, "t1", legacyOther)
+	if err := keys.Verify("t1", legacyOther); !errors.Is(err, ErrNoKeyVerifies) || !errors.Is(err, ErrBadSignature) ||
+		Reason(err) != "no_key_id" || !strings.Contains(err.Error(), KeyDocs) {
+		t.Errorf("a record of another key without key id: %v (%s)", err, Reason(err))
+	}
+	if err := keys.Verify("t1", record("x", "deployed", "1")); Reason(err) != "unsigned" {
+		t.Errorf("an unsigned record: %v (%s)", err, Reason(err))
+	}
+
+	// A key id is repeated in a refusal only if it has the shape of one: whoever wrote the
+	// record wrote it, and refusals end up in Events and logs.
+	for _, id := range []string{"", "ABCDEF012345", "0123456789abc", "0123\n5678ab", strings.Repeat("a", 4096)} {
+		s := record("x", "deployed", "1")
+		s.Annotations = map[string]string{SignatureAnnotation: id + ".bWFj"}
+		if err := keys.Verify("t1", s); errors.As(err, &unknown) || !errors.Is(err, ErrBadSignature) {
+			t.Errorf("signature naming key %.20q: %v, want a bad signature", id, err)
+		}
+	}
+}
+
+// Rotation: after a new current key is added and the old one kept as previous, every record
+// the old key signed still verifies, with or without key id; what is written from then on is
+// signed by the new key; a record of neither is still refused; with the old key dropped, its
+// records are refused as signed by another key.
+func TestRotation(t *testing.T) {
+	ctx := context.Background()
+	old, current := testKey, otherKey
+	oldRecord := record("x", "superseded", "1")
+	old.Sign("t1", oldRecord)
+	legacyRecord := record("y", "deployed", "1")
+	legacySign(old, "t1", legacyRecord)
+	for _, s := range []*corev1.Secret{oldRecord, legacyRecord} {
+		s.Namespace = "t1"
+	}
+	cs := fake.NewClientset(oldRecord, legacyRecord)
+
+	keys, err := ParseKeys(map[string][]byte{"key": current, "previous-" + old.ID(): old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, prev := keys.IDs(); got != current.ID() || len(prev) != 1 || prev[0] != old.ID() {
+		t.Fatalf("keys %s, previous %v; want %s, [%s]", got, prev, current.ID(), old.ID())
+	}
+	c := NewSecretClient(cs.CoreV1().Secrets("t1"), "t1", keys, func(s string, err error) { t.Errorf("refused %s: %v", s, err) })
+	for _, name := range []string{oldRecord.Name, legacyRecord.Name} {
+		if _, err := c.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("a record of the previous key: %v", err)
+		}
+	}
+	// An upgrade writes a new record and updates the last one: both signed by the new key.
+	if _, err := c.Create(ctx, record("x", "deployed", "2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	up, _ := c.Get(ctx, oldRecord.Name, metav1.GetOptions{})
+	up = up.DeepCopy()
+	up.Labels["status"] = "superseded"
+	if _, err := c.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sh.helm.release.v1.x.v2", oldRecord.Name} {
+		s, err := cs.CoreV1().Secrets("t1").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if SignatureKeyID(s) != current.ID() || current.Verify("t1", s) != nil {
+			t.Errorf("%s written after the rotation is signed by key %q, want %q", name, SignatureKeyID(s), current.ID())
+		}
+	}
+	// The previous key verifies; it does not make anything else verify.
+	third := Key("a third key, of thirty-two bytes")
+	forged := record("x", "deployed", "3")
+	third.Sign("t1", forged)
+	if err := keys.Verify("t1", forged); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("a record of a third key: %v", err)
+	}
+	legacyForged := record("x", "deployed", "3")
+	legacySign(third, "t1", legacyForged)
+	if err := keys.Verify("t1", legacyForged); !errors.Is(err, ErrNoKeyVerifies) {
+		t.Errorf("a record of a third key without key id: %v", err)
+	}
+	relabelled := legacyRecord.DeepCopy()
+	relabelled.Labels["status"] = "superseded"
+	if err := keys.Verify("t1", relabelled); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("a relabelled record of the previous key without key id: %v", err)
+	}
+	// The previous key dropped: its records are another key's.
+	if err := (Keys{Current: current}).Verify("t1", legacyRecord); !errors.Is(err, ErrNoKeyVerifies) {
+		t.Errorf("a record of a dropped key without key id: %v", err)
+	}
+	if err := (Keys{Current: current}).Verify("t1", oldRecord); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("a record of a dropped key: %v", err)
 	}
 }
 
@@ -174,7 +340,7 @@ func TestListReadsAPageAtATime(t *testing.T) {
 		p.items = append(p.items, *signed)
 	}
 	refused := 0
-	c := NewSecretClient(p, "t1", testKey, func(string, error) { refused++ })
+	c := NewSecretClient(p, "t1", Keys{Current: testKey}, func(string, error) { refused++ })
 	list, err := c.List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=x"})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ type Configs struct {
 	keySecret types.NamespacedName
 
 	mu  sync.Mutex
-	key releasesign.Key
+	key releasesign.Keys // loaded once: Current is nil until then
 }
 
 func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []KindPolicy,
@@ -94,22 +94,29 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 	return t, nil
 }
 
-// signingKey returns the key, loading it (and taking over unsigned records) the first time.
-func (t *Configs) signingKey(ctx context.Context) (releasesign.Key, error) {
+// signingKey returns the keys, loading them (and taking over records) the first time. The
+// keys are read once per process: a rotation takes a restart (docs/security.md).
+func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.key != nil {
+	if t.key.Current != nil {
 		return t.key, nil
 	}
-	key, keySecret, err := releasesign.LoadOrCreateKey(ctx, t.secrets, t.keySecret.Namespace, t.keySecret.Name)
+	keys, keySecret, created, err := releasesign.LoadOrCreateKeys(ctx, t.secrets, t.keySecret.Namespace, t.keySecret.Name)
 	if err != nil {
-		return nil, err
+		return releasesign.Keys{}, err
 	}
-	if err := t.takeOver(ctx, key, keySecret); err != nil {
-		return nil, err
+	if err := t.reportKeys(ctx, keys, created); err != nil {
+		return releasesign.Keys{}, err
 	}
-	t.key = key
-	return key, nil
+	if err := t.takeOver(ctx, keys.Current, keySecret); err != nil {
+		return releasesign.Keys{}, err
+	}
+	if err := t.takeOverOtherKeys(ctx, keys, keySecret); err != nil {
+		return releasesign.Keys{}, err
+	}
+	t.key = keys
+	return keys, nil
 }
 
 // ActionConfigFor is the configuration for the release of the CR obj.
@@ -215,6 +222,10 @@ func (r *refusals) add(secret string, reason error) {
 	if r.m == nil {
 		r.m = map[string]error{}
 	}
+	if _, seen := r.m[secret]; !seen {
+		// Counted once per record and reconcile: a driver serves one reconcile.
+		refusedRecords.WithLabelValues(releasesign.Reason(reason)).Inc()
+	}
 	r.m[secret] = reason
 }
 
@@ -236,7 +247,7 @@ var errNoKeyYet = errors.New("the release signing key is not loaded yet")
 // storage, once the key is loaded.
 func (t *Configs) StoredRelease(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
 	t.mu.Lock()
-	loaded := t.key != nil
+	loaded := t.key.Current != nil
 	t.mu.Unlock()
 	if !loaded {
 		return nil, errNoKeyYet

@@ -1,0 +1,135 @@
+package trustedconfig
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+)
+
+// After a key is lost for good, the records it signed are taken over only when an
+// administrator asks on the key's Secret, once, and only by the take-over's rules: a record
+// changed under a key the manager holds, or never signed, stays refused.
+func TestTakeOverOfOtherKeysRecords(t *testing.T) {
+	ctx := context.Background()
+	current := releasesign.Key("0123456789abcdef0123456789abcdef")
+	lost := releasesign.Key("the lost key, of thirty-two byte")
+	keys := releasesign.Keys{Current: current}
+	cm := func(ns string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: " + ns + "\n"
+	}
+	signedBy := func(k releasesign.Key, s *corev1.Secret) *corev1.Secret { k.Sign(s.Namespace, s); return s }
+	noKeyID := unsignedRecord("t1", "no-key-id", "appservice", cm("t1"))
+	noKeyID.Annotations = map[string]string{releasesign.SignatureAnnotation: "a-signature-without-key-id"}
+	changed := signedBy(current, unsignedRecord("t1", "changed", "appservice", cm("t1")))
+	changed.Labels["status"] = "superseded"
+	records := []runtime.Object{
+		signedBy(lost, unsignedRecord("t1", "lost", "appservice", cm("t1"))), // taken over
+		noKeyID, // taken over: may be the lost key's
+		signedBy(lost, unsignedRecord("t1", "ghost", "appservice", cm("t1"))),    // no CR
+		signedBy(lost, unsignedRecord("t1", "reaching", "appservice", cm("t2"))), // names another namespace
+		changed, // changed under the current key
+		unsignedRecord("t1", "unsigned", "appservice", cm("t1")),               // never signed
+		signedBy(current, unsignedRecord("t1", "own", "appservice", cm("t1"))), // the manager's own
+	}
+	cs := fake.NewClientset(records...)
+	cached := crfake.NewClientBuilder()
+	for _, r := range records {
+		s := r.(*corev1.Secret).DeepCopy()
+		s.Data = nil
+		cached.WithObjects(s)
+	}
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key",
+		Annotations: map[string]string{takenOverAnnotation: "earlier"}}, Data: map[string][]byte{"key": current}}
+	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{}}
+	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
+	tc.policies[appGVK] = KindPolicy{GVK: appGVK, Chart: "appservice"}
+	tc.reader = crs{"AppService t1/lost": true, "AppService t1/no-key-id": true, "AppService t1/reaching": true,
+		"AppService t1/changed": true, "AppService t1/unsigned": true, "AppService t1/own": true}
+	verified := func() map[string]bool {
+		out := map[string]bool{}
+		for _, r := range records {
+			s, err := cs.CoreV1().Secrets("t1").Get(ctx, r.(*corev1.Secret).Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[s.Labels["name"]] = keys.Verify("t1", s) == nil
+		}
+		return out
+	}
+
+	// Not asked: nothing is taken over.
+	if err := tc.takeOverOtherKeys(ctx, keys, keySecret); err != nil {
+		t.Fatal(err)
+	}
+	if v := verified(); v["lost"] || v["no-key-id"] {
+		t.Errorf("records of another key taken over unasked: %v", v)
+	}
+
+	keySecret.Annotations[otherKeysAnnotation] = "true"
+	if _, err := cs.CoreV1().Secrets("op").Update(ctx, keySecret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.takeOverOtherKeys(ctx, keys, keySecret); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"lost": true, "no-key-id": true, "own": true}
+	for name, ok := range verified() {
+		if ok != want[name] {
+			t.Errorf("record %s verifies: %v, want %v", name, ok, want[name])
+		}
+	}
+	marked, err := cs.CoreV1().Secrets("op").Get(ctx, "key", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, still := marked.Annotations[otherKeysAnnotation]; still {
+		t.Error("the request is still on the key's Secret")
+	}
+	if got := marked.Annotations[otherKeysTakenOverAnnotation]; !strings.HasSuffix(got, "2 signed, 2 refused") {
+		t.Errorf("take-over recorded as %q, want 2 signed and 2 refused", got)
+	}
+	if marked.Annotations[takenOverAnnotation] != "earlier" {
+		t.Error("the record of the unsigned take-over changed")
+	}
+}
+
+// The census reads, from the cache's metadata, which key each signature names.
+func TestKeyCensus(t *testing.T) {
+	current := releasesign.Key("0123456789abcdef0123456789abcdef")
+	previous := releasesign.Key("the previous key, thirty-two byt")
+	lost := releasesign.Key("the lost key, of thirty-two byte")
+	keys := releasesign.Keys{Current: current, Previous: []releasesign.Key{previous}}
+	cached := crfake.NewClientBuilder()
+	for i, k := range []releasesign.Key{current, previous, previous, lost, lost, nil} {
+		s := unsignedRecord("t1", "r"+string(rune('a'+i)), "appservice", "")
+		if k != nil {
+			k.Sign("t1", s)
+		}
+		s.Data = nil
+		cached.WithObjects(s)
+	}
+	legacy := unsignedRecord("t2", "legacy", "appservice", "")
+	legacy.Annotations = map[string]string{releasesign.SignatureAnnotation: "bWFj"}
+	cached.WithObjects(legacy)
+	tc := &Configs{records: cached.Build()}
+	c, err := tc.keyCensus(context.Background(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.held[current.ID()] != 1 || c.held[previous.ID()] != 2 || c.otherTotal != 2 || c.other[lost.ID()] != 2 ||
+		c.noID != 1 || len(c.otherNS) != 1 || c.otherIDs() != lost.ID() {
+		t.Errorf("census %+v", c)
+	}
+}
