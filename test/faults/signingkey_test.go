@@ -1,0 +1,270 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// TestSigningKeyLossRestoreAndRotation: the release signing key's lifecycle
+// (docs/security.md, "Key lifecycle: rotation, loss, restore"), on a key of the test's own.
+//
+//   - Loss: with releases deployed, the key's Secret is deleted and the manager restarted. It
+//     creates a new key and says so in an Error log line; every CR fails, and its
+//     ReleaseRecordRefused condition and Event name the cause (signed by another key, with the
+//     old key's id) and the way back; the refusals are counted in a metric. An edit does not
+//     apply, and no workload is lost.
+//   - Restore: the Secret is put back from the copy taken before the loss, the accidental key
+//     kept as a previous one, and the manager restarted: every CR reconciles again, the edit
+//     applies.
+//   - Rotation: a new current key is added and the old one kept as previous: the CRs stay
+//     Ready, an edit writes records signed by the new key, and the records not written since
+//     keep the old key's signature and still verify.
+func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
+	if stock {
+		t.Skip("the signing key is this operator's")
+	}
+	ctx := context.Background()
+	op := newOperator(t)
+	ns := env.Namespace(t)
+	keyRef := client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
+	})
+	startManager := func() *proc {
+		t.Helper()
+		p := op.start("manager", framework.ProcessOptions{Flags: []string{"--release-signing-key=" + keyRef.String()}})
+		waitLeader(t, p)
+		return p
+	}
+	m := startManager()
+	op.sidecar()
+
+	const n = 3
+	name := func(i int) string { return fmt.Sprintf("app-%d", i) }
+	for i := range n {
+		env.Create(t, appService.newCR(ns, name(i), 1))
+	}
+	waitReady(t, ns)
+	backup := &corev1.Secret{}
+	if err := env.Client.Get(ctx, keyRef, backup); err != nil {
+		t.Fatal(err)
+	}
+	old, err := releasesign.ParseKeys(backup.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := old.Current.ID()
+	t.Logf("releases deployed, signed by key %s; the key's Secret copied", oldID)
+
+	// Loss.
+	m.Stop()
+	if err := env.Client.Delete(ctx, backup.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	m = startManager()
+	framework.Eventually(t, 2*time.Minute, func(context.Context) error {
+		out, err := m.Output()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "the release signing key's Secret was missing") {
+				if !strings.Contains(strings.ToLower(line), "error") {
+					return fmt.Errorf("the loss is logged, not as an error: %s", line)
+				}
+				t.Logf("the manager logs: %s", line)
+				return nil
+			}
+		}
+		return fmt.Errorf("the manager does not log the loss of the key")
+	})
+	edited := appService.newCR(ns, name(0), 1)
+	if err := appService.setReplicas(ctx, edited, 2); err != nil {
+		t.Fatal(err)
+	}
+	wantCause := "signed by another key (id " + oldID + ")"
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		for i := range n {
+			cr := appService.newCR(ns, name(i), 0)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+				return err
+			}
+			if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s != "True" ||
+				!strings.Contains(msg, wantCause) || !strings.Contains(msg, "restore the signing key from a backup") {
+				return fmt.Errorf("%s: ReleaseRecordRefused=%q: %s", cr.GetName(), s, msg)
+			}
+			evs, err := events(ctx, ns, cr.GetName(), "ReleaseRecordRefused")
+			if err != nil {
+				return err
+			}
+			if !anyEventSays(evs, wantCause) {
+				return fmt.Errorf("%s: no ReleaseRecordRefused Event says %q", cr.GetName(), wantCause)
+			}
+		}
+		if v, err := framework.Metric(m.metrics, "warpdrive_release_records_refused_total", `reason="other_key"`); err != nil || v < n {
+			return fmt.Errorf("warpdrive_release_records_refused_total{reason=other_key} = %v (%v), want at least %d", v, err, n)
+		}
+		return nil
+	})
+	cr := appService.newCR(ns, name(0), 0)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+		t.Fatal(err)
+	}
+	_, _, msg := framework.Condition(cr, "ReleaseRecordRefused")
+	t.Logf("with the key lost, %s says: %s", name(0), msg)
+	s, err := snapshot(ctx, ns, appService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		wkind, wname := appService.workload(appService.newCR(ns, name(i), 0))
+		w, ok := s.workloads[wkind+"/"+wname]
+		if !ok || w.replicas != 1 {
+			t.Errorf("with the key lost, %s %s: present %v, %d replicas; want it as it was (1)", wkind, wname, ok, w.replicas)
+		}
+		if revs := s.releases[name(i)]; len(revs) != 1 {
+			t.Errorf("with the key lost, release %s has %d records, want its 1", name(i), len(revs))
+		}
+	}
+
+	// Restore, from the copy: the key that signed the records is current again, and the one
+	// created in its place is kept as previous (records it signed meanwhile still verify).
+	m.Stop()
+	accidental := &corev1.Secret{}
+	if err := env.Client.Get(ctx, keyRef, accidental); err != nil {
+		t.Fatal(err)
+	}
+	created, err := releasesign.ParseKeys(accidental.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Current.ID() == oldID {
+		t.Fatal("the manager found the old key again")
+	}
+	// As docs/security.md says: the copy's key back in the Secret, the accidental one kept.
+	accidental.Data = map[string][]byte{"key": backup.Data["key"], "previous-lost": created.Current}
+	if err := env.Client.Update(ctx, accidental); err != nil {
+		t.Fatal(err)
+	}
+	m = startManager()
+	waitReady(t, ns)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		return noRefusals(ctx, ns, n, name)
+	})
+	t.Logf("the key restored: every CR reconciled again, the edit applied")
+
+	// Rotation: a new current key, the old one kept as previous.
+	m.Stop()
+	newKey := make([]byte, releasesign.MinKeySize)
+	if _, err := rand.Read(newKey); err != nil {
+		t.Fatal(err)
+	}
+	rotated := &corev1.Secret{}
+	if err := env.Client.Get(ctx, keyRef, rotated); err != nil {
+		t.Fatal(err)
+	}
+	rotated.Data["previous-"+oldID] = rotated.Data["key"]
+	rotated.Data["key"] = newKey
+	if err := env.Client.Update(ctx, rotated); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := releasesign.ParseKeys(rotated.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newID := keys.Current.ID()
+	m = startManager()
+	// The CRs stay Ready through the manager's first pass over them.
+	framework.Eventually(t, 2*time.Minute, func(context.Context) error {
+		if r, err := m.reconciles(); err != nil || r < n {
+			return fmt.Errorf("%v reconciles (%v)", r, err)
+		}
+		return nil
+	})
+	waitReady(t, ns)
+	if err := noRefusals(ctx, ns, n, name); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+	if err := appService.setReplicas(ctx, appService.newCR(ns, name(1), 0), 2); err != nil {
+		t.Fatal(err)
+	}
+	s = waitReady(t, ns)
+	if err := noRefusals(ctx, ns, n, name); err != nil {
+		t.Error(err)
+	}
+	for i := range n {
+		for _, r := range s.releases[name(i)] {
+			id := releasesign.SignatureKeyID(&r.secret)
+			if err := keys.Verify(ns, &r.secret); err != nil {
+				t.Errorf("record %s does not verify after the rotation: %v", r.secret.Name, err)
+			}
+			// The edited release's records were all written since (the new revision, and the
+			// last one superseded); the others' were not, and keep the old key's signature.
+			want := oldID
+			if i == 1 {
+				want = newID
+			}
+			if id != want {
+				t.Errorf("record %s (%s) is signed by key %q, want %q", r.secret.Name, r.status, id, want)
+			}
+		}
+	}
+	t.Logf("rotated to key %s: the edit wrote records signed by it, the others keep key %s (previous) and verify", newID, oldID)
+}
+
+// waitReady waits until every AppService of ns is at its spec (release, workload, the
+// sidecar's status) and Ready.
+func waitReady(t testing.TB, ns string) *state {
+	t.Helper()
+	s := waitAllConverged(t, ns, appService)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		crs, err := appService.list(ctx, ns)
+		if err != nil {
+			return err
+		}
+		for i := range crs {
+			if st, _, msg := framework.Condition(&crs[i], "Ready"); st != "True" {
+				return fmt.Errorf("%s: Ready=%q: %s", crs[i].GetName(), st, msg)
+			}
+		}
+		return nil
+	})
+	return s
+}
+
+// noRefusals says which of the n CRs named by name report a refused record.
+func noRefusals(ctx context.Context, ns string, n int, name func(int) string) error {
+	for i := range n {
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(appService.gvk)
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, cr); err != nil {
+			return err
+		}
+		if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s == "True" {
+			return fmt.Errorf("%s: ReleaseRecordRefused=True: %s", name(i), msg)
+		}
+	}
+	return nil
+}
+
+func anyEventSays(evs []corev1.Event, s string) bool {
+	for _, e := range evs {
+		if strings.Contains(e.Message, s) {
+			return true
+		}
+	}
+	return false
+}
