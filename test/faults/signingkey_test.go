@@ -268,3 +268,117 @@ func anyEventSays(evs []corev1.Event, s string) bool {
 	}
 	return false
 }
+
+// TestSigningKeyLostForGood: without a copy of the key, the administrator annotates the new
+// key's Secret and the manager takes the records of the lost key over, once, by the
+// take-over's rules: the CRs reconcile again, under the new key; a record naming a made-up key
+// for a CR that does not exist (as a namespace editor could plant) is not taken over.
+func TestSigningKeyLostForGood(t *testing.T) {
+	if stock {
+		t.Skip("the signing key is this operator's")
+	}
+	ctx := context.Background()
+	op := newOperator(t)
+	ns := env.Namespace(t)
+	keyRef := client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
+	})
+	startManager := func() *proc {
+		t.Helper()
+		p := op.start("manager", framework.ProcessOptions{Flags: []string{"--release-signing-key=" + keyRef.String()}})
+		waitLeader(t, p)
+		return p
+	}
+	m := startManager()
+	op.sidecar()
+	const n = 2
+	name := func(i int) string { return fmt.Sprintf("app-%d", i) }
+	for i := range n {
+		env.Create(t, appService.newCR(ns, name(i), 1))
+	}
+	s := waitReady(t, ns)
+	// A record planted for a CR that does not exist, naming a made-up key: a copy of app-0's,
+	// renamed.
+	planted := s.releases[name(0)][0].secret.DeepCopy()
+	planted.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1.ghost.v1", Labels: planted.Labels,
+		Annotations: map[string]string{releasesign.SignatureAnnotation: "0123456789ab.bWFj"}}
+	planted.Labels["name"] = "ghost"
+	if err := env.Client.Create(ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+
+	m.Stop()
+	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	m = startManager()
+	if err := appService.setReplicas(ctx, appService.newCR(ns, name(0), 0), 2); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		return refusedAsOtherKey(ctx, ns, name(0))
+	})
+
+	// No copy: the administrator asks for the take-over, and restarts the manager.
+	m.Stop()
+	key := &corev1.Secret{}
+	if err := env.Client.Get(ctx, keyRef, key); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := releasesign.ParseKeys(key.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key.Annotations == nil {
+		key.Annotations = map[string]string{}
+	}
+	key.Annotations["warpdrive.transwarp.io/take-over-records-of-other-keys"] = "true"
+	if err := env.Client.Update(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	startManager()
+	s = waitReady(t, ns)
+	if err := noRefusals(ctx, ns, n, name); err != nil {
+		t.Error(err)
+	}
+	for i := range n {
+		for _, r := range s.releases[name(i)] {
+			if err := keys.Verify(ns, &r.secret); err != nil {
+				t.Errorf("record %s after the take-over: %v", r.secret.Name, err)
+			}
+		}
+	}
+	ghost := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(planted), ghost); err != nil {
+		t.Fatal(err)
+	}
+	if keys.Verify(ns, ghost) == nil {
+		t.Error("the planted record was taken over")
+	}
+	if err := env.Client.Get(ctx, keyRef, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, still := key.Annotations["warpdrive.transwarp.io/take-over-records-of-other-keys"]; still {
+		t.Error("the take-over request is still on the key's Secret")
+	}
+	// The outcome counts every record of the cluster it considered, other tests' included.
+	got := key.Annotations["warpdrive.transwarp.io/records-of-other-keys-taken-over"]
+	if !strings.Contains(got, "signed") {
+		t.Errorf("the key's Secret records the take-over as %q", got)
+	}
+	t.Logf("taken over: %s; the planted record stays refused", got)
+}
+
+// refusedAsOtherKey says why the CR ns/name does not report a record signed by another key.
+func refusedAsOtherKey(ctx context.Context, ns, name string) error {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(appService.gvk)
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cr); err != nil {
+		return err
+	}
+	if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s != "True" || !strings.Contains(msg, "signed by another key (id ") {
+		return fmt.Errorf("%s: ReleaseRecordRefused=%q: %s", name, s, msg)
+	}
+	return nil
+}
