@@ -139,10 +139,21 @@ func refusalCondition(refused map[string]error) map[string]any {
 	if len(names) > maxRefusalsListed {
 		parts = append(parts, fmt.Sprintf("and %d more", len(names)-maxRefusalsListed))
 	}
+	// Records of a key the operator no longer holds are the release's own history after a
+	// lost key: deleting them would make the operator install the release anew. Those are
+	// recovered by restoring the key (docs/security.md, "Key lifecycle: rotation, loss,
+	// restore"); the others are a stranger's, to delete.
+	advice := "delete the refused Secrets (this condition clears at the CR's next reconcile)"
+	for _, n := range names {
+		if r := releasesign.Reason(refused[n]); r == "other_key" || r == "no_key_id" {
+			advice = "do not delete records signed by another key: restore the signing key from a backup " +
+				"(docs/security.md#key-lifecycle-rotation-loss-restore); delete the others"
+			break
+		}
+	}
 	msg := fmt.Sprintf("refused %d release record(s) this operator did not write or that changed since: %s. "+
-		"The release goes on from the operator's own records; delete the refused Secrets "+
-		"(this condition clears at the CR's next reconcile)",
-		len(names), strings.Join(parts, "; "))
+		"The release goes on from the operator's own records; %s",
+		len(names), strings.Join(parts, "; "), advice)
 	return map[string]any{"type": conditionRecordRefused, "status": string(metav1.ConditionTrue),
 		"reason": reasonRecordRefused, "message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 }
