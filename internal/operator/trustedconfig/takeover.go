@@ -134,7 +134,10 @@ func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 		for _, h := range rel.Hooks {
 			manifests = append(manifests, h.Manifest)
 		}
-		return confinedManifest(t.mapper, s.Namespace, p.ClusterKinds, manifests...)
+		if err := confinedManifest(t.mapper, s.Namespace, p.ClusterKinds, manifests...); err != nil {
+			return err
+		}
+		return t.clusterObjectsOwned(ctx, s.Namespace, rel.Name, manifests...)
 	}
 	return fmt.Errorf("no custom resource %s/%s of a kind with chart %q", s.Namespace, rel.Name, chartName)
 }
@@ -172,6 +175,43 @@ func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds []schema.G
 			}
 			if !allowed {
 				return &outsideReleaseError{kind: gvk.GroupKind().String(), name: head.Metadata.Name}
+			}
+		}
+	}
+	return nil
+}
+
+// clusterObjectsOwned returns an error if a cluster-scoped object the manifests name exists
+// and is not the release's own, by Helm's ownership annotations. A declared cluster-scoped
+// kind passes confinedManifest under any name: without this, a record a namespace editor
+// wrote, naming an administrator's StorageClass, would be signed, and the release's next
+// upgrade or uninstall would delete that class as its own.
+func (t *Configs) clusterObjectsOwned(ctx context.Context, ns, releaseName string, manifests ...string) error {
+	for _, m := range manifests {
+		for _, doc := range releaseutil.SplitManifests(m) {
+			var head struct {
+				APIVersion string            `json:"apiVersion"`
+				Kind       string            `json:"kind"`
+				Metadata   metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil || head.Kind == "" {
+				continue // confinedManifest has refused what does not parse
+			}
+			gvk := schema.FromAPIVersionAndKind(head.APIVersion, head.Kind)
+			mapping, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil || mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+				continue
+			}
+			live := &metav1.PartialObjectMetadata{}
+			live.SetGroupVersionKind(mapping.GroupVersionKind)
+			if err := t.reader.Get(ctx, client.ObjectKey{Name: head.Metadata.Name}, live); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue // the release would create it
+				}
+				return err
+			}
+			if a := live.GetAnnotations(); a[releaseNameAnnotation] != releaseName || a[releaseNamespaceAnnotation] != ns {
+				return fmt.Errorf("the record names %s %s, which is not release %s/%s's", gvk.Kind, head.Metadata.Name, ns, releaseName)
 			}
 		}
 	}

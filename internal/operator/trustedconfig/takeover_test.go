@@ -181,3 +181,47 @@ func TestDecodeRecordBounded(t *testing.T) {
 		t.Errorf("decoded %+v", rel)
 	}
 }
+
+// withObjects is crs that also holds cluster-scoped objects, "Kind name" → their annotations.
+type withObjects struct {
+	crs
+	objects map[string]map[string]string
+}
+
+func (w withObjects) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		a, found := w.objects[m.GroupVersionKind().Kind+" "+key.Name]
+		if !found {
+			return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+		}
+		m.SetName(key.Name)
+		m.SetAnnotations(a)
+		return nil
+	}
+	return w.crs.Get(ctx, key, obj, opts...)
+}
+
+// A record of a chart that declares a cluster-scoped kind is taken over only if each object
+// of that kind it names is the release's own or does not exist: a record naming an
+// administrator's StorageClass would otherwise be signed, and the class deleted by the
+// release's next upgrade.
+func TestTakeOverRefusesClusterObjectsOfOthers(t *testing.T) {
+	ctx := context.Background()
+	poolGVK := schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"}
+	tc := &Configs{mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{
+		poolGVK: {GVK: poolGVK, Chart: "warpdrivepool", ClusterKinds: []schema.GroupKind{storageClassGVK.GroupKind()}}}}
+	tc.reader = withObjects{crs: crs{"WarpdrivePool t1/pool": true}, objects: map[string]map[string]string{
+		"StorageClass admins": {"storageclass.kubernetes.io/is-default-class": "true"},
+		"StorageClass pool":   {"meta.helm.sh/release-name": "pool", "meta.helm.sh/release-namespace": "t1"},
+		"StorageClass other":  {"meta.helm.sh/release-name": "pool", "meta.helm.sh/release-namespace": "t2"},
+	}}
+	class := func(name string) string {
+		return "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: " + name + "\n"
+	}
+	for name, want := range map[string]bool{"pool": true, "not-yet": true, "admins": false, "other": false} {
+		err := tc.mayTakeOver(ctx, unsignedRecord("t1", "pool", "warpdrivepool", class(name)))
+		if (err == nil) != want {
+			t.Errorf("a record naming StorageClass %s: %v, want taken over %v", name, err, want)
+		}
+	}
+}
