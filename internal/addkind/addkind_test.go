@@ -118,6 +118,41 @@ func TestAddCopiesTheChartAsItIs(t *testing.T) {
 	}
 }
 
+// A template that renders a new value at each render is named in the report: the operator
+// would upgrade its release at every reconcile, unless the chart keeps the first value.
+func TestAddReportsVolatileValues(t *testing.T) {
+	root := smallRepo(t)
+	r, err := Add(Options{Root: root, Chart: filepath.Join("testdata", "keystore"), Kind: "KeyStore", Group: "data.example.com",
+		Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	for _, want := range []string{"Values new at each render", "randAlphaNum: keystore/charts/common/templates/_secrets.tpl"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+	// The library's random password is looked up: lookup is declared with tpl.
+	if got := r.Annotations; !strings.Contains(strings.Join(got, "\n"), "lookup,tpl") {
+		t.Errorf("Chart.yaml annotations set %v, want template functions lookup,tpl", got)
+	}
+
+	// The ledger chart renders the same at each render.
+	root = smallRepo(t)
+	r, err = Add(Options{Root: root, Chart: filepath.Join("testdata", "ledger"), Kind: "Ledger", Group: "batch.example.com",
+		Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	r.Print(&out)
+	if strings.Contains(out.String(), "Values new at each render") {
+		t.Errorf("the report of ledger names values new at each render:\n%s", out.String())
+	}
+}
+
 // A .helmignore'd file is left out, as Helm's loader leaves it out; a packaged chart and a
 // dependency vendored as a .tgz are taken as they are.
 func TestAddFromPackages(t *testing.T) {

@@ -3,7 +3,8 @@
 // entry to watches.yaml and the Chart.yaml annotations internal/crdgen needs, runs make
 // manifests, and reports what was generated and what a person should review before
 // committing: the CRD's spec schema, the manager's new rights, hooks, the template functions
-// that evaluate values or read the cluster, and the vendored dependencies.
+// that evaluate values or read the cluster, those that render a new value at each render (an
+// upgrade at every reconcile), and the vendored dependencies.
 //
 // Nothing is written unless the chart loads, every dependency it declares is vendored under
 // its charts/ directory, and crdgen accepts it; if make manifests fails, every file it or

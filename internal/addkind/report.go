@@ -87,6 +87,23 @@ func (r *Report) review(c *chart.Chart, crd *apiextv1.CustomResourceDefinition, 
 			"tpl evaluates strings, values of a spec among them, as templates that may call lookup", callLines...)
 	}
 
+	// The operator renders the chart at each reconcile, and upgrades the release when the
+	// rendering differs from the deployed one; an upgrade changes objects it watches, which
+	// is another reconcile. A value new at each render is then an upgrade loop: seen on the
+	// cluster, a chart with a password of randAlphaNum made a new revision five times a second.
+	volatile, _ := functionsCalled(c, VolatileFunctions)
+	var volatileLines []string
+	for _, f := range VolatileFunctions {
+		if len(volatile[f]) > 0 {
+			volatileLines = append(volatileLines, fmt.Sprintf("%s: %s", f, strings.Join(volatile[f], ", ")))
+		}
+	}
+	if len(volatileLines) > 0 {
+		r.add("Values new at each render: unless a template keeps the first value (lookup of the object it rendered, "+
+			"as Bitnami's common.secrets.passwords.manage does) or a spec sets it, the release renders differently "+
+			"at each reconcile and the operator upgrades it again and again", volatileLines...)
+	}
+
 	if deps := dependencyLines(c, c.Name()); len(deps) > 0 {
 		r.add("Dependencies, vendored under charts/ (the operator never downloads one)", deps...)
 	}

@@ -34,6 +34,22 @@ func templatesOf(c *chart.Chart) map[string]string {
 // a comment or a string that only names a function does not count; a template that does not
 // parse is returned in unparsed, since Helm would refuse it too.
 func FunctionsCalled(c *chart.Chart) (calls map[string][]string, unparsed []string) {
+	return functionsCalled(c, chartpolicy.GuardedFunctions)
+}
+
+// VolatileFunctions are the template functions (Sprig's) that return a new value at each
+// call: random strings, numbers, keys and certificates, salted hashes, the time. A template
+// that calls one renders differently at each render, unless it keeps the first value (looking
+// up the object it rendered, as Bitnami's common.secrets.passwords.manage does).
+var VolatileFunctions = []string{
+	"bcrypt", "genCA", "genCAWithKey", "genPrivateKey", "genSelfSignedCert", "genSelfSignedCertWithKey",
+	"genSignedCert", "genSignedCertWithKey", "htpasswd", "now", "randAlpha", "randAlphaNum", "randAscii",
+	"randBytes", "randInt", "randNumeric", "shuffle", "uuidv4",
+}
+
+// functionsCalled returns, for each function of names that a template of c (or of a
+// subchart) calls, the templates that call it, and the templates that do not parse.
+func functionsCalled(c *chart.Chart, names []string) (calls map[string][]string, unparsed []string) {
 	calls = map[string][]string{}
 	for name, text := range templatesOf(c) {
 		trees := map[string]*parse.Tree{}
@@ -47,7 +63,7 @@ func FunctionsCalled(c *chart.Chart) (calls map[string][]string, unparsed []stri
 		for _, tree := range trees {
 			walkIdentifiers(tree.Root, func(ident string) { found[ident] = true })
 		}
-		for _, f := range chartpolicy.GuardedFunctions {
+		for _, f := range names {
 			if found[f] {
 				calls[f] = append(calls[f], name)
 			}
