@@ -69,12 +69,15 @@ func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
 //     valuesfrom.ReadableLabel "true" are kept: whoever may only edit the CR cannot send
 //     another Secret of the namespace into a rendered object (the rule of spec.valuesFrom;
 //     labelling a Secret takes the right to update it).
+//   - A GET of a cluster-scoped object passes only if the release owns it (the same
+//     annotations): a chart may keep the name of a cluster-scoped object its release made
+//     (the pool chart keeps its StorageClass's name), and learns nothing of anyone else's.
 //   - Anything else read is absent, as the API server answers for an object that does not
 //     exist: a GET is 404 Not Found (lookup returns an empty map), a LIST an empty list. That
-//     covers other namespaces, all namespaces at once, subresources, and every cluster-scoped
-//     object, including the kinds the chart declares (reading those would show other
-//     tenants' objects of the kind; no chart needs it to keep its own values stable) and the
-//     release's Namespace (a path under /namespaces/<ns>, hence named apart).
+//     covers other namespaces, all namespaces at once, subresources, every cluster-scoped
+//     object the release does not own and every LIST of them (which would show other
+//     tenants' objects of the kind), and the release's Namespace (a path under
+//     /namespaces/<ns>, hence named apart).
 //   - Every other request (a write, a watch, any other path) is refused: 403 Forbidden.
 //
 // Requests are parsed by the API server's own parser (RequestInfoFactory), so that the
@@ -108,11 +111,14 @@ func (t *lookupTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return refused(req, fmt.Sprintf("%s of %s is not a read a template may make", info.Verb, info.Resource))
 	}
 	core := info.APIGroup == ""
+	if info.Namespace == "" && info.Verb == "get" && info.Subresource == "" && !(core && info.Resource == "namespaces") {
+		return t.kept(req, info, t.owned)
+	}
 	if info.Namespace != t.namespace || info.Subresource != "" || (core && info.Resource == "namespaces") {
 		return t.absent(req, info)
 	}
 	if core && info.Resource == "secrets" {
-		return t.secrets(req, info)
+		return t.kept(req, info, t.readable)
 	}
 	return t.next.RoundTrip(req)
 }
@@ -149,15 +155,24 @@ func (t *lookupTransport) absent(req *http.Request, info *apirequest.RequestInfo
 	return response(req, http.StatusOK, body), nil
 }
 
-// secrets reads Secrets of the release's namespace and keeps those the templates may read. The
-// request asks for JSON, whatever its caller asked for, so that the answer is one the filter
-// understands (a Table or protobuf would otherwise pass unread).
-func (t *lookupTransport) secrets(req *http.Request, info *apirequest.RequestInfo) (*http.Response, error) {
+// kept reads what req asks for and keeps the objects the templates may read (keep): one
+// object, or a list's items. The request asks for JSON, whatever its caller asked for, so
+// that the answer is one the filter understands (a Table or protobuf would otherwise pass
+// unread). A GET the API server does not answer with the object (the operator may not read
+// the kind) reads as absent, like an object that is not kept.
+func (t *lookupTransport) kept(req *http.Request, info *apirequest.RequestInfo, keep func(metav1.Object) bool) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("Accept", "application/json")
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		if info.Verb == "get" {
+			resp.Body.Close()
+			return t.absent(req, info)
+		}
+		return resp, nil
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -165,22 +180,22 @@ func (t *lookupTransport) secrets(req *http.Request, info *apirequest.RequestInf
 		return nil, err
 	}
 	if info.Verb == "get" {
-		var secret metav1.PartialObjectMetadata
-		if err := json.Unmarshal(body, &secret); err != nil {
-			return nil, fmt.Errorf("reading Secret %s/%s for a template: %w", info.Namespace, info.Name, err)
+		var obj metav1.PartialObjectMetadata
+		if err := json.Unmarshal(body, &obj); err != nil {
+			return nil, fmt.Errorf("reading %s %s for a template: %w", info.Resource, info.Name, err)
 		}
-		if !t.readable(&secret) {
-			return statusResponse(req, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, info.Name))
+		if !keep(&obj) {
+			return t.absent(req, info)
 		}
 		return response(req, http.StatusOK, body), nil
 	}
 	var list unstructured.UnstructuredList
 	if err := list.UnmarshalJSON(body); err != nil {
-		return nil, fmt.Errorf("reading the Secrets of %s for a template: %w", info.Namespace, err)
+		return nil, fmt.Errorf("reading the %s of %s for a template: %w", info.Resource, info.Namespace, err)
 	}
 	kept := list.Items[:0]
 	for _, s := range list.Items {
-		if t.readable(&s) {
+		if keep(&s) {
 			kept = append(kept, s)
 		}
 	}
@@ -191,11 +206,15 @@ func (t *lookupTransport) secrets(req *http.Request, info *apirequest.RequestInf
 	return response(req, http.StatusOK, body), nil
 }
 
+// owned reports whether the release owns obj: Helm's ownership annotations name it.
+func (t *lookupTransport) owned(obj metav1.Object) bool {
+	a := obj.GetAnnotations()
+	return a[releaseNameAnnotation] == t.release && a[releaseNamespaceAnnotation] == t.namespace
+}
+
 // readable reports whether the release's templates may read the Secret s of its namespace.
 func (t *lookupTransport) readable(s metav1.Object) bool {
-	a := s.GetAnnotations()
-	owned := a[releaseNameAnnotation] == t.release && a[releaseNamespaceAnnotation] == t.namespace
-	return owned || valuesfrom.Readable(s)
+	return t.owned(s) || valuesfrom.Readable(s)
 }
 
 // refused answers 403 Forbidden, saying why.

@@ -75,9 +75,14 @@ func secret(ns, name string, labels, annotations map[string]string) *corev1.Secr
 		Data:       map[string][]byte{"password": []byte(name + "-password")}}
 }
 
+func clusterRole(name string, annotations map[string]string) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
+}
+
 // newAPIServer serves, for the release "app" of namespace t1: its own Secret, one labelled
-// readable, one of another release, one plain, a ConfigMap; a Secret of namespace t2; a
-// ClusterRole; the Namespaces.
+// readable, one of another release, one plain, a ConfigMap; a Secret of namespace t2;
+// ClusterRoles of no release, of the release and of a release "app" of t2; the Namespaces.
 func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 	owned := map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t1"}
 	secrets := []*corev1.Secret{
@@ -101,7 +106,10 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 		"/api/v1/namespaces/t2/secrets/victim":                  secret("t2", "victim", map[string]string{valuesfrom.ReadableLabel: "true"}, nil),
 		"/api/v1/secrets":                                       list,
 		"/api/v1/namespaces/t1/configmaps/settings":             &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: "t1", Name: "settings"}},
-		"/apis/rbac.authorization.k8s.io/v1/clusterroles/admin": &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: "admin"}},
+		"/apis/rbac.authorization.k8s.io/v1/clusterroles/admin": clusterRole("admin", nil),
+		"/apis/rbac.authorization.k8s.io/v1/clusterroles/app":   clusterRole("app", owned),
+		"/apis/rbac.authorization.k8s.io/v1/clusterroles/moved": clusterRole("moved", map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t2"}),
+		"/apis/rbac.authorization.k8s.io/v1/clusterroles":       &rbacv1.ClusterRoleList{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleList"}},
 		"/api/v1/namespaces":                                    &corev1.NamespaceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NamespaceList"}, Items: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "t1"}}}},
 		"/api/v1/namespaces/t1":                                 &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "t1"}},
 	}}
@@ -154,7 +162,8 @@ func releaseConfig(t *testing.T, server *rest.Config) *action.Configuration {
 
 // Helm's lookup, with the REST config of a release's action configuration, reads objects of
 // the release's namespace, and of its Secrets only the release's own and those labelled
-// readable; everything else reads as absent, and is not even asked of the server.
+// readable; of cluster-scoped objects, one at a time, only the release's own; everything else
+// reads as absent, and most is not even asked of the server.
 func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 	server, base := newAPIServer(t)
 	rc, err := releaseConfig(t, base).RESTClientGetter.ToRESTConfig()
@@ -179,7 +188,11 @@ func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 		{name: "another namespace's Secret", apiVersion: "v1", kind: "Secret", ns: "t2", obj: "victim", neverAsked: "/api/v1/namespaces/t2/secrets/victim"},
 		{name: "another namespace's Secrets", apiVersion: "v1", kind: "Secret", ns: "t2", wantKind: "SecretList", neverAsked: "/api/v1/namespaces/t2/secrets"},
 		{name: "every namespace's Secrets", apiVersion: "v1", kind: "Secret", wantKind: "SecretList", neverAsked: "/api/v1/secrets"},
-		{name: "a ClusterRole", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "admin", neverAsked: "/apis/rbac.authorization.k8s.io/v1/clusterroles/admin"},
+		{name: "a ClusterRole of no release", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "admin"},
+		{name: "the release's own ClusterRole", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "app", want: []string{"app"}},
+		{name: "a ClusterRole of another namespace's release of the same name", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "moved"},
+		{name: "a ClusterRole that does not exist", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "none"},
+		{name: "the ClusterRoles", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", wantKind: "ClusterRoleList", neverAsked: "/apis/rbac.authorization.k8s.io/v1/clusterroles"},
 		{name: "the Namespaces", apiVersion: "v1", kind: "Namespace", wantKind: "NamespaceList", neverAsked: "/api/v1/namespaces"},
 		{name: "the release's Namespace", apiVersion: "v1", kind: "Namespace", obj: "t1", neverAsked: "/api/v1/namespaces/t1"},
 	}
