@@ -21,7 +21,7 @@ import (
 // The objects each chart renders for its sample, by release name and spec.
 var sampleObjects = map[string]func(release string, spec map[string]any) []string{
 	"WarpdrivePool": func(release string, _ map[string]any) []string {
-		return []string{"ConfigMap/" + release, "Service/" + release, "StatefulSet/" + release, "StorageClass/" + release}
+		return []string{"ConfigMap/" + release, "Service/" + release, "StatefulSet/" + release, "StorageClass/" + namespace + "." + release}
 	},
 	"AppService": func(release string, spec map[string]any) []string {
 		return []string{"Deployment/" + spec["deploymentName"].(string), "Service/" + release}
@@ -168,7 +168,8 @@ resources: {limits: {memory: 1Gi}}
 func TestWarpdrivePoolDefaultsAndBounds(t *testing.T) {
 	r := mustInstall(t, "warpdrivepool", "pool-b", map[string]any{"capacity": int64(1099511627776)})
 	checkCommon(t, r, "warpdrivepool", "pool-b")
-	sc := get[*storagev1.StorageClass](t, r, "StorageClass/pool-b")
+	// Without storageClassName, and no class of chart 0.1.0 to keep (lookup finds none here).
+	sc := get[*storagev1.StorageClass](t, r, "StorageClass/"+namespace+".pool-b")
 	if *sc.ReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Errorf("default reclaimPolicy %v", *sc.ReclaimPolicy)
 	}
@@ -317,7 +318,7 @@ func TestLongReleaseName(t *testing.T) {
 		want  []string
 	}{
 		{"warpdrivepool", map[string]any{"capacity": "1Gi"},
-			[]string{"ConfigMap/" + cut, "Service/" + cut, "StatefulSet/" + cut, "StorageClass/" + long}},
+			[]string{"ConfigMap/" + cut, "Service/" + cut, "StatefulSet/" + cut, "StorageClass/" + namespace + "." + long}},
 		{"appservice", map[string]any{"deploymentName": "web"}, []string{"Deployment/web", "Service/" + long}},
 		{"uniteddeployment", map[string]any{"deploymentName": "web"}, []string{"Deployment/web"}},
 		{"guestbook", map[string]any{}, []string{"Deployment/" + long, "Service/" + long}},

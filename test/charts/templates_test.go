@@ -138,6 +138,10 @@ func (c *templateChecker) walkPipe(p *parse.PipeNode) {
 	}
 }
 
+// houseChartFunctions are the guarded functions a house chart may call: the pool chart looks
+// up its own StorageClass to keep the name a pool installed by chart 0.1.0 has.
+var houseChartFunctions = map[string][]string{"warpdrivepool": {"lookup"}}
+
 // chartTemplates lists the templates of a chart and of its subcharts, by path.
 func chartTemplates(c *chart.Chart) map[string]string {
 	out := map[string]string{}
@@ -154,7 +158,7 @@ func chartTemplates(c *chart.Chart) map[string]string {
 
 // No template of any chart calls lookup or tpl unless its chart declares it, and no chart
 // declares one it does not call (a stale declaration would hide a new use). The house charts
-// declare none.
+// declare none but houseChartFunctions.
 func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(root, "helm-charts", "*", "Chart.yaml"))
 	if err != nil || len(dirs) == 0 {
@@ -167,8 +171,8 @@ func TestTemplatesUseNoForbiddenFunctions(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
-		if isHouseChart(chartName) && len(declared) > 0 {
-			t.Errorf("%s: a house chart declares %v", chartName, declared)
+		if isHouseChart(chartName) && !slices.Equal(declared, houseChartFunctions[chartName]) {
+			t.Errorf("%s: a house chart declares %v, want %v", chartName, declared, houseChartFunctions[chartName])
 		}
 		templates := chartTemplates(c)
 		if len(templates) == 0 {

@@ -1014,8 +1014,8 @@ func TestPoolStorageClassNameImmutable(t *testing.T) {
 	ns := env.Namespace(t)
 	named := newCR(t, "WarpdrivePool", ns, "named", map[string]any{"capacity": "1Gi", "storageClassName": ns + "-named"})
 	env.Create(t, named)
-	// Without storageClassName the class is named after the pool: a name unique to the test.
-	unnamed := newCR(t, "WarpdrivePool", ns, "unnamed-"+ns[len(ns)-5:], map[string]any{"capacity": "1Gi"})
+	// Without storageClassName the class is <namespace>.<name>: a name unique to the test.
+	unnamed := newCR(t, "WarpdrivePool", ns, "unnamed", map[string]any{"capacity": "1Gi"})
 	unstructured.RemoveNestedField(unnamed.Object, "spec", "storageClassName")
 	env.Create(t, unnamed)
 
@@ -1038,5 +1038,78 @@ func TestPoolStorageClassNameImmutable(t *testing.T) {
 	patchSpec(t, named, map[string]any{"capacity": "2Gi"})
 	if got := poolClass(mustGetCR(t, named)); got != ns+"-named" {
 		t.Errorf("storageClassName %q after the refused edits", got)
+	}
+}
+
+// defaultPool creates a WarpdrivePool named name in ns without spec.storageClassName.
+func defaultPool(t testing.TB, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	cr := newCR(t, "WarpdrivePool", ns, name, map[string]any{"capacity": "1Gi", "replicas": int64(1)})
+	unstructured.RemoveNestedField(cr.Object, "spec", "storageClassName")
+	env.Create(t, cr)
+	return cr
+}
+
+// waitOwnClass waits until the pool's release has made the StorageClass class and the pool
+// keeps its books.
+func waitOwnClass(t testing.TB, pool *unstructured.Unstructured, class string) {
+	t.Helper()
+	waitCondition(t, pool, "Deployed", "True")
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		sc := &storagev1.StorageClass{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
+			return err
+		}
+		if a := sc.Annotations; a["meta.helm.sh/release-name"] != pool.GetName() || a["meta.helm.sh/release-namespace"] != pool.GetNamespace() {
+			return fmt.Errorf("StorageClass %s is not the pool's: %v", class, a)
+		}
+		return nil
+	})
+	waitBooks(t, pool, func(b *poolBooks) error {
+		if b.StorageClassName != class || b.condition("BooksKept") != "True" {
+			return fmt.Errorf("books of %q (BooksKept=%s), want %q kept", b.StorageClassName, b.condition("BooksKept"), class)
+		}
+		return nil
+	})
+}
+
+// TestPoolsOfOneNameInTwoNamespaces: two pools of one name, in two namespaces, without
+// spec.storageClassName, both install, each with its own class <namespace>.<name> (as make
+// demo and make demo-deploy do with the same sample).
+func TestPoolsOfOneNameInTwoNamespaces(t *testing.T) {
+	ns1, ns2 := env.Namespace(t), env.Namespace(t)
+	p1, p2 := defaultPool(t, ns1, "fast"), defaultPool(t, ns2, "fast")
+	waitOwnClass(t, p1, ns1+".fast")
+	waitOwnClass(t, p2, ns2+".fast")
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "fast"}, &storagev1.StorageClass{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a StorageClass named after the pools: %v", err)
+	}
+}
+
+// TestPoolKeepsTheClassOfChart010: a pool installed by chart 0.1.0 has a class named after it,
+// which its claims use; the chart keeps that class, on install as on upgrade, and makes no
+// <namespace>.<name>. (The class is made here as chart 0.1.0's release made it.)
+func TestPoolKeepsTheClassOfChart010(t *testing.T) {
+	ns := env.Namespace(t)
+	name := "old-" + ns[len(ns)-5:]
+	class := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+			Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": ns}},
+		Provisioner:          "warpdrive.transwarp.io/pool",
+		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
+		AllowVolumeExpansion: ptr.To(true),
+		Parameters:           map[string]string{"pool": name, "poolNamespace": ns, "poolService": name + "." + ns + ".svc"},
+	}
+	env.Create(t, class)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) }) // the uninstall deletes it once adopted
+	pool := defaultPool(t, ns, name)
+	waitOwnClass(t, pool, name)
+	patchSpec(t, pool, map[string]any{"capacity": "2Gi"})
+	waitCondition(t, pool, "Ready", "True")
+	waitOwnClass(t, pool, name)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns + "." + name}, &storagev1.StorageClass{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pool has a class <namespace>.<name> too: %v", err)
 	}
 }

@@ -8,10 +8,20 @@ controller-revision-hash=<name>-<10-character hash>, and label values are limite
 {{- end }}
 
 {{/*
-Name of the pool's StorageClass: storageClassName, or the release name.
+Name of the pool's StorageClass: storageClassName; else <namespace>.<release name>, which no
+pool of another namespace can take (a namespace name has no dot); but a pool installed when
+the default was the release name keeps that class, which its claims name. lookup reads a
+cluster-scoped object only if this release owns it (the operator's confinement), so the class
+of a pool of the same name in another namespace reads as absent.
 */}}
 {{- define "warpdrivepool.storageClassName" -}}
-{{- .Values.storageClassName | default .Release.Name }}
+{{- if .Values.storageClassName }}
+{{- .Values.storageClassName }}
+{{- else if lookup "storage.k8s.io/v1" "StorageClass" "" .Release.Name }}
+{{- .Release.Name }}
+{{- else }}
+{{- printf "%s.%s" .Release.Namespace .Release.Name }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -239,29 +239,42 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 	}
 }
 
-// A pool without spec.storageClassName keeps the books of <namespace>-<name> when its
-// release created that class, and not those of a class named after the pool that is
-// another namespace's; without either class, it waits for the chart's default.
+// A pool without spec.storageClassName keeps the books of <namespace>.<name> when its
+// release created that class, or of the class named after the pool when its release created
+// that one (chart 0.1.0's default); not those of a class named after the pool that is
+// another namespace's. Without either class, it waits for the chart's default.
 func TestSyncPicksTheClassItsReleaseCreated(t *testing.T) {
 	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}), storageClass("pool-a", "pool-a", "elsewhere"))
 	r := h.reconciler()
-	h.books.OnAdd(pvc("1", "team-a", "ns1-pool-a", "3Gi", corev1.ClaimBound), false)
+	h.books.OnAdd(pvc("1", "team-a", "ns1.pool-a", "3Gi", corev1.ClaimBound), false)
 	h.books.OnAdd(pvc("2", "team-b", "pool-a", "5Gi", corev1.ClaimBound), false)
 	got := h.reconcile(t, r)
-	if c := poolCondition(t, got, ConditionBooksKept); c.Reason != ReasonStorageClassNotOwned ||
-		poolField(got, "storageClassName") != "pool-a" || poolField(got, "allocated") != "<nil>" {
+	if c := poolCondition(t, got, ConditionBooksKept); c.Reason != ReasonStorageClassNotFound ||
+		poolField(got, "storageClassName") != "ns1.pool-a" || poolField(got, "allocated") != "<nil>" {
 		t.Fatalf("with another namespace's class of its name: %v", got.Object["status"])
 	}
-	if err := h.client.Create(context.Background(), storageClass("ns1-pool-a", "pool-a", "ns1")); err != nil {
+	if err := h.client.Create(context.Background(), storageClass("ns1.pool-a", "pool-a", "ns1")); err != nil {
 		t.Fatal(err)
 	}
 	got = h.reconcile(t, r)
-	if poolField(got, "storageClassName") != "ns1-pool-a" || poolField(got, "allocated") != "3Gi" ||
+	if poolField(got, "storageClassName") != "ns1.pool-a" || poolField(got, "allocated") != "3Gi" ||
 		poolCondition(t, got, ConditionBooksKept).Status != metav1.ConditionTrue {
 		t.Fatalf("with its class: %v", got.Object["status"])
 	}
-	if pools := h.books.poolsOf("ns1-pool-a"); len(pools) != 1 {
-		t.Errorf("a pool without storageClassName is not woken by <namespace>-<name>: %v", pools)
+	if pools := h.books.poolsOf("ns1.pool-a"); len(pools) != 1 {
+		t.Errorf("a pool without storageClassName is not woken by <namespace>.<name>: %v", pools)
+	}
+}
+
+// A pool installed by chart 0.1.0 owns the class named after it, and keeps its books.
+func TestSyncKeepsTheClassOfChart010(t *testing.T) {
+	h := newHarness(t, deployedPool(map[string]any{"capacity": "10Gi"}), storageClass("pool-a", "pool-a", "ns1"))
+	r := h.reconciler()
+	h.books.OnAdd(pvc("1", "team-a", "pool-a", "3Gi", corev1.ClaimBound), false)
+	got := h.reconcile(t, r)
+	if poolField(got, "storageClassName") != "pool-a" || poolField(got, "allocated") != "3Gi" ||
+		poolCondition(t, got, ConditionBooksKept).Status != metav1.ConditionTrue {
+		t.Fatalf("with the class chart 0.1.0 named after it: %v", got.Object["status"])
 	}
 }
 

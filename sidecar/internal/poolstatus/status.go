@@ -3,7 +3,6 @@ package poolstatus
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"gopkg.in/inf.v0"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -112,33 +111,25 @@ func ParseSpec(pool *unstructured.Unstructured) (Spec, error) {
 	return s, nil
 }
 
-// maxClassName is the longest name of a StorageClass (a DNS subdomain).
-const maxClassName = 253
-
-// DefaultClass is <namespace>-<name>, cut to 253 characters: the name a pool's StorageClass
-// is to default to once the chart can keep the class of an existing pool (see
-// docs/pools.md), so that pools of one name in two namespaces do not compete for one
-// cluster-wide name.
+// DefaultClass is <namespace>.<name>: the StorageClass the chart names a new pool's class
+// after when the pool has no spec.storageClassName. A namespace name has no dot, so no pool of
+// another namespace can have the same default.
 func DefaultClass(namespace, name string) string {
-	class := namespace + "-" + name
-	if len(class) > maxClassName {
-		class = class[:maxClassName]
-	}
-	// A cut may end the name in a separator, which a DNS subdomain may not.
-	return strings.TrimRight(class, "-.")
+	return namespace + "." + name
 }
 
 // ClassesOf are the StorageClasses a pool may own, the chart's default first:
-// spec.storageClassName alone when it is set; otherwise the pool's name, which the chart
-// renders, then DefaultClass. The sidecar keeps the books of whichever of them the pool's
-// release created (PoolReconciler.ownership), so a pool's books follow its class whichever
-// default its release was installed with.
+// spec.storageClassName alone when it is set; otherwise DefaultClass, then the pool's name,
+// which chart 0.1.0 named the class after and which the chart keeps for a pool installed with
+// it. The sidecar keeps the books of whichever of them the pool's release created
+// (PoolReconciler.ownership), so a pool's books follow its class whichever default its release
+// was installed with.
 func ClassesOf(pool *unstructured.Unstructured) []string {
 	class, _, _ := unstructured.NestedString(pool.Object, "spec", "storageClassName")
 	if class != "" {
 		return []string{class}
 	}
-	return []string{pool.GetName(), DefaultClass(pool.GetNamespace(), pool.GetName())}
+	return []string{DefaultClass(pool.GetNamespace(), pool.GetName()), pool.GetName()}
 }
 
 func parseCapacity(v any) (resource.Quantity, error) {

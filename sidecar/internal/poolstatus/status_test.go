@@ -30,15 +30,15 @@ func TestParseSpec(t *testing.T) {
 		spec                     map[string]any
 		class, capacity, allocat string
 	}{
-		{map[string]any{"capacity": "10Gi"}, "pool-a", "10Gi", "10Gi"},
+		{map[string]any{"capacity": "10Gi"}, "ns1.pool-a", "10Gi", "10Gi"},
 		{map[string]any{"capacity": "10Gi", "overcommitRatio": int64(2), "storageClassName": "fast"}, "fast", "10Gi", "20Gi"},
 		// 1.1 is not a float64: the ratio is read as the decimal the user wrote.
-		{map[string]any{"capacity": "100Gi", "overcommitRatio": 1.1}, "pool-a", "100Gi", "110Gi"},
-		{map[string]any{"capacity": "10G", "overcommitRatio": 1.5}, "pool-a", "10G", "15G"},
+		{map[string]any{"capacity": "100Gi", "overcommitRatio": 1.1}, "ns1.pool-a", "100Gi", "110Gi"},
+		{map[string]any{"capacity": "10G", "overcommitRatio": 1.5}, "ns1.pool-a", "10G", "15G"},
 		// 1Gi × 1.3 = 1395864371.2 bytes: rounded down to whole bytes.
-		{map[string]any{"capacity": "1Gi", "overcommitRatio": 1.3}, "pool-a", "1Gi", "1395864371"},
-		{map[string]any{"capacity": int64(1099511627776), "overcommitRatio": 1.25}, "pool-a", "1099511627776", "1374389534720"},
-		{map[string]any{"capacity": "0.5Ti", "overcommitRatio": 9.999}, "pool-a", "512Gi", "5497008383066"}, // 549755813888 × 9.999 = 5497008383066.112,
+		{map[string]any{"capacity": "1Gi", "overcommitRatio": 1.3}, "ns1.pool-a", "1Gi", "1395864371"},
+		{map[string]any{"capacity": int64(1099511627776), "overcommitRatio": 1.25}, "ns1.pool-a", "1099511627776", "1374389534720"},
+		{map[string]any{"capacity": "0.5Ti", "overcommitRatio": 9.999}, "ns1.pool-a", "512Gi", "5497008383066"}, // 549755813888 × 9.999 = 5497008383066.112,
 	}
 	for _, tc := range cases {
 		s, err := ParseSpec(pool(tc.spec))
@@ -90,7 +90,7 @@ func usageOf(claims ...Claim) Usage { return Recount(claims).Usage("pool-a") }
 var owned = Ownership{Owned: true, Reason: ReasonStorageClassOwned, Message: "ours"}
 
 func TestComputeStatus(t *testing.T) {
-	spec, err := ParseSpec(pool(map[string]any{"capacity": "10Gi", "overcommitRatio": 1.5}))
+	spec, err := ParseSpec(pool(map[string]any{"capacity": "10Gi", "overcommitRatio": 1.5, "storageClassName": "pool-a"}))
 	if err != nil {
 		t.Fatal(err)
 	}
