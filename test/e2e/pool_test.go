@@ -1094,7 +1094,7 @@ func TestPoolKeepsTheClassOfChart010(t *testing.T) {
 	name := "old-" + ns[len(ns)-5:]
 	class := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+			Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
 			Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": ns}},
 		Provisioner:          "warpdrive.transwarp.io/pool",
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
