@@ -1,0 +1,78 @@
+package fairqueue
+
+import (
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Queue is a controller's work queue that serves namespaces in turn (see the package doc).
+// It is a controller-runtime priority queue, so that handlers can add at a priority and the
+// controller requeues a request at the priority it was handed out with.
+type Queue struct {
+	// client-go's queue over order: it merges repeated requests, keeps a request out while
+	// it is processed, delays, and keeps the metrics.
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	order   *order
+	limiter workqueue.TypedRateLimiter[reconcile.Request]
+}
+
+var _ priorityqueue.PriorityQueue[reconcile.Request] = (*Queue)(nil)
+
+// New is a Queue for the controller name, whose back-off is limiter's: the signature of a
+// controller's NewQueue option.
+func New(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	o := newOrder()
+	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[reconcile.Request]{Name: name, Queue: o})
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{
+		Name: name, Queue: base})
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{
+		Name: name, DelayingQueue: delaying})
+	return &Queue{TypedRateLimitingInterface: q, order: o, limiter: limiter}
+}
+
+// AddWithOpts adds items at o.Priority (0 if unset), after o.After, or after the back-off if
+// o.RateLimited (the sooner of the two if both are set), as controller-runtime's priority
+// queue does. A request that waits out a delay is queued at the priority it was last added
+// with by then.
+func (q *Queue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	p := 0
+	if o.Priority != nil {
+		p = *o.Priority
+	}
+	for _, r := range items {
+		after := o.After
+		if o.RateLimited {
+			if backoff := q.limiter.When(r); after == 0 || backoff < after {
+				after = backoff
+			}
+		}
+		q.order.want(r, p)
+		if after > 0 {
+			q.TypedRateLimitingInterface.AddAfter(r, after)
+		} else {
+			q.TypedRateLimitingInterface.Add(r)
+		}
+	}
+}
+
+// Add adds r at priority 0, which raises it if it is queued lower.
+func (q *Queue) Add(r reconcile.Request) { q.AddWithOpts(priorityqueue.AddOpts{}, r) }
+
+// AddAfter adds r at priority 0 after d.
+func (q *Queue) AddAfter(r reconcile.Request, d time.Duration) {
+	q.AddWithOpts(priorityqueue.AddOpts{After: d}, r)
+}
+
+// AddRateLimited adds r at priority 0 after its back-off.
+func (q *Queue) AddRateLimited(r reconcile.Request) {
+	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, r)
+}
+
+// GetWithPriority hands out the next request and the priority it was queued at.
+func (q *Queue) GetWithPriority() (reconcile.Request, int, bool) {
+	r, shutdown := q.Get()
+	return r, q.order.takePopped(r), shutdown
+}
