@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -185,9 +187,21 @@ func (k *kindRollout) planSoon() handler.EventHandler {
 	}
 }
 
-// wakeSource is the helm reconciler's extra watch: the CRs the rollout admits.
+// wakeSource is the helm reconciler's extra watch: the CRs the rollout admits or rolls back.
+// They are queued at handler.LowPriority, so that a wave of upgrades across the fleet yields
+// to the edits people make (fairqueue).
 func (k *kindRollout) wakeSource() source.Source {
-	return source.Channel(k.wake, &handler.EnqueueRequestForObject{})
+	return source.Channel(k.wake, handler.Funcs{GenericFunc: enqueueLow})
+}
+
+// enqueueLow queues the request for e's object at handler.LowPriority.
+func enqueueLow(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, r)
+		return
+	}
+	q.Add(r)
 }
 
 // Reconcile decides the kind's rollout again, for every CR at once (the request names the

@@ -1,0 +1,67 @@
+package operator
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+)
+
+// The controller controller.New makes, which helm-operator-plugins hands to its setup funcs,
+// takes the fair queue: it builds its queue with the fair queue's constructor when it starts.
+func TestHelmControllerUsesTheFairQueue(t *testing.T) {
+	c, err := controller.NewUnmanaged("fairqueue-check", controller.Options{
+		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := useFairQueue(c); err != nil {
+		t.Fatal(err)
+	}
+	q := newQueueOf(t, c)
+	defer q.ShutDown()
+	if _, ok := q.(*fairqueue.Queue); !ok {
+		t.Errorf("the controller's queue is a %T", q)
+	}
+	if err := useFairQueue(&notAController{}); err == nil {
+		t.Error("no error for a controller without NewQueue")
+	}
+}
+
+// notAController has the setup funcs' interface and no NewQueue.
+type notAController struct{ NewQueues int }
+
+func (*notAController) Watch(source.Source) error { return nil }
+
+// newQueueOf builds the queue the controller c would build when it starts.
+func newQueueOf(t *testing.T, c controller.Controller) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	t.Helper()
+	newQueue, ok := reflect.ValueOf(c).Elem().FieldByName("NewQueue").Interface().(func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request])
+	if !ok || newQueue == nil {
+		t.Fatalf("the controller's NewQueue is not set")
+	}
+	return newQueue("fairqueue-check", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+}
+
+// Requests the rollout sends are queued at low priority.
+func TestRolloutWakesAtLowPriority(t *testing.T) {
+	q := fairqueue.New("", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*fairqueue.Queue)
+	defer q.ShutDown()
+	cr := &unstructured.Unstructured{}
+	cr.SetNamespace("ns")
+	cr.SetName("m1")
+	enqueueLow(context.Background(), event.GenericEvent{Object: cr}, q)
+	r, p, _ := q.GetWithPriority()
+	if r.String() != "ns/m1" || p != handler.LowPriority {
+		t.Errorf("queued %s at %d, want ns/m1 at %d", r, p, handler.LowPriority)
+	}
+}
