@@ -15,10 +15,11 @@ import (
 // helm-operator-plugins v0.9.1 builds that controller itself, with controller.New and fixed
 // options, and controller-runtime takes a queue only through the NewQueue option (a manager's
 // defaults cannot set it). What a reconciler's setup funcs are handed is that controller:
-// controller-runtime's *internal/controller.Controller, whose exported NewQueue field is the
-// option, read when the controller starts. So it is set there, by reflection, with a check of
-// its type; if a new controller-runtime moves it, setup fails with this error (and
-// TestHelmControllerUsesTheFairQueue) rather than running a queue that is not fair.
+// controller-runtime's own Controller type (in its internal controller package), whose
+// exported NewQueue field is the option, read when the controller starts. So it is set there,
+// by reflection, with a check of its type; if a new controller-runtime moves it, setup fails
+// with this error (and TestHelmControllerUsesTheFairQueue) rather than running a queue that
+// is not fair.
 func useFairQueue(c reconciler.ControllerSetup) error {
 	v := reflect.ValueOf(c)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
