@@ -13,6 +13,7 @@ import (
 
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -243,6 +244,78 @@ func TestForcedReconcileLoop(t *testing.T) {
 	if len(handled) > 3 {
 		v = append(v, fmt.Sprintf("%d of the %d forced reconciles ran one by one (%v), want them passed on as one", len(handled), requests, handled))
 	}
+	if manager.Exited() {
+		v = append(v, "the manager exited")
+	}
+	report(t, v)
+}
+
+// noisyCRs is how many CRs the noisy neighbour forces at once.
+const noisyCRs = 200
+
+// A namespace editor forces a reconcile of each of their many CRs at once; another tenant's
+// edit made right after is served in its turn (the queue serves namespaces in turn), not
+// behind all of them: when it is deployed, most of the neighbour's requests still wait. With
+// one first-in first-out queue, all of them would be handled first.
+func TestNoisyNeighbourDoesNotQueueOthersBehind(t *testing.T) {
+	if stock {
+		t.Skip("the stock operator writes no status.lastHandledReconcileAt, by which this test tells which requests were handled")
+	}
+	attacker, other, _, theirs := twoTenants(t)
+	ctx := context.Background()
+	crs := make([]*unstructured.Unstructured, noisyCRs)
+	for i := range crs {
+		crs[i] = appService(attacker.ns, fmt.Sprintf("n%d", i), fmt.Sprintf("n%d-app", i), 0)
+		if err := attacker.client.Create(ctx, crs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cr := range crs {
+		if _, err := deployed(cr, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All at once: from as many writers as CRs, so that the requests queue up faster than
+	// the manager handles them.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"all-at-once"}}}`, statuscontract.RequestAnnotation)
+	var writers errgroup.Group
+	for _, cr := range crs {
+		writers.Go(func() error {
+			return attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch)))
+		})
+	}
+	if err := writers.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	other.setReplicas(t, theirs, 2)
+	var v []string
+	if err := deploymentReplicas(other.ns, "y-app", 2); err != nil {
+		v = append(v, "the other tenant's edit: "+err.Error())
+	}
+	handled := func() int {
+		n := 0
+		for _, cr := range crs {
+			got := cr.DeepCopy()
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err == nil {
+				if h, _, _ := unstructured.NestedString(got.Object, "status", "lastHandledReconcileAt"); h == "all-at-once" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	before := handled()
+	t.Logf("the other tenant's edit was deployed when %d of the neighbour's %d forced reconciles had been handled", before, noisyCRs)
+	if before > noisyCRs/2 {
+		v = append(v, fmt.Sprintf("the other tenant's edit waited behind %d of the neighbour's %d forced reconciles", before, noisyCRs))
+	}
+	// The neighbour is served too, only not first.
+	framework.Eventually(t, 3*time.Minute, func(context.Context) error {
+		if n := handled(); n < noisyCRs {
+			return fmt.Errorf("%d of the neighbour's %d forced reconciles handled", n, noisyCRs)
+		}
+		return nil
+	})
 	if manager.Exited() {
 		v = append(v, "the manager exited")
 	}
