@@ -44,6 +44,9 @@ func main() {
 	flag.IntVar(&opts.ReleaseListSecretsPerGET, "release-list-secrets-per-get", releaserecords.DefaultSecretsPerGET,
 		"Secrets of a namespace that the API server filters, in a LIST of one release's records, for the cost of one GET; "+
 			"where reading a release's records by name costs fewer, they are read by name (0: always by name).")
+	flag.IntVar(&opts.MaxCRMetrics, "max-cr-metrics", operator.DefaultMaxCRMetrics,
+		"CRs whose per-CR series (warpdrive_cr_*, warpdrive_release_*, warpdrive_helm_last_*) are exported at most; "+
+			"past it the unhealthy go first, then the namespaces in turn, and warpdrive_crs_without_series counts the rest (0: all).")
 	flag.BoolVar(&opts.StatusReleaseManifest, "status-release-manifest", false,
 		"Also write the release's rendered manifest in each CR's status.deployedRelease.manifest, as the stock "+
 			"helm-operator does (it copies every rendered object, Secrets included, into the CR).")

@@ -37,7 +37,7 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 	}()
 	o.resolved(cr, res.Sources, res.Secrets, res.Values)
 	engine := failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
-	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, newFleetSeries()).ActionClientFor(context.Background(), cr)
+	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, newFleetSeries(0)).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,12 +67,18 @@ var (
 		"How long the last install or upgrade of the CR's release took.", crLabels, nil)
 	helmOperationSuccess = prometheus.NewDesc("warpdrive_helm_last_operation_success",
 		"1 if the last install or upgrade of the CR's release succeeded, 0 if it failed.", crLabels, nil)
+	crsOmitted = prometheus.NewDesc("warpdrive_crs_without_series",
+		"CRs the operator holds whose per-CR series are not exported, over --max-cr-metrics.", nil, nil)
 )
+
+// DefaultMaxCRMetrics is how many CRs have per-CR series by default: seven series each, 70,000
+// series at most, which one Prometheus scrape of the manager can carry.
+const DefaultMaxCRMetrics = 10000
 
 // newFleetSeries is an empty collector of the per-CR series of every kind: Setup makes one,
 // registers it (registerFleet) and hands it to what writes them, the outcomes layer of each
 // pipeline and each readiness controller.
-func newFleetSeries() *fleetSeries { return &fleetSeries{crs: map[crKey]*crSeries{}} }
+func newFleetSeries(max int) *fleetSeries { return &fleetSeries{crs: map[crKey]*crSeries{}, max: max} }
 
 // registerFleet registers f with the registry the manager serves, in place of the collector of
 // an earlier Setup in this process (the integration test sets up more than one manager).
@@ -85,9 +93,14 @@ func registerFleet(f *fleetSeries) error {
 // of the manager's heap after its caches (6.1 of 28.8 MiB sampled at 1000 CRs:
 // docs/bench/findings.md, "Per-CR metrics as a collector"). A scrape costs the same either
 // way: every series is encoded.
+//
+// The series are capped: tenants create the CRs, and each CR's series cost the scraper as
+// they cost the manager. Past max CRs (0: no cap), a scrape exports the series of max of
+// them (exported), and warpdrive_crs_without_series counts the others.
 type fleetSeries struct {
 	mu  sync.Mutex
 	crs map[crKey]*crSeries
+	max int
 }
 
 type crKey struct{ kind, namespace, name string }
@@ -176,6 +189,7 @@ func (f *fleetSeries) Describe(ch chan<- *prometheus.Desc) {
 		helmOperationSeconds, helmOperationSuccess} {
 		ch <- d
 	}
+	ch <- crsOmitted
 }
 
 // Collect implements prometheus.Collector: the series of every CR, built now. It copies the
@@ -185,16 +199,14 @@ func (f *fleetSeries) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	type entry struct {
-		k crKey
-		s crSeries
-	}
 	f.mu.Lock()
-	entries := make([]entry, 0, len(f.crs))
+	entries := make([]seriesEntry, 0, len(f.crs))
 	for k, s := range f.crs {
-		entries = append(entries, entry{k, *s})
+		entries = append(entries, seriesEntry{k, *s})
 	}
 	f.mu.Unlock()
+	entries, omitted := exported(entries, f.max)
+	gauge(crsOmitted, float64(omitted))
 	for _, e := range entries {
 		k, s := e.k, e.s
 		if s.decided {
@@ -213,6 +225,64 @@ func (f *fleetSeries) Collect(ch chan<- prometheus.Metric) {
 			gauge(helmOperationSuccess, one(s.opSucceeded), k.kind, k.namespace, k.name)
 		}
 	}
+}
+
+// seriesEntry is a CR's series, copied for a scrape.
+type seriesEntry struct {
+	k crKey
+	s crSeries
+}
+
+// unhealthy reports whether the CR's series say something is wrong: what alerts read.
+func (e seriesEntry) unhealthy() bool {
+	return (e.s.decided && (!e.s.ready || e.s.stalled)) || (e.s.opKnown && !e.s.opSucceeded)
+}
+
+// exported picks the CRs whose series a scrape exports when there are more than max (0: no
+// cap), and says how many are left out. The unhealthy go first, so that alerts keep firing;
+// then, in each group, the namespaces take turns, one CR each in name order, so that one
+// tenant's thousands of CRs cannot push another tenant's series out.
+func exported(entries []seriesEntry, max int) ([]seriesEntry, int) {
+	if max <= 0 || len(entries) <= max {
+		return entries, 0
+	}
+	slices.SortFunc(entries, func(a, b seriesEntry) int {
+		return cmp.Or(cmp.Compare(a.k.namespace, b.k.namespace), cmp.Compare(a.k.kind, b.k.kind), cmp.Compare(a.k.name, b.k.name))
+	})
+	kept := make([]seriesEntry, 0, max)
+	for _, group := range [][]seriesEntry{
+		slices.DeleteFunc(slices.Clone(entries), func(e seriesEntry) bool { return !e.unhealthy() }),
+		slices.DeleteFunc(slices.Clone(entries), seriesEntry.unhealthy),
+	} {
+		kept = append(kept, inTurns(group, max-len(kept))...)
+	}
+	return kept, len(entries) - len(kept)
+}
+
+// inTurns takes up to n of entries (sorted by namespace), the namespaces taking turns.
+func inTurns(entries []seriesEntry, n int) []seriesEntry {
+	var lines [][]seriesEntry
+	for i := 0; i < len(entries); {
+		j := i + 1
+		for j < len(entries) && entries[j].k.namespace == entries[i].k.namespace {
+			j++
+		}
+		lines = append(lines, entries[i:j])
+		i = j
+	}
+	var out []seriesEntry
+	for round := 0; len(out) < n; round++ {
+		took := false
+		for _, line := range lines {
+			if round < len(line) && len(out) < n {
+				out, took = append(out, line[round]), true
+			}
+		}
+		if !took {
+			break
+		}
+	}
+	return out
 }
 
 // one is 1 for true, 0 for false.

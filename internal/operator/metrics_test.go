@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,10 +27,10 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	if err := registerFleet(newFleetSeries()); err != nil {
+	if err := registerFleet(newFleetSeries(0)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range append([]prometheus.Collector{newFleetSeries()}, managerCollectors...) {
+	for _, c := range append([]prometheus.Collector{newFleetSeries(0)}, managerCollectors...) {
 		err := metrics.Registry.Register(c)
 		if are := (prometheus.AlreadyRegisteredError{}); !errors.As(err, &are) {
 			t.Errorf("a collector of the manager is not registered with the served registry: %v", err)
@@ -136,7 +137,7 @@ func TestDashboardsUseExportedMetrics(t *testing.T) {
 // The per-CR series follow what the readiness controller decided and the Helm operations'
 // outcomes: a new chart version replaces the chart's series, and a CR that is gone has none.
 func TestFleetSeries(t *testing.T) {
-	f := newFleetSeries()
+	f := newFleetSeries(0)
 	cr := &unstructured.Unstructured{}
 	cr.SetNamespace("team-a")
 	cr.SetName("web")
@@ -193,4 +194,39 @@ func TestFleetSeries(t *testing.T) {
 `+help("warpdrive_helm_last_operation_success", "1 if the last install or upgrade of the CR's release succeeded, 0 if it failed.")+
 			`warpdrive_helm_last_operation_success{kind="Guestbook",name="web",namespace="team-a"} 1
 `)
+}
+
+// Past the cap, a scrape exports the series of the unhealthy CRs first, then of the
+// namespaces in turn, and counts the CRs left out.
+func TestFleetSeriesCapped(t *testing.T) {
+	f := newFleetSeries(4)
+	observe := func(ns, name string, ready bool) {
+		cr := &unstructured.Unstructured{}
+		cr.SetNamespace(ns)
+		cr.SetName(name)
+		status := metav1.ConditionFalse
+		if ready {
+			status = metav1.ConditionTrue
+		}
+		f.observe("AppService", cr, []metav1.Condition{{Type: "Ready", Status: status}}, nil)
+	}
+	for i := range 100 {
+		observe("noisy", fmt.Sprintf("n%03d", i), true)
+	}
+	observe("quiet", "q1", true)
+	observe("quiet", "q2", true)
+	observe("broken", "b1", false)
+	want := `# HELP warpdrive_cr_ready 1 while the CR's Ready condition is True at its generation, else 0.
+# TYPE warpdrive_cr_ready gauge
+warpdrive_cr_ready{kind="AppService",name="b1",namespace="broken"} 0
+warpdrive_cr_ready{kind="AppService",name="n000",namespace="noisy"} 1
+warpdrive_cr_ready{kind="AppService",name="n001",namespace="noisy"} 1
+warpdrive_cr_ready{kind="AppService",name="q1",namespace="quiet"} 1
+# HELP warpdrive_crs_without_series CRs the operator holds whose per-CR series are not exported, over --max-cr-metrics.
+# TYPE warpdrive_crs_without_series gauge
+warpdrive_crs_without_series 99
+`
+	if err := testutil.CollectAndCompare(f, strings.NewReader(want), "warpdrive_cr_ready", "warpdrive_crs_without_series"); err != nil {
+		t.Error(err)
+	}
 }

@@ -77,6 +77,8 @@ type Options struct {
 	StatusReleaseManifest bool
 	// Rollouts are the chart rollout policies by kind (rollout_controller.go, docs/rollouts.md).
 	Rollouts rollout.Policies
+	// MaxCRMetrics is how many CRs have per-CR series at most (metrics.go); 0: all.
+	MaxCRMetrics int
 	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
 	// (layer_drift.go, docs/drift.md).
 	Drift DriftSettings
@@ -117,7 +119,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	s.locks = newKeyedMutex()                                  // one release name, across kinds: see layer_releaseguard.go
 	s.manifests = newReleaseManifests(s.configs.StoredRelease) // for the drift filter: see drift.go
-	s.metrics = newFleetSeries()                               // the per-CR series: see metrics.go
+	s.metrics = newFleetSeries(opts.MaxCRMetrics)              // the per-CR series: see metrics.go
 	if s.sources, err = newSourcesCache(mgr); err != nil {     // spec.valuesFrom: see valuessources.go
 		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)
 	}

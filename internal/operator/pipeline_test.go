@@ -43,7 +43,7 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
 	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Policy{AllAtOnce: true}, c, nil, rec, nil)
 	return pipeline{chart: c, gate: gate, locks: newKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), metrics: newFleetSeries(), versions: newReleaseVersions()}, rec, status
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), metrics: newFleetSeries(0), versions: newReleaseVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup

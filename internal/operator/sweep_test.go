@@ -18,7 +18,7 @@ func TestGoneSweepForgetsGoneCRs(t *testing.T) {
 		cr.SetUID(types.UID("uid-" + name))
 		return cr
 	}
-	fleet, o := newFleetSeries(), newOutcomes()
+	fleet, o := newFleetSeries(0), newOutcomes()
 	for _, name := range []string{"gone", "here"} {
 		cr := crAt(name)
 		fleet.helmOperation("Memcached", "ns", name, time.Second, nil)
