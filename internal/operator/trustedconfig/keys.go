@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,42 +152,20 @@ func (t *Configs) takeOverOtherKeys(ctx context.Context, keys releasesign.Keys, 
 	if _, asked := keySecret.Annotations[otherKeysAnnotation]; !asked {
 		return nil
 	}
-	log := ctrl.Log.WithName("release-takeover")
-	var candidates corev1.SecretList
-	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing release records to take over: %w", err)
-	}
-	var signed, refused int
-	for i := range candidates.Items {
-		c := &candidates.Items[i]
-		if !ofOtherKey(c, keys) {
-			continue
-		}
-		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("reading release record %s/%s to take over: %w", c.Namespace, c.Name, err)
-		}
+	// Only a record whose signature names a key not held, or that has no key id and verifies
+	// under no key: one that fails under a key the manager holds was changed.
+	ofLostKey := func(s *corev1.Secret) bool {
 		if !ofOtherKey(s, keys) {
-			continue
+			return false
 		}
-		if err := keys.Verify(s.Namespace, s); err == nil ||
-			!(errors.Is(err, releasesign.ErrUnknownKey) || errors.Is(err, releasesign.ErrNoKeyVerifies)) {
-			continue // the manager's own, or changed under a key it holds
-		}
-		if err := t.mayTakeOver(ctx, s); err != nil {
-			refused++
-			log.Info("not taking over release record of another key: it stays refused",
-				"namespace", s.Namespace, "secret", s.Name, "reason", err.Error())
-			continue
-		}
-		keys.Sign(s.Namespace, s)
-		if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		signed++
+		err := keys.Verify(s.Namespace, s)
+		return errors.Is(err, releasesign.ErrUnknownKey) || errors.Is(err, releasesign.ErrNoKeyVerifies)
+	}
+	isOfOtherKey := func(s *corev1.Secret) bool { return ofOtherKey(s, keys) }
+	signed, refused, err := t.takeOverRecords(ctx, isOfOtherKey, ofLostKey, keys.Sign,
+		"not taking over release record of another key: it stays refused")
+	if err != nil {
+		return err
 	}
 	// The request is answered once: read the Secret again (the unsigned take-over may have
 	// annotated it since it was loaded), drop the request, record the outcome.
@@ -205,7 +182,8 @@ func (t *Configs) takeOverOtherKeys(ctx context.Context, keys releasesign.Keys, 
 	if _, err := t.secrets.CoreV1().Secrets(fresh.Namespace).Update(ctx, fresh, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("recording the take-over of records of other keys: %w", err)
 	}
-	log.Info("took over the release records of other keys, as the key's Secret asked", "signed", signed, "refused", refused)
+	ctrl.Log.WithName("release-takeover").Info("took over the release records of other keys, as the key's Secret asked",
+		"signed", signed, "refused", refused)
 	return nil
 }
 

@@ -46,42 +46,10 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 	if _, done := keySecret.Annotations[takenOverAnnotation]; done {
 		return nil
 	}
-	log := ctrl.Log.WithName("release-takeover")
-	var signed, refused int
-	// The candidates come from the manager's cache, which holds the Secrets labelled
-	// owner=helm without their data: a namespace editor can label Secrets of up to 1 MiB
-	// each, so the take-over reads the data of one candidate at a time, and none of a Secret
-	// that is signed or not of Helm's type.
-	var candidates corev1.SecretList
-	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing release records to take over: %w", err)
-	}
-	for i := range candidates.Items {
-		c := &candidates.Items[i]
-		if !isUnsignedRecord(c) {
-			continue
-		}
-		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("reading release record %s/%s to take over: %w", c.Namespace, c.Name, err)
-		}
-		if !isUnsignedRecord(s) {
-			continue // changed since the cache saw it
-		}
-		if err := t.mayTakeOver(ctx, s); err != nil {
-			refused++
-			log.Info("not taking over release record: it stays unsigned and will be refused",
-				"namespace", s.Namespace, "secret", s.Name, "reason", err.Error())
-			continue
-		}
-		key.Sign(s.Namespace, s)
-		if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		signed++
+	signed, refused, err := t.takeOverRecords(ctx, isUnsignedRecord, isUnsignedRecord, key.Sign,
+		"not taking over release record: it stays unsigned and will be refused")
+	if err != nil {
+		return err
 	}
 	keySecret = keySecret.DeepCopy()
 	if keySecret.Annotations == nil {
@@ -92,8 +60,54 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 	if _, err := t.secrets.CoreV1().Secrets(keySecret.Namespace).Update(ctx, keySecret, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("recording the take-over of release records: %w", err)
 	}
-	log.Info("took over the unsigned release records of an earlier version", "signed", signed, "refused", refused)
+	ctrl.Log.WithName("release-takeover").Info("took over the unsigned release records of an earlier version",
+		"signed", signed, "refused", refused)
 	return nil
+}
+
+// takeOverRecords is the loop of both take-overs (takeOver, takeOverOtherKeys): it signs with
+// sign each release record that mayTakeOver allows among those whose metadata in the
+// manager's cache passes listed and which, read from the API server, pass read; refusing
+// logs refusal with the record and the reason.
+//
+// The candidates come from the manager's cache, which holds the Secrets labelled owner=helm
+// without their data: a namespace editor can label Secrets of up to 1 MiB each, so the
+// take-over reads the data of one candidate at a time, and none of a Secret that listed
+// rules out.
+func (t *Configs) takeOverRecords(ctx context.Context, listed, read func(*corev1.Secret) bool,
+	sign func(namespace string, s *corev1.Secret), refusal string) (signed, refused int, err error) {
+	log := ctrl.Log.WithName("release-takeover")
+	var candidates corev1.SecretList
+	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, 0, fmt.Errorf("listing release records to take over: %w", err)
+	}
+	for i := range candidates.Items {
+		c := &candidates.Items[i]
+		if !listed(c) {
+			continue
+		}
+		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return signed, refused, fmt.Errorf("reading release record %s/%s to take over: %w", c.Namespace, c.Name, err)
+		}
+		if !read(s) {
+			continue // changed since the cache saw it
+		}
+		if err := t.mayTakeOver(ctx, s); err != nil {
+			refused++
+			log.Info(refusal, "namespace", s.Namespace, "secret", s.Name, "reason", err.Error())
+			continue
+		}
+		sign(s.Namespace, s)
+		if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return signed, refused, fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		signed++
+	}
+	return signed, refused, nil
 }
 
 // isUnsignedRecord reports whether s is a Helm record without any signature: only such a
