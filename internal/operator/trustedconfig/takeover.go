@@ -102,12 +102,27 @@ func (t *Configs) takeOverRecords(ctx context.Context, listed, read func(*corev1
 			continue
 		}
 		sign(s.Namespace, s)
-		if _, err := t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		_, err = t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			signed++
+		case refusedForGood(err):
+			// A record the API server will not take with a signature (its annotations padded
+			// to their size limit): refused like a forged one, and no reason to fail the
+			// take-over of the others, which would run again at each reconcile of every CR.
+			refused++
+			log.Info(refusal, "namespace", s.Namespace, "secret", s.Name, "reason", "the API server refused it signed: "+err.Error())
+		default:
 			return signed, refused, fmt.Errorf("signing release record %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		signed++
 	}
 	return signed, refused, nil
+}
+
+// refusedForGood reports whether the API server refused a write for what the object is, so
+// that writing it again would be refused again.
+func refusedForGood(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // isUnsignedRecord reports whether s is a Helm record without any signature: only such a

@@ -20,7 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -223,5 +225,48 @@ func TestTakeOverRefusesClusterObjectsOfOthers(t *testing.T) {
 		if (err == nil) != want {
 			t.Errorf("a record naming StorageClass %s: %v, want taken over %v", name, err, want)
 		}
+	}
+}
+
+// A record the API server refuses to store signed (its annotations padded to their limit) is
+// refused like a forged one, and the others are taken over: the take-over completes once.
+func TestTakeOverRefusesARecordTooLargeToSign(t *testing.T) {
+	ctx := context.Background()
+	key := releasesign.Key("0123456789abcdef0123456789abcdef")
+	cm := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: t1\n"
+	records := []runtime.Object{unsignedRecord("t1", "padded", "appservice", cm), unsignedRecord("t1", "kept", "appservice", cm)}
+	cs := fake.NewClientset(records...)
+	cs.PrependReactor("update", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		s := a.(k8stesting.UpdateAction).GetObject().(*corev1.Secret)
+		if s.Name == "sh.helm.release.v1.padded.v1" {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, s.Name,
+				field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations"), "", 262144)})
+		}
+		return false, nil, nil
+	})
+	cached := crfake.NewClientBuilder()
+	for _, r := range records {
+		s := r.(*corev1.Secret).DeepCopy()
+		s.Data = nil
+		cached.WithObjects(s)
+	}
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": key}}
+	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
+	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(),
+		policies: map[schema.GroupVersionKind]KindPolicy{appGVK: {GVK: appGVK, Chart: "appservice"}},
+		reader:   crs{"AppService t1/padded": true, "AppService t1/kept": true}}
+	if err := tc.takeOver(ctx, key, keySecret); err != nil {
+		t.Fatalf("the take-over failed on a record too large to sign: %v", err)
+	}
+	kept, _ := cs.CoreV1().Secrets("t1").Get(ctx, "sh.helm.release.v1.kept.v1", metav1.GetOptions{})
+	if key.Verify("t1", kept) != nil {
+		t.Error("the other record was not taken over")
+	}
+	marked, _ := cs.CoreV1().Secrets("op").Get(ctx, "key", metav1.GetOptions{})
+	if got := marked.Annotations[takenOverAnnotation]; !strings.HasSuffix(got, "1 signed, 1 refused") {
+		t.Errorf("take-over recorded as %q, want 1 signed and 1 refused", got)
 	}
 }
