@@ -35,23 +35,7 @@ var passwordHolderGVK = schema.GroupVersionKind{Group: "e2e.warpdrive.transwarp.
 func TestLookupKeepsGeneratedPassword(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	installPasswordHolderCRD(t)
-	watches := passwordHolderWatches(t)
-	mgr, err := env.StartManager(framework.ProcessOptions{Name: "manager-lookup", WatchesFile: watches,
-		Flags: []string{"--leader-election-id=manager-lookup"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	processes = append(processes, mgr)
-	t.Cleanup(func() { mgr.Stop() })
-	// The sidecar too: Ready waits for its word that the release's workloads rolled out.
-	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: "sidecar-lookup", WatchesFile: watches,
-		Flags: []string{"--leader-election-id=sidecar-lookup"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	processes = append(processes, sidecar)
-	t.Cleanup(func() { sidecar.Stop() })
+	startPasswordHolderOperator(t, "lookup")
 
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(passwordHolderGVK)
@@ -169,6 +153,29 @@ func TestLookupKeepsGeneratedPassword(t *testing.T) {
 	}
 	ready()
 	t.Logf("%d forced reconciles handled; the release stayed at revision 2 with its password", len(handled))
+}
+
+// startPasswordHolderOperator installs the PasswordHolder CRD and runs a manager and a sidecar
+// that watch PasswordHolders alone, named after name, until the test ends.
+func startPasswordHolderOperator(t *testing.T, name string) {
+	t.Helper()
+	installPasswordHolderCRD(t)
+	watches := passwordHolderWatches(t)
+	mgr, err := env.StartManager(framework.ProcessOptions{Name: "manager-" + name, WatchesFile: watches,
+		Flags: []string{"--leader-election-id=manager-" + name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processes = append(processes, mgr)
+	t.Cleanup(func() { mgr.Stop() })
+	// The sidecar too: Ready waits for its word that the release's workloads rolled out.
+	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: "sidecar-" + name, WatchesFile: watches,
+		Flags: []string{"--leader-election-id=sidecar-" + name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processes = append(processes, sidecar)
+	t.Cleanup(func() { sidecar.Stop() })
 }
 
 // passwordHolderWatches writes a watches file that lists PasswordHolders alone.
