@@ -63,6 +63,11 @@ type outcome struct {
 	values     map[string]any // the visit's values, translated (for the rollout gate)
 	applied    []valuesfrom.Source
 	appliedSet bool
+	// sameInputs counts the upgrades in a row from the inputs (upgradeInputs) inputs, the
+	// last at lastUpgrade: how the render-loop layer (layer_renderloop.go) tells a loop.
+	inputs      string
+	sameInputs  int
+	lastUpgrade time.Time
 }
 
 // maxRequestEcho bounds the reconcile request echoed in status.lastHandledReconcileAt, as the
@@ -197,6 +202,31 @@ func (o *outcomes) get(key types.NamespacedName, uid types.UID) (outcome, bool) 
 		return outcome{}, false
 	}
 	return *e, true
+}
+
+// loopingUpgrades is how many upgrades in a row of cr were from inputs, the last less than
+// renderLoopHold before now; 0 if the last upgrade was from other inputs.
+func (o *outcomes) loopingUpgrades(cr client.Object, inputs string, now time.Time) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.entry(cr)
+	if e.inputs != inputs || now.Sub(e.lastUpgrade) >= renderLoopHold {
+		return 0
+	}
+	return e.sameInputs
+}
+
+// upgraded records an upgrade of cr from inputs at now.
+func (o *outcomes) upgraded(cr client.Object, inputs string, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.entry(cr)
+	if e.inputs == inputs {
+		e.sameInputs++
+	} else {
+		e.inputs, e.sameInputs = inputs, 1
+	}
+	e.lastUpgrade = now
 }
 
 func (o *outcomes) forget(key types.NamespacedName) {

@@ -35,7 +35,13 @@ import (
 //     Uninstall: another chart's release is reported not found and left alone. Reconcile:
 //     passed on. Assumes of the engine: Get returns the release as stored, of any chart.
 //
-//  3. rollout gate (gatedClient, layer_rolloutgate.go). Upgrade (dry-run or not) to the chart the
+//  3. render loop (renderLoopClient, layer_renderloop.go). Upgrade (not a dry run): refused
+//     after 3 upgrades in a row of the CR from the same chart and values (a chart that renders
+//     something new at every render), until the inputs change or for an hour; counted in
+//     outcomes. Every other call is passed on. Below the gate, so that it sees the chart and
+//     values the upgrade is made with.
+//
+//  4. rollout gate (gatedClient, layer_rolloutgate.go). Upgrade (dry-run or not) to the chart the
 //     operator carries of a release on another chart: passed on if the kind's rollout admits
 //     the CR; else passed on with the chart of the release itself and the CR's spec as
 //     values, so that an edit applies with that chart and an unchanged spec leaves the
@@ -44,7 +50,7 @@ import (
 //     Assumes of the layer below: Get and History return the kind's own releases (the
 //     guard).
 //
-//  4. pending repair (repairingClient, layer_pendingrepair.go). Get: a last revision left pending
+//  5. pending repair (repairingClient, layer_pendingrepair.go). Get: a last revision left pending
 //     by an operation no longer running is marked failed in the storage (Warning Event
 //     PendingReleaseRepaired), and returned failed, so that the reconciler upgrades it.
 //     Install, Upgrade: recorded as running while they run; when one fails (not a dry run),
@@ -53,14 +59,14 @@ import (
 //     below: Get returns only the kind's own releases (the guard), and Config().Releases
 //     holds only the operator's records (the engine's signed storage).
 //
-//  5. orphan sweep (sweepingClient, layer_orphansweep.go). Uninstall of a CR being deleted that
+//  6. orphan sweep (sweepingClient, layer_orphansweep.go). Uninstall of a CR being deleted that
 //     finds no release: the objects of the cluster-scoped kinds the chart declares whose
 //     annotations name this CR as their owner are deleted (Warning Event OrphanDeleted), then
 //     "not found" is returned as before; a sweep that fails is an error, which keeps the
 //     finalizer. Every other call is passed on. Assumes of the layers below: another chart's
 //     release is reported not found (the guard), hence the owner check.
 //
-//  6. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
+//  7. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
 //     docs/drift.md): repair: passed on with a manifest whose objects lack the fields the
 //     kind's ignore rules name, and the replicas of those an HPA of the namespace scales, so
 //     that the repair leaves them as the cluster has them; report: nothing is repaired, the
@@ -68,25 +74,25 @@ import (
 //     in a Warning Event DriftDetected and the condition Drifted; off: nothing. Every other
 //     call is passed on.
 //
-//  7. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
+//  8. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
 //     release" on Get and Uninstall, leaves a Warning Event on the CR with the error
 //     (InstallFailed, UpgradeFailed, also for a failed dry run, UninstallFailed,
 //     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair, the sweep and the
 //     drift layer, so that their failures are reported too.
 //
-//  8. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
+//  9. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
 //     Uninstall, whatever its outcome: the records the engine's storage refused are
 //     reported on the CR (condition ReleaseRecordRefused, Warning Event). Assumes of the
 //     layers below: Config() is the engine's, which each of them passes on.
 //
-//  9. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
+//  10. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
-//  10. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
+//  11. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
 //     Get, Install and Upgrade (not a dry run) hand the reconciler is recorded in versions
 //     (its revision and chart version, by its manifest's digest), for the status writer
 //     (statusclient.go), which writes them in status.deployedRelease in place of the manifest.
@@ -114,7 +120,8 @@ import (
 //	                  lock; repair: tracks it; events: Warning UpgradeFailed; record
 //	                  report; outcomes: DryRunFailed
 //	    it changes, or the release failed: Get, then Upgrade: as the dry run, and repair
-//	                  marks the pending revisions failed when it fails
+//	                  marks the pending revisions failed when it fails; render loop: refused
+//	                  after three in a row from the same chart and values
 //	    it does not:  Reconcile (repairs drifted objects): drift: ignored fields are not
 //	                  repaired, or nothing is and drift is reported, or nothing at all;
 //	                  events: Warning ReconcileFailed; outcomes: failure
@@ -152,6 +159,9 @@ func (p pipeline) layers() []layer {
 		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return newReleaseGuard(g, p.chart, p.locks)
+		}},
+		{"render loop", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withRenderLoopGuard(g, p.outcomes)
 		}},
 		{"rollout gate", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRolloutGate(g, p.gate, p.outcomes)

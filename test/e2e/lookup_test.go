@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +249,88 @@ func installPasswordHolderCRD(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
 	}
+}
+
+// A value that renders anew at every render (a greeting that calls randAlphaNum through tpl)
+// makes every dry run find a change, so that each reconcile would upgrade, for ever. After
+// three upgrades in a row from the same spec the operator stops upgrading and says why; an
+// edit of the spec upgrades again.
+func TestRenderLoopStops(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	startPasswordHolderOperator(t, "renderloop")
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(passwordHolderGVK)
+	cr.SetNamespace(ns)
+	cr.SetName("loop")
+	cr.Object["spec"] = map[string]any{"greeting": "{{ randAlphaNum 8 }}"}
+	env.Create(t, cr)
+	t.Cleanup(func() { deleteAndWait(t, cr) })
+	waitRevision(t, ns, "loop", 1)
+
+	lastRevision := func() int {
+		t.Helper()
+		records, err := releaseSecrets(ctx, ns, "loop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := 0
+		for _, s := range records {
+			if v, err := strconv.Atoi(s.Labels["version"]); err == nil {
+				last = max(last, v)
+			}
+		}
+		return last
+	}
+	force := func(i int) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"loop-%d"}}}`, statuscontract.RequestAnnotation, i)
+		if err := env.Client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Forced reconciles (one every 10 s at most), each a dry run that finds a new greeting,
+	// until the operator says it stopped.
+	saysLoop := func(ctx context.Context) error {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any)["message"].(string); strings.Contains(m, "renders differently at every render") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no condition says the chart renders differently at every render: %v", conds)
+	}
+	i := 0
+	framework.Eventually(t, 3*time.Minute, func(ctx context.Context) error {
+		i++
+		force(i)
+		time.Sleep(3 * time.Second)
+		return saysLoop(ctx)
+	})
+	stopped := lastRevision()
+	if stopped != 4 {
+		t.Errorf("the loop stopped at revision %d, want 4 (the install and three upgrades)", stopped)
+	}
+	// Another forced reconcile, handled: no new revision.
+	force(i + 1)
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return err
+		}
+		if h, _, _ := unstructured.NestedString(got.Object, "status", statuscontract.FieldLastHandledReconcileAt); h != fmt.Sprintf("loop-%d", i+1) {
+			return fmt.Errorf("the last forced reconcile not handled yet (%q)", h)
+		}
+		return nil
+	})
+	if got := lastRevision(); got != stopped {
+		t.Errorf("revision %d after the loop was stopped at %d", got, stopped)
+	}
+	// An edit: new values, an upgrade.
+	patchSpec(t, cr, map[string]any{"greeting": "fixed"})
+	waitRevision(t, ns, "loop", stopped+1)
 }
