@@ -167,24 +167,30 @@ func (t *Configs) takeOverOtherKeys(ctx context.Context, keys releasesign.Keys, 
 	if err != nil {
 		return err
 	}
-	// The request is answered once: read the Secret again (the unsigned take-over may have
-	// annotated it since it was loaded), drop the request, record the outcome.
-	fresh, err := t.secrets.CoreV1().Secrets(keySecret.Namespace).Get(ctx, keySecret.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("recording the take-over of records of other keys: %w", err)
-	}
-	delete(fresh.Annotations, otherKeysAnnotation)
-	if fresh.Annotations == nil {
-		fresh.Annotations = map[string]string{}
-	}
-	fresh.Annotations[otherKeysTakenOverAnnotation] = fmt.Sprintf("%s: %d signed, %d refused",
-		time.Now().UTC().Format(time.RFC3339), signed, refused)
-	if _, err := t.secrets.CoreV1().Secrets(fresh.Namespace).Update(ctx, fresh, metav1.UpdateOptions{}); err != nil {
+	if err := t.answerTakeOver(ctx, keySecret, otherKeysAnnotation, otherKeysTakenOverAnnotation, signed, refused); err != nil {
 		return fmt.Errorf("recording the take-over of records of other keys: %w", err)
 	}
 	ctrl.Log.WithName("release-takeover").Info("took over the release records of other keys, as the key's Secret asked",
 		"signed", signed, "refused", refused)
 	return nil
+}
+
+// answerTakeOver answers, once, an administrator's request for a take-over (the annotation
+// request of the key's Secret): it reads the Secret again (an earlier take-over may have
+// annotated it since it was loaded), drops the request and records the outcome in the
+// annotation outcome.
+func (t *Configs) answerTakeOver(ctx context.Context, keySecret *corev1.Secret, request, outcome string, signed, refused int) error {
+	fresh, err := t.secrets.CoreV1().Secrets(keySecret.Namespace).Get(ctx, keySecret.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	delete(fresh.Annotations, request)
+	if fresh.Annotations == nil {
+		fresh.Annotations = map[string]string{}
+	}
+	fresh.Annotations[outcome] = fmt.Sprintf("%s: %d signed, %d refused", time.Now().UTC().Format(time.RFC3339), signed, refused)
+	_, err = t.secrets.CoreV1().Secrets(fresh.Namespace).Update(ctx, fresh, metav1.UpdateOptions{})
+	return err
 }
 
 // ofOtherKey reports whether s, by its metadata, is a Helm record whose signature names a key
