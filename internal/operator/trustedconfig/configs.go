@@ -115,6 +115,9 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	if err := t.takeOverOtherKeys(ctx, keys, keySecret); err != nil {
 		return releasesign.Keys{}, err
 	}
+	if err := t.takeOverReleases(ctx, keys, keySecret); err != nil {
+		return releasesign.Keys{}, err
+	}
 	t.key = keys
 	return keys, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,9 +41,15 @@ func (c crs) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ .
 
 func (crs) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
 
-// unsignedRecord is a record as an earlier version (or anyone) wrote it.
+// unsignedRecord is a record of revision 1 as an earlier version (or anyone) wrote it.
 func unsignedRecord(ns, name, chartName, manifest string) *corev1.Secret {
-	rel := &release.Release{Name: name, Namespace: ns, Version: 1, Manifest: manifest,
+	return unsignedRecordAt(ns, name, chartName, manifest, 1)
+}
+
+// unsignedRecordAt is a record of revision version as an earlier version (or anyone, the
+// helm CLI) wrote it.
+func unsignedRecordAt(ns, name, chartName, manifest string, version int) *corev1.Secret {
+	rel := &release.Release{Name: name, Namespace: ns, Version: version, Manifest: manifest,
 		Info:  &release.Info{Status: release.StatusDeployed},
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: chartName}}}
 	b, _ := json.Marshal(rel)
@@ -51,8 +58,8 @@ func unsignedRecord(ns, name, chartName, manifest string) *corev1.Secret {
 	_, _ = w.Write(b)
 	_ = w.Close()
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1." + name + ".v1",
-			Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version),
+			Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": strconv.Itoa(version)}},
 		Type: "helm.sh/release.v1",
 		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))},
 	}
