@@ -2,11 +2,16 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+
+	libhandler "github.com/operator-framework/operator-lib/handler"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -63,5 +68,40 @@ func TestRolloutWakesAtLowPriority(t *testing.T) {
 	r, p, _ := q.GetWithPriority()
 	if r.String() != "ns/m1" || p != handler.LowPriority {
 		t.Errorf("queued %s at %d, want ns/m1 at %d", r, p, handler.LowPriority)
+	}
+}
+
+// The reconciler's watch of its CRs (operator-lib's instrumented handler, as
+// helm-operator-plugins sets it up) queues the CRs of the cache's initial list at low
+// priority in the fair queue: after a restart over many CRs, an edit made meanwhile is
+// served first.
+func TestInitialListYieldsToEdits(t *testing.T) {
+	q := fairqueue.New("", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*fairqueue.Queue)
+	defer q.ShutDown()
+	h := libhandler.InstrumentedEnqueueRequestForObject[client.Object]{}
+	cr := func(ns, name string, rv string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("cache.example.com/v1alpha1")
+		u.SetKind("Memcached")
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetResourceVersion(rv)
+		return u
+	}
+	ctx := context.Background()
+	for i := range 50 {
+		h.Create(ctx, event.CreateEvent{Object: cr("big", fmt.Sprintf("m%02d", i), "1"), IsInInitialList: true}, q)
+	}
+	h.Create(ctx, event.CreateEvent{Object: cr("small", "s0", "1"), IsInInitialList: true}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: cr("small", "s0", "1"), ObjectNew: cr("small", "s0", "2")}, q) // an edit
+	h.Create(ctx, event.CreateEvent{Object: cr("big", "new", "3")}, q)                                        // a CR created meanwhile
+	var got []string
+	for range 4 {
+		r, _, _ := q.GetWithPriority()
+		q.Done(r)
+		got = append(got, r.String())
+	}
+	if want := "small/s0 big/new big/m00 big/m01"; strings.Join(got, " ") != want {
+		t.Errorf("served %v first, want %s", got, want)
 	}
 }
