@@ -66,7 +66,12 @@ import (
 //     finalizer. Every other call is passed on. Assumes of the layers below: another chart's
 //     release is reported not found (the guard), hence the owner check.
 //
-//  7. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
+//  7. hook cleanup (hookCleanupClient, layer_hookcleanup.go). Uninstall that succeeds: the
+//     objects of the last revision's hooks that are still there (Helm leaves those no delete
+//     policy removes) are deleted through the confined client; a failure is a Warning Event
+//     HookCleanupFailed, not an error (the release is gone). Every other call is passed on.
+//
+//  8. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
 //     docs/drift.md): repair: passed on with a manifest whose objects lack the fields the
 //     kind's ignore rules name, and the replicas of those an HPA of the namespace scales, so
 //     that the repair leaves them as the cluster has them; report: nothing is repaired, the
@@ -74,25 +79,25 @@ import (
 //     in a Warning Event DriftDetected and the condition Drifted; off: nothing. Every other
 //     call is passed on.
 //
-//  8. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
+//  9. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
 //     release" on Get and Uninstall, leaves a Warning Event on the CR with the error
 //     (InstallFailed, UpgradeFailed, also for a failed dry run, UninstallFailed,
 //     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair, the sweep and the
 //     drift layer, so that their failures are reported too.
 //
-//  9. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
+//  10. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
 //     Uninstall, whatever its outcome: the records the engine's storage refused are
 //     reported on the CR (condition ReleaseRecordRefused, Warning Event). Assumes of the
 //     layers below: Config() is the engine's, which each of them passes on.
 //
-//  10. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
+//  11. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
-//  11. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
+//  12. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
 //     Get, Install and Upgrade (not a dry run) hand the reconciler is recorded in versions
 //     (its revision and chart version, by its manifest's digest), for the status writer
 //     (statusclient.go), which writes them in status.deployedRelease in place of the manifest.
@@ -109,7 +114,8 @@ import (
 //	if the CR is being deleted:
 //	  Uninstall       guard: another chart's release is "not found" and left alone;
 //	                  repair: tracks the operation; sweep: no release left, so its
-//	                  cluster-scoped objects are deleted; events: a Warning if it failed;
+//	                  cluster-scoped objects are deleted; hook cleanup: the hooks' objects
+//	                  left are deleted; events: a Warning if it failed;
 //	                  record report. No error, or "not found": the finalizer is removed.
 //	otherwise, Get again (as above), then
 //	  no release:     Install: guard: refused, under the name's lock, if another chart's
@@ -171,6 +177,9 @@ func (p pipeline) layers() []layer {
 		}},
 		{"orphan sweep", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withOrphanSweep(g, p.cluster, p.recorder)
+		}},
+		{"hook cleanup", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withHookCleanup(g, p.recorder)
 		}},
 		{"drift", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withDrift(g, p.drift, p.live, p.recorder, p.status)
