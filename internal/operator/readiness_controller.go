@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -69,8 +71,11 @@ type rolloutSource interface {
 func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(r.gvk)
+	// The fair queue, as the helm reconciler's: a tenant's wave of a thousand CRs would
+	// otherwise keep another tenant's Ready waiting behind all of theirs.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("readiness-" + strings.ToLower(r.gvk.Kind)).
+		WithOptions(controller.Options{NewQueue: fairqueue.New}).
 		For(cr).
 		WatchesRawSource(source.Channel(r.outcomes.notify, &handler.EnqueueRequestForObject{})).
 		Complete(r)

@@ -55,6 +55,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/sidecar/internal/enqueue"
 )
@@ -148,7 +149,9 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// through the same coalescing delay as the workloads' events.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		// Namespaces served in turn (fairqueue): one tenant's thousand rollouts do not keep
+		// another's status waiting behind theirs.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers, NewQueue: fairqueue.New}).
 		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
 			l := mgr.GetLogger().WithValues("controller", name, "controllerGroup", gk.Group, "controllerKind", gk.Kind)
 			if req != nil {
