@@ -164,6 +164,11 @@ bench-valuesfrom: build helm-operator tools ## Benchmark spec.valuesFrom at 100 
 	$(MAKE) cluster-up
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run TestValuesFrom ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-valuesfrom.log
 
+.PHONY: bench-fairness
+bench-fairness: build helm-operator tools ## Benchmark a noisy neighbour: one tenant's edit latency while another floods the operator with forced reconciles and edit waves over 300 CRs, this operator beside the stock one (about 20 minutes): docs/bench/fairness.md.
+	$(MAKE) cluster-up
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 90m -v -run TestNoisyNeighbour ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-fairness.log
+
 .PHONY: bench-tune
 bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period, and edit and delete waves by --max-concurrent-reconciles (about 35 minutes): docs/bench/tune-*.md.
 	$(MAKE) cluster-up
