@@ -35,8 +35,11 @@ func New(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) wor
 
 // AddWithOpts adds items at o.Priority (0 if unset), after o.After, or after the back-off if
 // o.RateLimited (the sooner of the two if both are set), as controller-runtime's priority
-// queue does. A request that waits out a delay is queued at the priority it was last added
-// with by then.
+// queue does. The priority is recorded when the request is added and taken by its next
+// queueing: a delayed add raises an add that queues the request sooner, and if that one
+// takes it, the delayed add queues the request at 0 when its delay ends (controller-runtime's
+// queue keeps one entry with the higher priority; here a low delayed add may come back
+// normal, never a normal one low).
 func (q *Queue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	p := 0
 	if o.Priority != nil {
