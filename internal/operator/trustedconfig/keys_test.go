@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -40,23 +38,9 @@ func TestTakeOverOfOtherKeysRecords(t *testing.T) {
 		unsignedRecord("t1", "unsigned", "appservice", cm("t1")),               // never signed
 		signedBy(current, unsignedRecord("t1", "own", "appservice", cm("t1"))), // the manager's own
 	}
-	cs := fake.NewClientset(records...)
-	cached := crfake.NewClientBuilder()
-	for _, r := range records {
-		s := r.(*corev1.Secret).DeepCopy()
-		s.Data = nil
-		cached.WithObjects(s)
-	}
-	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key",
-		Annotations: map[string]string{takenOverAnnotation: "earlier"}}, Data: map[string][]byte{"key": current}}
-	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{}}
-	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
-	tc.policies[appGVK] = KindPolicy{GVK: appGVK, Chart: "appservice"}
-	tc.reader = crs{"AppService t1/lost": true, "AppService t1/no-key-id": true, "AppService t1/reaching": true,
-		"AppService t1/changed": true, "AppService t1/unsigned": true, "AppService t1/own": true}
+	cs, tc, keySecret := takeOverFixture(t, current, map[string]string{takenOverAnnotation: "earlier"},
+		crs{"AppService t1/lost": true, "AppService t1/no-key-id": true, "AppService t1/reaching": true,
+			"AppService t1/changed": true, "AppService t1/unsigned": true, "AppService t1/own": true}, records)
 	verified := func() map[string]bool {
 		out := map[string]bool{}
 		for _, r := range records {

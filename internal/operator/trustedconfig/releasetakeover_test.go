@@ -8,9 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
-	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
@@ -36,23 +33,9 @@ func TestTakeOverOfNamedReleases(t *testing.T) {
 		record("other", 1), // another release's unsigned record
 		unsignedRecord("t1", "ghost", "appservice", cm), // named, but no CR
 	}
-	cs := fake.NewClientset(records...)
-	cached := crfake.NewClientBuilder()
-	for _, r := range records {
-		s := r.(*corev1.Secret).DeepCopy()
-		s.Data = nil
-		cached.WithObjects(s)
-	}
-	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key",
-		Annotations: map[string]string{takenOverAnnotation: "earlier", releasesAnnotation: "t1/mc, t1/ghost, not-a-name"}},
-		Data: map[string][]byte{"key": key}}
-	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
-	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(),
-		policies: map[schema.GroupVersionKind]KindPolicy{appGVK: {GVK: appGVK, Chart: "appservice"}},
-		reader:   crs{"AppService t1/mc": true, "AppService t1/other": true}}
+	cs, tc, keySecret := takeOverFixture(t, key,
+		map[string]string{takenOverAnnotation: "earlier", releasesAnnotation: "t1/mc, t1/ghost, not-a-name"},
+		crs{"AppService t1/mc": true, "AppService t1/other": true}, records)
 	if err := tc.takeOverReleases(ctx, keys, keySecret); err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,31 @@ func unsignedRecordAt(ns, name, chartName, manifest string, version int) *corev1
 	}
 }
 
+// takeOverFixture is the set-up the take-over tests share: records in a fake clientset and,
+// as the manager's cache of release Secrets holds them, their metadata without data; the key's
+// Secret, with keyAnnotations; and Configs with the AppService policy, whose reader finds the
+// CRs in existing.
+func takeOverFixture(t *testing.T, key releasesign.Key, keyAnnotations map[string]string, existing crs,
+	records []runtime.Object) (*fake.Clientset, *Configs, *corev1.Secret) {
+	t.Helper()
+	cs := fake.NewClientset(records...)
+	cached := crfake.NewClientBuilder()
+	for _, r := range records {
+		s := r.(*corev1.Secret).DeepCopy()
+		s.Data = nil
+		cached.WithObjects(s)
+	}
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key", Annotations: keyAnnotations},
+		Data: map[string][]byte{"key": key}}
+	if _, err := cs.CoreV1().Secrets("op").Create(context.Background(), keySecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
+	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(),
+		policies: map[schema.GroupVersionKind]KindPolicy{appGVK: {GVK: appGVK, Chart: "appservice"}}, reader: existing}
+	return cs, tc, keySecret
+}
+
 // The take-over signs exactly the unsigned records its CRs account for, once.
 func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
 	ctx := context.Background()
@@ -82,23 +107,8 @@ func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
 		unsignedRecord("t1", "cluster", "appservice", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n"),
 		resigned, // signed with another key: not an earlier version's
 	}
-	cs := fake.NewClientset(records...)
-	// The manager's cache of release Secrets: their metadata, without data.
-	cached := crfake.NewClientBuilder()
-	for _, r := range records {
-		s := r.(*corev1.Secret).DeepCopy()
-		s.Data = nil
-		cached.WithObjects(s)
-	}
-	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": key}}
-	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(), policies: map[schema.GroupVersionKind]KindPolicy{}}
-	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
-	tc.policies[appGVK] = KindPolicy{GVK: appGVK, Chart: "appservice"}
-	tc.reader = crs{"AppService t1/kept": true, "AppService t1/reaching": true, "AppService t1/wrong-chart": true,
-		"AppService t1/cluster": true, "AppService t1/other-key": true}
+	cs, tc, keySecret := takeOverFixture(t, key, nil, crs{"AppService t1/kept": true, "AppService t1/reaching": true,
+		"AppService t1/wrong-chart": true, "AppService t1/cluster": true, "AppService t1/other-key": true}, records)
 
 	if err := tc.takeOver(ctx, key, keySecret); err != nil {
 		t.Fatal(err)
@@ -242,7 +252,7 @@ func TestTakeOverRefusesARecordTooLargeToSign(t *testing.T) {
 	key := releasesign.Key("0123456789abcdef0123456789abcdef")
 	cm := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: t1\n"
 	records := []runtime.Object{unsignedRecord("t1", "padded", "appservice", cm), unsignedRecord("t1", "kept", "appservice", cm)}
-	cs := fake.NewClientset(records...)
+	cs, tc, keySecret := takeOverFixture(t, key, nil, crs{"AppService t1/padded": true, "AppService t1/kept": true}, records)
 	cs.PrependReactor("update", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		s := a.(k8stesting.UpdateAction).GetObject().(*corev1.Secret)
 		if s.Name == "sh.helm.release.v1.padded.v1" {
@@ -251,20 +261,6 @@ func TestTakeOverRefusesARecordTooLargeToSign(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	cached := crfake.NewClientBuilder()
-	for _, r := range records {
-		s := r.(*corev1.Secret).DeepCopy()
-		s.Data = nil
-		cached.WithObjects(s)
-	}
-	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": key}}
-	if _, err := cs.CoreV1().Secrets("op").Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	appGVK := schema.GroupVersionKind{Group: "appcontroller.k8s.io", Version: "v1alpha1", Kind: "AppService"}
-	tc := &Configs{secrets: cs, records: cached.Build(), mapper: testMapper(),
-		policies: map[schema.GroupVersionKind]KindPolicy{appGVK: {GVK: appGVK, Chart: "appservice"}},
-		reader:   crs{"AppService t1/padded": true, "AppService t1/kept": true}}
 	if err := tc.takeOver(ctx, key, keySecret); err != nil {
 		t.Fatalf("the take-over failed on a record too large to sign: %v", err)
 	}
