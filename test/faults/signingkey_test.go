@@ -39,16 +39,7 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	ctx := context.Background()
 	op := newOperator(t)
 	ns := env.Namespace(t)
-	keyRef := client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
-	})
-	startManager := func() *proc {
-		t.Helper()
-		p := op.start("manager", framework.ProcessOptions{Flags: []string{"--release-signing-key=" + keyRef.String()}})
-		waitLeader(t, p)
-		return p
-	}
+	keyRef, startManager := ownSigningKey(t, op)
 	m := startManager()
 	op.sidecar()
 
@@ -225,6 +216,25 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	t.Logf("rotated to key %s: the edit wrote records signed by it, the others keep key %s (previous) and verify", newID, oldID)
 }
 
+// ownSigningKey names a release signing key Secret of the test's own, deleted when the test
+// ends, and returns it with startManager, which starts a manager of op that signs with it and
+// waits until it leads. These tests delete, restore or annotate the key's Secret: with a key
+// of their own, that touches no key another test's manager signs with.
+func ownSigningKey(t *testing.T, op *operator) (keyRef client.ObjectKey, startManager func() *proc) {
+	t.Helper()
+	keyRef = client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
+	})
+	startManager = func() *proc {
+		t.Helper()
+		p := op.start("manager", framework.ProcessOptions{Flags: []string{"--release-signing-key=" + keyRef.String()}})
+		waitLeader(t, p)
+		return p
+	}
+	return keyRef, startManager
+}
+
 // waitReady waits until every AppService of ns is at its spec (release, workload, the
 // sidecar's status) and Ready.
 func waitReady(t testing.TB, ns string) *state {
@@ -280,16 +290,7 @@ func TestSigningKeyLostForGood(t *testing.T) {
 	ctx := context.Background()
 	op := newOperator(t)
 	ns := env.Namespace(t)
-	keyRef := client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
-	})
-	startManager := func() *proc {
-		t.Helper()
-		p := op.start("manager", framework.ProcessOptions{Flags: []string{"--release-signing-key=" + keyRef.String()}})
-		waitLeader(t, p)
-		return p
-	}
+	keyRef, startManager := ownSigningKey(t, op)
 	m := startManager()
 	op.sidecar()
 	const n = 2
