@@ -138,7 +138,8 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 	}
 	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds)
 	// The release is named after its CR (helm-operator-plugins' reconciler).
-	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName()}
+	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName(),
+		clusterKinds: policy.ClusterKinds}
 	return cfg, nil
 }
 

@@ -44,6 +44,7 @@ const (
 type lookupGetter struct {
 	action.RESTClientGetter
 	namespace, release string
+	clusterKinds       []schema.GroupKind // the cluster-scoped kinds the chart declares (KindPolicy)
 }
 
 func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
@@ -53,7 +54,8 @@ func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return &lookupTransport{next: next, namespace: g.namespace, release: g.release, kinds: g.RESTClientGetter}
+		return &lookupTransport{next: next, namespace: g.namespace, release: g.release,
+			clusterKinds: g.clusterKinds, kinds: g.RESTClientGetter}
 	})
 	return cfg, nil
 }
@@ -69,15 +71,18 @@ func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
 //     valuesfrom.ReadableLabel "true" are kept: whoever may only edit the CR cannot send
 //     another Secret of the namespace into a rendered object (the rule of spec.valuesFrom;
 //     labelling a Secret takes the right to update it).
-//   - A GET of a cluster-scoped object passes only if the release owns it (the same
-//     annotations): a chart may keep the name of a cluster-scoped object its release made
-//     (the pool chart keeps its StorageClass's name), and learns nothing of anyone else's.
+//   - A GET of a cluster-scoped object of a kind the chart declares passes, and the object is
+//     kept only if the release owns it (the same annotations): a chart may keep the name of a
+//     cluster-scoped object its release made (the pool chart keeps its StorageClass's name),
+//     and learns nothing of anyone else's. A GET of any other cluster-scoped kind never
+//     reaches the API server: a tenant's `tpl` value could otherwise make the operator GET any
+//     cluster-scoped object by name, as often as a render calls lookup.
 //   - Anything else read is absent, as the API server answers for an object that does not
 //     exist: a GET is 404 Not Found (lookup returns an empty map), a LIST an empty list. That
 //     covers other namespaces, all namespaces at once, subresources, every cluster-scoped
-//     object the release does not own and every LIST of them (which would show other
-//     tenants' objects of the kind), and the release's Namespace (a path under
-//     /namespaces/<ns>, hence named apart).
+//     object of a kind the chart does not declare or that the release does not own, every
+//     LIST of them (which would show other tenants' objects of the kind), and the release's
+//     Namespace (a path under /namespaces/<ns>, hence named apart).
 //   - Every other request (a write, a watch, any other path) is refused: 403 Forbidden.
 //
 // Requests are parsed by the API server's own parser (RequestInfoFactory), so that the
@@ -85,9 +90,10 @@ func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
 type lookupTransport struct {
 	next               http.RoundTripper
 	namespace, release string
+	clusterKinds       []schema.GroupKind // the only cluster-scoped kinds a GET reads
 	kinds              interface {
 		ToRESTMapper() (meta.RESTMapper, error)
-	} // names the kind of an empty list
+	} // names the kind of an empty list, and the resources of clusterKinds
 }
 
 // requestInfos parses request paths as the API server does with its default API prefixes.
@@ -112,6 +118,13 @@ func (t *lookupTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	core := info.APIGroup == ""
 	if info.Namespace == "" && info.Verb == "get" && info.Subresource == "" && !(core && info.Resource == "namespaces") {
+		declared, err := t.declared(info)
+		if err != nil {
+			return nil, err
+		}
+		if !declared {
+			return t.absent(req, info)
+		}
 		return t.kept(req, info, t.owned)
 	}
 	if info.Namespace != t.namespace || info.Subresource != "" || (core && info.Resource == "namespaces") {
@@ -121,6 +134,33 @@ func (t *lookupTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.kept(req, info, t.readable)
 	}
 	return t.next.RoundTrip(req)
+}
+
+// declared reports whether the cluster-scoped resource info asks for is of a kind the chart
+// declares. Only the declared kinds are mapped, at the version asked for, so that a lookup of
+// any other kind asks nothing of the REST mapper either, which may ask the API server about a
+// group or version it has not seen.
+func (t *lookupTransport) declared(info *apirequest.RequestInfo) (bool, error) {
+	for _, gk := range t.clusterKinds {
+		if gk.Group != info.APIGroup {
+			continue
+		}
+		mapper, err := t.kinds.ToRESTMapper()
+		if err != nil {
+			return false, err
+		}
+		m, err := mapper.RESTMapping(gk, info.APIVersion)
+		if meta.IsNoMatchError(err) {
+			continue // not served at that version: nothing of it to read
+		}
+		if err != nil {
+			return false, err
+		}
+		if m.Resource.Resource == info.Resource && m.Scope.Name() == meta.RESTScopeNameRoot {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // isDiscovery reports whether a non-resource path is the API server's discovery or version.

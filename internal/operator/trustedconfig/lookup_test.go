@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,14 +60,20 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // wasAsked reports whether a request for path reached the server.
 func (s *apiServer) wasAsked(path string) bool {
+	return s.requests(path) > 0
+}
+
+// requests counts the GETs of path that reached the server.
+func (s *apiServer) requests(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := 0
 	for _, a := range s.asked {
 		if a == "GET "+path {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func secret(ns, name string, labels, annotations map[string]string) *corev1.Secret {
@@ -80,9 +87,15 @@ func clusterRole(name string, annotations map[string]string) *rbacv1.ClusterRole
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
 }
 
+func storageClass(name string, annotations map[string]string) *storagev1.StorageClass {
+	return &storagev1.StorageClass{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Provisioner: "example.com/disk"}
+}
+
 // newAPIServer serves, for the release "app" of namespace t1: its own Secret, one labelled
 // readable, one of another release, one plain, a ConfigMap; a Secret of namespace t2;
-// ClusterRoles of no release, of the release and of a release "app" of t2; the Namespaces.
+// ClusterRoles and StorageClasses (the kind the release's chart declares) of no release, of
+// the release and of a release "app" of t2; a CSIDriver; the Namespaces.
 func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 	owned := map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t1"}
 	secrets := []*corev1.Secret{
@@ -102,6 +115,10 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 		}},
 		"/apis/rbac.authorization.k8s.io/v1": &metav1.APIResourceList{GroupVersion: "rbac.authorization.k8s.io/v1",
 			APIResources: []metav1.APIResource{{Name: "clusterroles", Kind: "ClusterRole", Verbs: []string{"get", "list"}}}},
+		"/apis/storage.k8s.io/v1": &metav1.APIResourceList{GroupVersion: "storage.k8s.io/v1", APIResources: []metav1.APIResource{
+			{Name: "storageclasses", Kind: "StorageClass", Verbs: []string{"get", "list"}},
+			{Name: "csidrivers", Kind: "CSIDriver", Verbs: []string{"get", "list"}},
+		}},
 		"/api/v1/namespaces/t1/secrets":                         list,
 		"/api/v1/namespaces/t2/secrets/victim":                  secret("t2", "victim", map[string]string{valuesfrom.ReadableLabel: "true"}, nil),
 		"/api/v1/secrets":                                       list,
@@ -110,6 +127,10 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles/app":   clusterRole("app", owned),
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles/moved": clusterRole("moved", map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t2"}),
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles":       &rbacv1.ClusterRoleList{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleList"}},
+		"/apis/storage.k8s.io/v1/storageclasses/standard":       storageClass("standard", nil),
+		"/apis/storage.k8s.io/v1/storageclasses/app":            storageClass("app", owned),
+		"/apis/storage.k8s.io/v1/storageclasses/moved":          storageClass("moved", map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t2"}),
+		"/apis/storage.k8s.io/v1/csidrivers/disk":               &storagev1.CSIDriver{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "CSIDriver"}, ObjectMeta: metav1.ObjectMeta{Name: "disk", Annotations: owned}},
 		"/api/v1/namespaces":                                    &corev1.NamespaceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NamespaceList"}, Items: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "t1"}}}},
 		"/api/v1/namespaces/t1":                                 &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "t1"}},
 	}}
@@ -134,6 +155,8 @@ func (g restGetter) ToRESTMapper() (meta.RESTMapper, error) {
 	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
 	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	m.Add(clusterRoleGVK, meta.RESTScopeRoot)
+	m.Add(storageClassGK.WithVersion("v1"), meta.RESTScopeRoot)
+	m.Add(schema.GroupVersionKind{Group: "storage.k8s.io", Version: "v1", Kind: "CSIDriver"}, meta.RESTScopeRoot)
 	return m, nil
 }
 
@@ -145,10 +168,14 @@ func (g configGetter) ActionConfigFor(context.Context, client.Object) (*action.C
 
 var appGVK = schema.GroupVersionKind{Group: "test.warpdrive.transwarp.io", Version: "v1", Kind: "App"}
 
+// storageClassGK is the cluster-scoped kind App's chart declares, as the pool chart does.
+var storageClassGK = schema.GroupKind{Group: "storage.k8s.io", Kind: "StorageClass"}
+
 // releaseConfig is the action configuration Configs hands out for the CR t1/app.
 func releaseConfig(t *testing.T, server *rest.Config) *action.Configuration {
 	t.Helper()
-	configs := &Configs{inner: configGetter{server}, policies: map[schema.GroupVersionKind]KindPolicy{appGVK: {GVK: appGVK}}}
+	configs := &Configs{inner: configGetter{server}, policies: map[schema.GroupVersionKind]KindPolicy{
+		appGVK: {GVK: appGVK, ClusterKinds: []schema.GroupKind{storageClassGK}}}}
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(appGVK)
 	cr.SetNamespace("t1")
@@ -162,8 +189,8 @@ func releaseConfig(t *testing.T, server *rest.Config) *action.Configuration {
 
 // Helm's lookup, with the REST config of a release's action configuration, reads objects of
 // the release's namespace, and of its Secrets only the release's own and those labelled
-// readable; of cluster-scoped objects, one at a time, only the release's own; everything else
-// reads as absent, and most is not even asked of the server.
+// readable; of cluster-scoped objects, one at a time, only the release's own of a kind the
+// chart declares; everything else reads as absent, and most is not even asked of the server.
 func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 	server, base := newAPIServer(t)
 	rc, err := releaseConfig(t, base).RESTClientGetter.ToRESTConfig()
@@ -188,10 +215,14 @@ func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 		{name: "another namespace's Secret", apiVersion: "v1", kind: "Secret", ns: "t2", obj: "victim", neverAsked: "/api/v1/namespaces/t2/secrets/victim"},
 		{name: "another namespace's Secrets", apiVersion: "v1", kind: "Secret", ns: "t2", wantKind: "SecretList", neverAsked: "/api/v1/namespaces/t2/secrets"},
 		{name: "every namespace's Secrets", apiVersion: "v1", kind: "Secret", wantKind: "SecretList", neverAsked: "/api/v1/secrets"},
-		{name: "a ClusterRole of no release", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "admin"},
-		{name: "the release's own ClusterRole", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "app", want: []string{"app"}},
-		{name: "a ClusterRole of another namespace's release of the same name", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "moved"},
-		{name: "a ClusterRole that does not exist", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "none"},
+		{name: "the release's own StorageClass", apiVersion: "storage.k8s.io/v1", kind: "StorageClass", obj: "app", want: []string{"app"}},
+		{name: "a StorageClass of no release", apiVersion: "storage.k8s.io/v1", kind: "StorageClass", obj: "standard"},
+		{name: "a StorageClass of another namespace's release of the same name", apiVersion: "storage.k8s.io/v1", kind: "StorageClass", obj: "moved"},
+		{name: "a StorageClass that does not exist", apiVersion: "storage.k8s.io/v1", kind: "StorageClass", obj: "none"},
+		{name: "the StorageClasses", apiVersion: "storage.k8s.io/v1", kind: "StorageClass", wantKind: "StorageClassList", neverAsked: "/apis/storage.k8s.io/v1/storageclasses"},
+		{name: "a ClusterRole of no release", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "admin", neverAsked: "/apis/rbac.authorization.k8s.io/v1/clusterroles/admin"},
+		{name: "the release's own ClusterRole, a kind the chart does not declare", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", obj: "app", neverAsked: "/apis/rbac.authorization.k8s.io/v1/clusterroles/app"},
+		{name: "the release's own CSIDriver, of the declared kind's group", apiVersion: "storage.k8s.io/v1", kind: "CSIDriver", obj: "disk", neverAsked: "/apis/storage.k8s.io/v1/csidrivers/disk"},
 		{name: "the ClusterRoles", apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", wantKind: "ClusterRoleList", neverAsked: "/apis/rbac.authorization.k8s.io/v1/clusterroles"},
 		{name: "the Namespaces", apiVersion: "v1", kind: "Namespace", wantKind: "NamespaceList", neverAsked: "/api/v1/namespaces"},
 		{name: "the release's Namespace", apiVersion: "v1", kind: "Namespace", obj: "t1", neverAsked: "/api/v1/namespaces/t1"},
@@ -228,6 +259,53 @@ func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 				t.Errorf("the API server was asked for %s", tc.neverAsked)
 			}
 		})
+	}
+}
+
+// A GET of a cluster-scoped kind the chart does not declare reads as absent without a request
+// to the API server, however often a render asks: a tenant's tpl value could otherwise make
+// the operator GET any cluster-scoped object by name, many times over. A GET of the declared
+// kind is one request, and keeps only the release's own object.
+func TestLookupGetsOnlyDeclaredClusterKinds(t *testing.T) {
+	server, base := newAPIServer(t)
+	rc, err := releaseConfig(t, base).RESTClientGetter.ToRESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS = -1 // no client-side rate limit: it would only slow the loop below
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 100 {
+		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the release's own ClusterRole: %v, want NotFound", err)
+		}
+		if _, err := cs.StorageV1().CSIDrivers().Get(ctx, "disk", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the release's own CSIDriver: %v, want NotFound", err)
+		}
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, "t1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the release's Namespace: %v, want NotFound", err)
+		}
+	}
+	server.mu.Lock()
+	asked := append([]string(nil), server.asked...)
+	server.mu.Unlock()
+	if len(asked) != 0 {
+		t.Errorf("%d requests reached the API server, want none: %v", len(asked), asked[0])
+	}
+
+	if sc, err := cs.StorageV1().StorageClasses().Get(ctx, "app", metav1.GetOptions{}); err != nil || sc.Name != "app" {
+		t.Errorf("the release's own StorageClass: %v, %v", sc, err)
+	}
+	if _, err := cs.StorageV1().StorageClasses().Get(ctx, "standard", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a StorageClass of no release: %v, want NotFound", err)
+	}
+	for _, path := range []string{"/apis/storage.k8s.io/v1/storageclasses/app", "/apis/storage.k8s.io/v1/storageclasses/standard"} {
+		if n := server.requests(path); n != 1 {
+			t.Errorf("GET %s reached the API server %d times, want once", path, n)
+		}
 	}
 }
 
