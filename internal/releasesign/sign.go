@@ -8,10 +8,13 @@
 // makes the operator, with its cluster-wide rights, delete or create objects anywhere.
 //
 // Every record the operator writes is signed: an HMAC-SHA256, under a key only the operator
-// can read, of the Secret's namespace, name, type, Helm's labels and the encoded release. The
-// signature is an annotation of the Secret, so the record stays an ordinary Helm record that
-// the helm CLI reads. Records whose signature is missing or wrong are hidden from Helm: a Get
-// finds nothing, a List leaves them out, and the caller is told which were refused.
+// can read, of the Secret's namespace, name, type, Helm's labels and the SHA-256 of the
+// encoded release. The signature and the digest are annotations of the Secret, so the record
+// stays an ordinary Helm record that the helm CLI reads, and its signature is checked on its
+// metadata alone: a Secret that a namespace editor labelled as a record is refused before its
+// data, up to 1 MiB, is ever read (VerifyMetadata). Records whose signature is missing or
+// wrong are hidden from Helm: a Get finds nothing, a List leaves them out, and the caller is
+// told which were refused.
 package releasesign
 
 import (
@@ -36,13 +39,24 @@ import (
 // before (see Keys.Verify).
 const SignatureAnnotation = "warpdrive.transwarp.io/release-signature"
 
+// DigestAnnotation holds the SHA-256 of a record's encoded release (base64url), which its
+// signature signs in place of the release itself: the signature is then checked on the
+// record's metadata, and the digest on its data once the signature holds.
+const DigestAnnotation = "warpdrive.transwarp.io/release-digest"
+
 // signatureVersion prefixes the signed bytes, so that a change of what is signed can never
 // make an old signature valid for a new layout. v1 is the layout of signatures without a key
-// id, which are still verified; v2 adds the key id to what is signed.
+// id; v2 adds the key id to what is signed; v3, the layout written now, signs the release's
+// digest instead of the release. v1 and v2 are the legacy layouts: they are verified only
+// until the operator has re-signed its records in v3 (Keys.RefuseLegacy).
 const (
 	signatureVersion   = "warpdrive.transwarp.io/release-signature/v1"
 	signatureVersionV2 = "warpdrive.transwarp.io/release-signature/v2"
+	signatureVersionV3 = "warpdrive.transwarp.io/release-signature/v3"
 )
+
+// RecordType is the type of Helm's release records, which the signature covers.
+const RecordType corev1.SecretType = "helm.sh/release.v1"
 
 // helmLabels are the labels Helm queries records by (name, status) and derives from the
 // record (owner, version): a record with a signed body but a relabelled status would
@@ -100,6 +114,13 @@ var (
 		"operator verifies: the record changed after the operator wrote it, or was signed by a key this operator no " +
 		"longer holds; if the signing key was lost or replaced, restore it from a backup, or see " + KeyDocs}
 	ErrUnknownKey = errors.New("signed by a key this operator does not hold")
+	// ErrLegacyLayout: a signature in a layout of an earlier version (v1 or v2) once the
+	// operator has re-signed every record it wrote in the current one: not its own.
+	ErrLegacyLayout error = &badSignature{"signature in the layout of an earlier version, whose records this " +
+		"operator has re-signed: the record was not written by it"}
+	// ErrNeedsData: VerifyMetadata cannot decide on a signature of a legacy layout, which
+	// signs the release itself; Verify decides on the whole Secret.
+	ErrNeedsData = errors.New("a legacy signature is checked on the record's data")
 )
 
 // badSignature is a more precise ErrBadSignature.
@@ -136,40 +157,65 @@ func Reason(err error) string {
 	}
 }
 
-// mac computes the MAC of s as if it were stored in namespace ns: the v1 layout with id "",
-// the v2 layout, which signs the key id too, otherwise.
-func (k Key) mac(ns, id string, s *corev1.Secret) string {
+// field writes b to h prefixed by its length, so that no two lists of fields hash alike.
+func field(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// signedMAC is the MAC of a record of type typ named name, with labels, as if stored in
+// namespace ns, after the layout's leading fields (version, key id) and ending with body:
+// the release in the legacy layouts, its digest in v3.
+func (k Key) signedMAC(lead []string, ns, name string, typ corev1.SecretType, labels map[string]string, body []byte) string {
 	mac := hmac.New(sha256.New, k)
-	field := func(h hash.Hash, b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	if id == "" {
-		field(mac, []byte(signatureVersion))
-	} else {
-		field(mac, []byte(signatureVersionV2))
-		field(mac, []byte(id))
+	for _, f := range lead {
+		field(mac, []byte(f))
 	}
 	field(mac, []byte(ns))
-	field(mac, []byte(s.Name))
-	field(mac, []byte(s.Type))
+	field(mac, []byte(name))
+	field(mac, []byte(typ))
 	for _, l := range helmLabels {
-		field(mac, []byte(s.Labels[l]))
+		field(mac, []byte(labels[l]))
 	}
-	field(mac, s.Data["release"])
+	field(mac, body)
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// Sign sets the signature of s, a record about to be written to namespace ns: the key's id and
-// the MAC, so that a record signed by a key the operator no longer holds can be told apart.
+// mac computes the MAC of s in a legacy layout, as if it were stored in namespace ns: v1 with
+// id "", v2, which signs the key id too, otherwise.
+func (k Key) mac(ns, id string, s *corev1.Secret) string {
+	lead := []string{signatureVersion}
+	if id != "" {
+		lead = []string{signatureVersionV2, id}
+	}
+	return k.signedMAC(lead, ns, s.Name, s.Type, s.Labels, s.Data["release"])
+}
+
+// macV3 computes the MAC of the record m of type typ in the current layout, from its metadata:
+// the digest is its annotation, checked against the data by Verify.
+func (k Key) macV3(ns, id string, m metav1.Object, typ corev1.SecretType) string {
+	return k.signedMAC([]string{signatureVersionV3, id}, ns, m.GetName(), typ, m.GetLabels(),
+		[]byte(m.GetAnnotations()[DigestAnnotation]))
+}
+
+// Digest is the value of DigestAnnotation for an encoded release.
+func Digest(release []byte) string {
+	sum := sha256.Sum256(release)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// Sign sets the signature of s, a record about to be written to namespace ns, in the current
+// layout: the release's digest, and the key's id and the MAC, so that a record signed by a key
+// the operator no longer holds can be told apart.
 func (k Key) Sign(ns string, s *corev1.Secret) {
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
 	id := k.ID()
-	s.Annotations[SignatureAnnotation] = id + "." + k.mac(ns, id, s)
+	s.Annotations[DigestAnnotation] = Digest(s.Data["release"])
+	s.Annotations[SignatureAnnotation] = id + "." + k.macV3(ns, id, s, s.Type)
 }
 
 // Verify returns nil if s, read from namespace ns, carries a valid signature of k.
@@ -180,6 +226,10 @@ func (k Key) Verify(ns string, s *corev1.Secret) error { return Keys{Current: k}
 type Keys struct {
 	Current  Key
 	Previous []Key
+	// RefuseLegacy refuses signatures of the legacy layouts, which can only be checked on a
+	// record's whole data: set once the operator has re-signed its own records in the current
+	// layout, so that no Secret a namespace editor labels as a record is read whole.
+	RefuseLegacy bool
 }
 
 // All is the current key and then the previous ones.
@@ -208,15 +258,61 @@ func SignatureKeyID(s *corev1.Secret) string {
 	return id
 }
 
+// VerifyMetadata checks the signature of the record m, read from namespace ns, on its metadata
+// alone, as a record of Helm's type: nil if it holds, and then Verify only has its digest left
+// to check on the data; ErrNeedsData for a signature of a legacy layout, which only Verify can
+// check; a refusal otherwise. A Secret refused here need never be read whole.
+func (ks Keys) VerifyMetadata(ns string, m metav1.Object) error {
+	return ks.verifyMetadata(ns, m, RecordType)
+}
+
+func (ks Keys) verifyMetadata(ns string, m metav1.Object, typ corev1.SecretType) error {
+	got, ok := m.GetAnnotations()[SignatureAnnotation]
+	if !ok {
+		return ErrUnsigned
+	}
+	if _, v3 := m.GetAnnotations()[DigestAnnotation]; !v3 {
+		if ks.RefuseLegacy {
+			return ErrLegacyLayout
+		}
+		return ErrNeedsData
+	}
+	id, _, withID := strings.Cut(got, ".")
+	if !withID || !validKeyID(id) {
+		return ErrBadSignature
+	}
+	for _, k := range ks.All() {
+		if k.ID() != id {
+			continue
+		}
+		if !hmac.Equal([]byte(got), []byte(id+"."+k.macV3(ns, id, m, typ))) {
+			return ErrChanged
+		}
+		return nil
+	}
+	return &UnknownKeyError{ID: id}
+}
+
 // Verify returns nil if s, read from namespace ns, carries a valid signature of one of ks.
 // A signature names its key: it is checked under that key only, and one naming a key not in
 // ks is an *UnknownKeyError. A signature without key id (before key ids) is checked under
 // every key. Nothing is accepted that no key of ks signed.
 func (ks Keys) Verify(ns string, s *corev1.Secret) error {
-	got, ok := s.Annotations[SignatureAnnotation]
-	if !ok {
-		return ErrUnsigned
+	switch err := ks.verifyMetadata(ns, s, s.Type); {
+	case err == nil:
+		if !hmac.Equal([]byte(s.Annotations[DigestAnnotation]), []byte(Digest(s.Data["release"]))) {
+			return ErrChanged
+		}
+		return nil
+	case !errors.Is(err, ErrNeedsData):
+		return err
 	}
+	return ks.verifyLegacy(ns, s)
+}
+
+// verifyLegacy checks a signature of a legacy layout, a MAC of the whole record.
+func (ks Keys) verifyLegacy(ns string, s *corev1.Secret) error {
+	got := s.Annotations[SignatureAnnotation]
 	if id, _, withID := strings.Cut(got, "."); withID {
 		if !validKeyID(id) {
 			return ErrBadSignature

@@ -352,3 +352,83 @@ func TestListReadsAPageAtATime(t *testing.T) {
 		t.Errorf("read in %d pages of at most %d Secrets, want 3 of at most %d", p.pages, p.largest, ListPage)
 	}
 }
+
+// v2Sign signs as the version before release digests did: a MAC of the whole release, with
+// the key id.
+func v2Sign(k Key, ns string, s *corev1.Secret) {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[SignatureAnnotation] = k.ID() + "." + k.mac(ns, k.ID(), s)
+}
+
+// metadataOf is what a LIST of metadata returns of s: no type, no data.
+func metadataOf(s *corev1.Secret) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: *s.ObjectMeta.DeepCopy()}
+}
+
+// A signature is checked on metadata alone: it holds for the record's metadata, and fails for
+// a signature copied to a Secret of another name, or moved to another namespace, with no data
+// read; the data is then held to the signed digest. A legacy signature needs the data until
+// the legacy layouts are refused.
+func TestSignatureVerifiesOnMetadata(t *testing.T) {
+	keys := Keys{Current: testKey}
+	s := record("x", "deployed", "1")
+	testKey.Sign("t1", s)
+	if err := keys.VerifyMetadata("t1", metadataOf(s)); err != nil {
+		t.Fatalf("a signed record's metadata: %v", err)
+	}
+	if err := keys.Verify("t1", s); err != nil {
+		t.Fatalf("a signed record: %v", err)
+	}
+
+	copied := record("x", "superseded", "100")
+	copied.Annotations = map[string]string{SignatureAnnotation: s.Annotations[SignatureAnnotation],
+		DigestAnnotation: s.Annotations[DigestAnnotation]}
+	if err := keys.VerifyMetadata("t1", metadataOf(copied)); !errors.Is(err, ErrChanged) {
+		t.Errorf("a signature copied to another record: %v, want changed", err)
+	}
+	if err := keys.VerifyMetadata("t2", metadataOf(s)); !errors.Is(err, ErrChanged) {
+		t.Errorf("a record moved to another namespace: %v, want changed", err)
+	}
+	redigested := s.DeepCopy()
+	redigested.Annotations[DigestAnnotation] = Digest([]byte("another release"))
+	if err := keys.VerifyMetadata("t1", metadataOf(redigested)); !errors.Is(err, ErrChanged) {
+		t.Errorf("a record with another digest: %v, want changed", err)
+	}
+	replaced := s.DeepCopy()
+	replaced.Data["release"] = []byte("another release")
+	if err := keys.VerifyMetadata("t1", metadataOf(replaced)); err != nil {
+		t.Errorf("metadata of a record whose data was replaced: %v (the data is checked by Verify)", err)
+	}
+	if err := keys.Verify("t1", replaced); !errors.Is(err, ErrChanged) {
+		t.Errorf("a record whose data was replaced: %v, want changed", err)
+	}
+	retyped := s.DeepCopy()
+	retyped.Type = corev1.SecretTypeOpaque
+	if err := keys.Verify("t1", retyped); !errors.Is(err, ErrChanged) {
+		t.Errorf("a record of another type: %v, want changed", err)
+	}
+	if err := keys.VerifyMetadata("t1", metadataOf(record("x", "deployed", "2"))); !errors.Is(err, ErrUnsigned) {
+		t.Errorf("an unsigned record's metadata: %v, want unsigned", err)
+	}
+
+	v1, v2 := record("y", "deployed", "1"), record("z", "deployed", "1")
+	legacySign(testKey, "t1", v1)
+	v2Sign(testKey, "t1", v2)
+	for _, legacy := range []*corev1.Secret{v1, v2} {
+		if err := keys.VerifyMetadata("t1", metadataOf(legacy)); !errors.Is(err, ErrNeedsData) {
+			t.Errorf("%s in a legacy layout, on metadata: %v, want needs data", legacy.Name, err)
+		}
+		if err := keys.Verify("t1", legacy); err != nil {
+			t.Errorf("%s in a legacy layout: %v", legacy.Name, err)
+		}
+		refusing := Keys{Current: testKey, RefuseLegacy: true}
+		if err := refusing.VerifyMetadata("t1", metadataOf(legacy)); !errors.Is(err, ErrLegacyLayout) || !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s in a legacy layout, refused on metadata: %v", legacy.Name, err)
+		}
+		if err := refusing.Verify("t1", legacy); !errors.Is(err, ErrLegacyLayout) {
+			t.Errorf("%s in a legacy layout, refused: %v", legacy.Name, err)
+		}
+	}
+}
