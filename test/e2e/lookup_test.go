@@ -39,11 +39,7 @@ func TestLookupKeepsGeneratedPassword(t *testing.T) {
 	ns := env.Namespace(t)
 	startPasswordHolderOperator(t, "lookup")
 
-	cr := &unstructured.Unstructured{}
-	cr.SetGroupVersionKind(passwordHolderGVK)
-	cr.SetNamespace(ns)
-	cr.SetName("db")
-	cr.Object["spec"] = map[string]any{"greeting": "hello from {{ .Release.Name }}"}
+	cr := passwordHolder(ns, "db", "hello from {{ .Release.Name }}")
 	env.Create(t, cr)
 	t.Cleanup(func() { deleteAndWait(t, cr) }) // before the manager stops: the release is uninstalled
 
@@ -157,6 +153,16 @@ func TestLookupKeepsGeneratedPassword(t *testing.T) {
 	t.Logf("%d forced reconciles handled; the release stayed at revision 2 with its password", len(handled))
 }
 
+// passwordHolder is the PasswordHolder ns/name whose chart renders greeting through tpl.
+func passwordHolder(ns, name, greeting string) *unstructured.Unstructured {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(passwordHolderGVK)
+	cr.SetNamespace(ns)
+	cr.SetName(name)
+	cr.Object["spec"] = map[string]any{"greeting": greeting}
+	return cr
+}
+
 // startPasswordHolderOperator installs the PasswordHolder CRD and runs a manager and a sidecar
 // that watch PasswordHolders alone, named after name, until the test ends.
 func startPasswordHolderOperator(t *testing.T, name string) {
@@ -259,11 +265,7 @@ func TestRenderLoopStops(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	startPasswordHolderOperator(t, "renderloop")
-	cr := &unstructured.Unstructured{}
-	cr.SetGroupVersionKind(passwordHolderGVK)
-	cr.SetNamespace(ns)
-	cr.SetName("loop")
-	cr.Object["spec"] = map[string]any{"greeting": "{{ randAlphaNum 8 }}"}
+	cr := passwordHolder(ns, "loop", "{{ randAlphaNum 8 }}")
 	env.Create(t, cr)
 	t.Cleanup(func() { deleteAndWait(t, cr) })
 	waitRevision(t, ns, "loop", 1)
