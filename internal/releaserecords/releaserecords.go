@@ -29,9 +29,17 @@
 // (k+1) × 1300 release Secrets (Census), and below that lists, as Helm does: at two records a
 // release, from about 2000 CRs in the namespace.
 //
-// Any list it does not recognise as one release's records, or that the cache cannot answer,
-// goes to the API server unchanged. What the client returns is what the LIST would have:
-// the records themselves, which the layers above it verify (internal/releasesign) as before.
+// Any list it does not recognise as one release's records goes to the API server unchanged.
+// What the client returns is what the LIST would have: the records themselves, which the
+// layers above it verify (internal/releasesign) as before.
+//
+// Metadata first (MetadataFirst): a namespace editor may label Secrets of up to 1 MiB each as
+// records of their own release, hundreds of them. So that none is read whole, the client
+// reads a record's data only if its metadata is worth it (its signature holds on metadata:
+// releasesign.Keys.VerifyMetadata): from the cache's metadata where it reads by name, and
+// where the API server must answer, from a LIST of metadata, then a GET of each record worth
+// reading. What it holds at once is the records it keeps, one record being read, and a page of
+// metadata.
 package releaserecords
 
 import (
@@ -46,6 +54,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -74,13 +83,34 @@ type Client struct {
 	cache     client.Reader // the manager's cache of Secrets labelled owner=helm, with IndexField
 	census    *Census       // nil: read by name in any namespace
 	namespace string
+
+	meta  metadata.ResourceInterface // the namespace's Secrets as metadata; nil: LIST them whole
+	worth Worth                      // nil: every record is worth reading
 }
+
+// Worth says whether a record is worth reading whole, by its metadata. The signed storage
+// answers false for a record whose signature does not hold on its metadata, and reports it.
+type Worth func(metav1.Object) bool
+
+// metadataPage is how many Secrets' metadata a LIST reads at a time: a namespace editor may
+// give a Secret up to 256 KiB of annotations, so a page is bounded too.
+const metadataPage = 16
 
 // New wraps c, the Secrets of namespace ns; cache is the manager's cache, census counts the
 // Secrets it holds by namespace.
 func New(c corev1client.SecretInterface, cache client.Reader, census *Census, ns string) *Client {
 	return &Client{SecretInterface: c, cache: cache, census: census, namespace: ns}
 }
+
+// MetadataFirst makes c read a record whole only if worth says so by its metadata: meta is the
+// namespace's Secrets as metadata, for the lists the API server answers.
+func (c *Client) MetadataFirst(meta metadata.ResourceInterface, worth Worth) *Client {
+	c.meta, c.worth = meta, worth
+	return c
+}
+
+// worthReading applies c.worth, if any.
+func (c *Client) worthReading(m metav1.Object) bool { return c.worth == nil || c.worth(m) }
 
 // List answers a list of one release's records (name=<release> and owner=helm, any other
 // label terms) by reading them by name where that costs the API server less (Census); every
@@ -95,6 +125,9 @@ func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Sec
 		return nil, err
 	}
 	if !ok {
+		if c.meta != nil {
+			return c.listWorth(ctx, sel, opts.LabelSelector)
+		}
 		return c.SecretInterface.List(ctx, opts)
 	}
 	list := &corev1.SecretList{}
@@ -104,6 +137,39 @@ func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Sec
 		}
 	}
 	return list, nil
+}
+
+// listWorth answers a list of one release's records that the API server must answer: a LIST
+// of their metadata, a page at a time, and a GET of each record worth reading.
+func (c *Client) listWorth(ctx context.Context, sel labels.Selector, selector string) (*corev1.SecretList, error) {
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: metadataPage}
+	out := &corev1.SecretList{}
+	for {
+		page, err := c.meta.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Items {
+			if !c.worthReading(&page.Items[i]) {
+				continue
+			}
+			s, err := c.SecretInterface.Get(ctx, page.Items[i].Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue // deleted since the LIST
+			}
+			if err != nil {
+				return nil, err
+			}
+			if sel.Matches(labels.Set(s.Labels)) {
+				out.Items = append(out.Items, *s)
+			}
+		}
+		out.ResourceVersion = page.ResourceVersion
+		if page.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Continue
+	}
 }
 
 // oneRelease says whether opts lists one release's records, and which. A first page (a
@@ -135,18 +201,27 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 	var cached corev1.SecretList
 	err := c.cache.List(ctx, &cached, client.InNamespace(c.namespace),
 		client.MatchingFields{IndexField: release}, client.UnsafeDisableDeepCopy)
-	if err != nil || len(cached.Items) > MaxRecords || c.census.listCheaper(c.namespace, len(cached.Items)) {
+	if err != nil {
+		return nil, false, nil
+	}
+	var worth []*corev1.Secret
+	for i := range cached.Items {
+		if c.worthReading(&cached.Items[i]) {
+			worth = append(worth, &cached.Items[i])
+		}
+	}
+	if len(worth) > MaxRecords || c.census.listCheaper(c.namespace, len(worth)) {
 		return nil, false, nil
 	}
 	newest := 0
-	for i := range cached.Items {
-		if v, ok := version(release, cached.Items[i].Name); ok && v > newest {
+	for _, s := range worth {
+		if v, ok := version(release, s.Name); ok && v > newest {
 			newest = v
 		}
 	}
 	var found []*corev1.Secret
-	for i := range cached.Items {
-		s, err := c.SecretInterface.Get(ctx, cached.Items[i].Name, metav1.GetOptions{})
+	for _, w := range worth {
+		s, err := c.SecretInterface.Get(ctx, w.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil // the cache is behind a deletion
 		}
@@ -155,8 +230,10 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 		}
 		found = append(found, s)
 	}
-	for v := newest + 1; ; v++ {
-		if len(found) >= MaxRecords {
+	// Records written since the cache's last event are read whole to be found: only a few, the
+	// names after the newest, each dropped at once unless worth keeping.
+	for v, read := newest+1, 0; ; v, read = v+1, read+1 {
+		if len(found) >= MaxRecords || read >= MaxRecords {
 			return nil, false, nil
 		}
 		s, err := c.SecretInterface.Get(ctx, Name(release, v), metav1.GetOptions{})
@@ -166,7 +243,9 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 		if err != nil {
 			return nil, false, err
 		}
-		found = append(found, s)
+		if c.worthReading(s) {
+			found = append(found, s)
+		}
 	}
 	// In the order of the LIST: by name.
 	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })

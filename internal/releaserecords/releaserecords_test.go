@@ -12,7 +12,9 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -254,4 +256,70 @@ func TestRecordsAreReadByNameOnlyInACrowdedNamespace(t *testing.T) {
 	if census.In("ns") != 3*perGET-2 || census.In("other") != 1 {
 		t.Errorf("census after two deletes: ns %d, other %d; want %d and 1", census.In("ns"), census.In("other"), 3*perGET-2)
 	}
+}
+
+// A namespace editor labels fifty Secrets as records of their release, none signed: with
+// metadata first, none of them is read whole (no GET of any, no LIST of Secrets), whether the
+// cache answers by name or the API server answers a LIST of metadata, and each is reported.
+// A Secret at the name after the newest record is read whole to be found, and dropped.
+func TestOnlyRecordsWorthReadingAreRead(t *testing.T) {
+	signed := record("ns", "r", 1, "deployed")
+	signed.Annotations = map[string]string{"signed": "yes"}
+	objs := []client.Object{signed}
+	meta := []runtime.Object{metadataOf(signed)}
+	for v := 100; v < 150; v++ {
+		planted := record("ns", "r", v, "superseded")
+		objs = append(objs, planted)
+		meta = append(meta, metadataOf(planted))
+	}
+	var refused []string
+	worth := func(m metav1.Object) bool {
+		if m.GetAnnotations()["signed"] == "yes" {
+			return true
+		}
+		refused = append(refused, m.GetName())
+		return false
+	}
+	var secrets []runtime.Object
+	for _, o := range objs {
+		secrets = append(secrets, o.(runtime.Object))
+	}
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	metaSecrets := metadatafake.NewSimpleMetadataClient(scheme, meta...).Resource(corev1.SchemeGroupVersion.WithResource("secrets"))
+
+	for _, tc := range []struct {
+		name  string
+		cache client.Reader
+		want  []string
+	}{
+		{"by name from the cache", cacheOf(objs...), []string{"get " + Name("r", 1), "get " + Name("r", 2)}},
+		{"a LIST of metadata", failingReader{}, []string{"get " + Name("r", 1)}},
+	} {
+		refused = nil
+		cs := fake.NewClientset(secrets...)
+		c := New(cs.CoreV1().Secrets("ns"), tc.cache, nil, "ns").MetadataFirst(metaSecrets.Namespace("ns"), worth)
+		if got := names(list(t, c, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 1)}) {
+			t.Errorf("%s: records %v, want the signed one", tc.name, got)
+		}
+		if got := requests(cs); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: requests %v, want %v", tc.name, got, tc.want)
+		}
+		if len(refused) != 50 {
+			t.Errorf("%s: %d Secrets refused, want the 50 planted", tc.name, len(refused))
+		}
+	}
+
+	// Planted at the name the next record of the release will have: read to be found, dropped.
+	next := record("ns", "r", 2, "deployed")
+	cs := fake.NewClientset(signed, next)
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(signed), nil, "ns").MetadataFirst(metaSecrets.Namespace("ns"), worth)
+	if got := names(list(t, c, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 1)}) {
+		t.Errorf("with a Secret at the next record's name: records %v, want the signed one", got)
+	}
+}
+
+// metadataOf is s as a LIST of metadata returns it.
+func metadataOf(s *corev1.Secret) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: s.ObjectMeta}
 }
