@@ -285,7 +285,9 @@ func TestOnlyRecordsWorthReadingAreRead(t *testing.T) {
 		secrets = append(secrets, o.(runtime.Object))
 	}
 	scheme := runtime.NewScheme()
-	metav1.AddMetaToScheme(scheme)
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	metaSecrets := metadatafake.NewSimpleMetadataClient(scheme, meta...).Resource(corev1.SchemeGroupVersion.WithResource("secrets"))
 
 	for _, tc := range []struct {
