@@ -200,6 +200,17 @@ func (k Key) macV3(ns, id string, m metav1.Object, typ corev1.SecretType) string
 		[]byte(m.GetAnnotations()[DigestAnnotation]))
 }
 
+// SignLegacy signs s as versions before the release digest did (the v2 layout, a MAC of the
+// whole release): what the operator re-signs when it starts (trustedconfig), and what its
+// tests of that start need.
+func (k Key) SignLegacy(ns string, s *corev1.Secret) {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	delete(s.Annotations, DigestAnnotation)
+	s.Annotations[SignatureAnnotation] = k.ID() + "." + k.mac(ns, k.ID(), s)
+}
+
 // Digest is the value of DigestAnnotation for an encoded release.
 func Digest(release []byte) string {
 	sum := sha256.Sum256(release)

@@ -353,15 +353,6 @@ func TestListReadsAPageAtATime(t *testing.T) {
 	}
 }
 
-// v2Sign signs as the version before release digests did: a MAC of the whole release, with
-// the key id.
-func v2Sign(k Key, ns string, s *corev1.Secret) {
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[SignatureAnnotation] = k.ID() + "." + k.mac(ns, k.ID(), s)
-}
-
 // metadataOf is what a LIST of metadata returns of s: no type, no data.
 func metadataOf(s *corev1.Secret) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{ObjectMeta: *s.ObjectMeta.DeepCopy()}
@@ -415,7 +406,7 @@ func TestSignatureVerifiesOnMetadata(t *testing.T) {
 
 	v1, v2 := record("y", "deployed", "1"), record("z", "deployed", "1")
 	legacySign(testKey, "t1", v1)
-	v2Sign(testKey, "t1", v2)
+	testKey.SignLegacy("t1", v2)
 	for _, legacy := range []*corev1.Secret{v1, v2} {
 		if err := keys.VerifyMetadata("t1", metadataOf(legacy)); !errors.Is(err, ErrNeedsData) {
 			t.Errorf("%s in a legacy layout, on metadata: %v, want needs data", legacy.Name, err)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,14 +48,17 @@ type KindPolicy struct {
 // over the unsigned records an earlier version of the operator wrote (takeOver). Both wait
 // for the first reconcile, which runs on the leader only, so standbys never write.
 type Configs struct {
-	inner     helmclient.ActionConfigGetter
-	secrets   kubernetes.Interface
-	reader    client.Reader
-	records   client.Reader // the manager's cache of release Secrets, indexed by release (releaserecords)
-	census    *releaserecords.Census
-	mapper    meta.RESTMapper
-	policies  map[schema.GroupVersionKind]KindPolicy
-	keySecret types.NamespacedName
+	inner   helmclient.ActionConfigGetter
+	secrets kubernetes.Interface
+	reader  client.Reader
+	records client.Reader // the manager's cache of release Secrets, indexed by release (releaserecords)
+	// metaSecrets reads Secrets as metadata, so that a record is read whole only once its
+	// signature holds on its metadata (recordSecrets).
+	metaSecrets metadata.Getter
+	census      *releaserecords.Census
+	mapper      meta.RESTMapper
+	policies    map[schema.GroupVersionKind]KindPolicy
+	keySecret   types.NamespacedName
 
 	mu  sync.Mutex
 	key releasesign.Keys // loaded once: Current is nil until then
@@ -80,9 +83,14 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 	if _, err := inf.AddEventHandler(census); err != nil {
 		return nil, fmt.Errorf("counting release Secrets: %w", err)
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	t := &Configs{
 		secrets: cs, reader: mgr.GetAPIReader(), records: mgr.GetCache(), census: census, mapper: mgr.GetRESTMapper(),
 		policies: map[schema.GroupVersionKind]KindPolicy{}, keySecret: keySecret,
+		metaSecrets: meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")),
 	}
 	for _, p := range policies {
 		t.policies[p.GVK] = p
@@ -118,6 +126,9 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	if err := t.takeOverReleases(ctx, keys, keySecret); err != nil {
 		return releasesign.Keys{}, err
 	}
+	if keys, err = t.resignLegacy(ctx, keys); err != nil {
+		return releasesign.Keys{}, err
+	}
 	t.key = keys
 	return keys, nil
 }
@@ -148,7 +159,8 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 // of each record (as helm-operator-plugins' default driver does). The driver serves one
 // reconcile, and answers the same query twice from one LIST until it writes (secretmemo);
 // in a namespace crowded with release Secrets, a LIST of one release's records is made of
-// GETs by name (releaserecords).
+// GETs by name, and no record is read whole unless its signature holds on its metadata
+// (recordSecrets).
 func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
 	if err != nil {
@@ -156,12 +168,9 @@ func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.
 	}
 	ns := obj.GetNamespace()
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
-	var records corev1client.SecretInterface = t.secrets.CoreV1().Secrets(ns)
-	if t.records != nil {
-		records = releaserecords.New(records, t.records, t.census, ns)
-	}
-	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d := &SignedDriver{refused: &refusals{}}
+	records := t.recordSecrets(ns, key, d.Refuse)
+	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d.lists = secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.Refuse))
 	d.Secrets = driver.NewSecrets(d.lists)
 	return d, nil

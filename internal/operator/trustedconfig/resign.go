@@ -1,0 +1,92 @@
+package trustedconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+)
+
+// resignLegacy re-signs in the current layout, once per process and before any record is read
+// for Helm, each record this operator signed in a legacy layout (a MAC of the whole release,
+// written by versions before the release digest): such a signature can only be checked on
+// the record's data, so as long as it is accepted, a Secret a namespace editor labels as a
+// record with a signature of that shape is read whole before it is refused. Once they are
+// re-signed, keys refuse the legacy layouts on metadata (releasesign.Keys.RefuseLegacy).
+//
+// Candidates come from the manager's cache of records' metadata, and are read one at a time.
+// A record that does not verify is left as it is: it was refused before and stays refused.
+func (t *Configs) resignLegacy(ctx context.Context, keys releasesign.Keys) (releasesign.Keys, error) {
+	if t.records == nil {
+		return keys, nil
+	}
+	var candidates corev1.SecretList
+	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+		return keys, fmt.Errorf("listing release records to re-sign: %w", err)
+	}
+	resigned := 0
+	for i := range candidates.Items {
+		if !errors.Is(keys.VerifyMetadata(candidates.Items[i].Namespace, &candidates.Items[i]), releasesign.ErrNeedsData) {
+			continue
+		}
+		c := &candidates.Items[i]
+		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return keys, fmt.Errorf("reading release record %s/%s to re-sign: %w", c.Namespace, c.Name, err)
+		}
+		if keys.Verify(s.Namespace, s) != nil {
+			continue
+		}
+		keys.Sign(s.Namespace, s)
+		_, err = t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			resigned++
+		case apierrors.IsNotFound(err), refusedForGood(err):
+			// Gone, or too large to take the digest: the record stays in the legacy layout
+			// and is refused from now on, as a record the API server would not store signed.
+		default:
+			return keys, fmt.Errorf("re-signing release record %s/%s: %w", s.Namespace, s.Name, err)
+		}
+	}
+	if resigned > 0 {
+		ctrl.Log.WithName("release-signing").Info("re-signed release records of an earlier version in the current layout",
+			"records", resigned)
+	}
+	keys.RefuseLegacy = true
+	return keys, nil
+}
+
+// recordSecrets is the Secrets client of namespace ns under the signed storage: it reads a
+// release's records by name where that costs the API server less, and reads whole only
+// records whose signature holds on their metadata, reporting the others to refuse.
+func (t *Configs) recordSecrets(ns string, keys releasesign.Keys, refuse releasesign.RefusalFunc) corev1client.SecretInterface {
+	var records corev1client.SecretInterface = t.secrets.CoreV1().Secrets(ns)
+	if t.records == nil {
+		return records
+	}
+	c := releaserecords.New(records, t.records, t.census, ns)
+	if t.metaSecrets == nil {
+		return c
+	}
+	return c.MetadataFirst(t.metaSecrets.Namespace(ns), func(m metav1.Object) bool {
+		err := keys.VerifyMetadata(ns, m)
+		if err != nil && !errors.Is(err, releasesign.ErrNeedsData) {
+			refuse(m.GetName(), err)
+			return false
+		}
+		return true
+	})
+}
