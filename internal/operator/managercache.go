@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/intern"
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
 // CacheOptions is the manager's cache: what the reconcilers read, and no more.
@@ -89,11 +90,46 @@ func stripUnread(obj any) (any, error) {
 	return obj, nil
 }
 
-// dropSecretData keeps a cached Secret's metadata only (and, like every cached object, no
-// managed fields: a per-object transform replaces the default one).
+// dropSecretData keeps of a cached release Secret only the metadata the manager reads: Helm's
+// labels and the signature's annotations (and, like every cached object, no managed fields: a
+// per-object transform replaces the default one). A namespace editor may label Secrets as
+// records of their own release, with up to 1 MiB of data and 256 KiB of annotations each; the
+// cache holds them for as long as they exist, so it holds no more of them than of a record.
 func dropSecretData(obj any) (any, error) {
 	if s, ok := obj.(*corev1.Secret); ok {
 		s.Data, s.StringData = nil, nil
+		s.Labels = keepOnly(s.Labels, recordLabels)
+		s.Annotations = keepOnly(s.Annotations, recordAnnotations)
 	}
 	return stripUnread(obj)
+}
+
+// recordLabels are the labels Helm gives a record; recordAnnotations those its signature is.
+var (
+	recordLabels      = []string{"owner", "name", "status", "version"}
+	recordAnnotations = []string{releasesign.SignatureAnnotation, releasesign.DigestAnnotation}
+)
+
+// maxRecordMeta is the longest label or annotation value of a record kept in the cache: Helm's
+// labels are at most 63 bytes (a label value), a signature 56, a digest 43. A longer value
+// can be neither, so it is kept empty, which no signature verifies.
+const maxRecordMeta = 64
+
+// keepOnly returns the entries of m under keys, those longer than maxRecordMeta emptied.
+func keepOnly(m map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(keys))
+		}
+		if len(v) > maxRecordMeta {
+			v = ""
+		}
+		out[k] = v
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
 // The cache keeps no managed fields and no last-applied copy, of CRs and of Secrets.
@@ -35,6 +37,25 @@ func TestCacheTransformsDropWhatIsNotRead(t *testing.T) {
 	}
 	if s.Data != nil || s.ManagedFields != nil || s.Annotations[lastApplied] != "" {
 		t.Errorf("secret after the transform: %+v", s)
+	}
+
+	// Of a Secret labelled as a record, only what the manager reads of a record: Helm's labels
+	// and the signature's annotations, none longer than a real one.
+	padded := strings.Repeat("p", 256<<10)
+	s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Labels: map[string]string{"owner": "helm", "name": "x", "status": "deployed", "version": "1", "extra": "y"},
+		Annotations: map[string]string{releasesign.SignatureAnnotation: "0123456789ab.mac", releasesign.DigestAnnotation: padded,
+			"padding": padded}}}
+	if _, err := dropSecretData(s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Labels) != 4 || s.Labels["name"] != "x" || s.Labels["extra"] != "" {
+		t.Errorf("labels after the transform: %v", s.Labels)
+	}
+	if len(s.Annotations) != 2 || s.Annotations[releasesign.SignatureAnnotation] != "0123456789ab.mac" ||
+		s.Annotations[releasesign.DigestAnnotation] != "" {
+		t.Errorf("annotations after the transform: %d, signature %q, digest of %d bytes", len(s.Annotations),
+			s.Annotations[releasesign.SignatureAnnotation], len(s.Annotations[releasesign.DigestAnnotation]))
 	}
 }
 
