@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -30,10 +31,10 @@ const (
 	plantedBytes   = 640 << 10
 )
 
-// maxPlantedRise bounds what the planted records may add to the manager's peak memory: a
-// page of them at a time and the garbage collector's slack, where holding them all at once
-// takes more than twice the 62 MiB they weigh (the response and the objects decoded from it).
-const maxPlantedRise = 64
+// maxPlantedRise bounds what the planted records may add to the manager's peak memory (the
+// issue's goal): none of them is read whole, where holding them all at once takes more than
+// twice the 62 MiB they weigh (the response and the objects decoded from it).
+const maxPlantedRise = 20
 
 // twoTenants are an attacker and another tenant, each with an AppService deployed (x and y).
 func twoTenants(t *testing.T) (attacker, other *tenant, cr, theirs *unstructured.Unstructured) {
@@ -55,18 +56,31 @@ func twoTenants(t *testing.T) (attacker, other *tenant, cr, theirs *unstructured
 }
 
 // A namespace editor labels a hundred large Secrets as release records of their own CR and
-// forces reconciles of it: the manager reads them a page at a time, so its peak memory rises
-// by a page and not by all of them, it stays up, and another tenant's edit is served.
+// forces reconciles of it: the manager refuses them on their metadata and never reads them
+// whole, so its peak memory barely rises, it stays up, and another tenant's edit is served.
 func TestPlantedRecordsDoNotExhaustTheManager(t *testing.T) {
 	attacker, other, cr, theirs := twoTenants(t)
 	ctx := context.Background()
 
+	// The planted Secrets carry signatures of every shape a tenant can give them: none; the
+	// signature and digest of the tenant's own real record, copied; a signature of the key's
+	// id in the layout of earlier versions, which signed the whole release.
+	real := &corev1.Secret{}
+	if err := attacker.client.Get(ctx, client.ObjectKey{Namespace: attacker.ns, Name: "sh.helm.release.v1.x.v1"}, real); err != nil {
+		t.Fatal(err)
+	}
+	keyID, _, _ := strings.Cut(real.Annotations[releasesign.SignatureAnnotation], ".")
+	signatures := []map[string]string{nil,
+		{releasesign.SignatureAnnotation: real.Annotations[releasesign.SignatureAnnotation],
+			releasesign.DigestAnnotation: real.Annotations[releasesign.DigestAnnotation]},
+		{releasesign.SignatureAnnotation: keyID + ".bWFjIG9mIGFuIGVhcmxpZXIgdmVyc2lvbg"}}
 	for i := range plantedRecords {
 		data := make([]byte, plantedBytes*3/4)
 		_, _ = rand.Read(data)
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: fmt.Sprintf("sh.helm.release.v1.x.v%d", 100+i),
-				Labels: map[string]string{"owner": "helm", "name": "x", "status": "superseded", "version": strconv.Itoa(100 + i)}},
+				Labels:      map[string]string{"owner": "helm", "name": "x", "status": "superseded", "version": strconv.Itoa(100 + i)},
+				Annotations: signatures[i%len(signatures)]},
 			Type: "helm.sh/release.v1",
 			Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(data))},
 		}
