@@ -284,7 +284,7 @@ func (ks Keys) verifyMetadata(ns string, m metav1.Object, typ corev1.SecretType)
 	}
 	if _, v3 := m.GetAnnotations()[DigestAnnotation]; !v3 {
 		if ks.RefuseLegacy {
-			return ErrLegacyLayout
+			return ks.legacyRefusal(got)
 		}
 		return ErrNeedsData
 	}
@@ -302,6 +302,22 @@ func (ks Keys) verifyMetadata(ns string, m metav1.Object, typ corev1.SecretType)
 		return nil
 	}
 	return &UnknownKeyError{ID: id}
+}
+
+// legacyRefusal says why a signature got of a legacy layout is refused once the operator has
+// re-signed its own: the operator holds no key that made it (so it says what it says of any
+// record of a key it does not hold: restore the key), or it does and the record is not its own.
+func (ks Keys) legacyRefusal(got string) error {
+	id, _, withID := strings.Cut(got, ".")
+	switch {
+	case !withID:
+		return ErrNoKeyVerifies
+	case !validKeyID(id):
+		return ErrBadSignature
+	case !ks.Holds(id):
+		return &UnknownKeyError{ID: id}
+	}
+	return ErrLegacyLayout
 }
 
 // Verify returns nil if s, read from namespace ns, carries a valid signature of one of ks.

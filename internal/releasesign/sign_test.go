@@ -414,12 +414,23 @@ func TestSignatureVerifiesOnMetadata(t *testing.T) {
 		if err := keys.Verify("t1", legacy); err != nil {
 			t.Errorf("%s in a legacy layout: %v", legacy.Name, err)
 		}
-		refusing := Keys{Current: testKey, RefuseLegacy: true}
-		if err := refusing.VerifyMetadata("t1", metadataOf(legacy)); !errors.Is(err, ErrLegacyLayout) || !errors.Is(err, ErrBadSignature) {
-			t.Errorf("%s in a legacy layout, refused on metadata: %v", legacy.Name, err)
+	}
+	// Once the operator re-signed its own, a legacy signature is refused for what it is: one
+	// without key id as no key's, one naming a key the operator holds as not its own, one
+	// naming a key it does not hold as that key's, so that a lost key's records still say
+	// to restore it.
+	refusing := Keys{Current: testKey, RefuseLegacy: true}
+	byLostKey := record("w", "deployed", "1")
+	otherKey.SignLegacy("t1", byLostKey)
+	for _, c := range []struct {
+		s    *corev1.Secret
+		want error
+	}{{v1, ErrNoKeyVerifies}, {v2, ErrLegacyLayout}, {byLostKey, ErrUnknownKey}} {
+		if err := refusing.VerifyMetadata("t1", metadataOf(c.s)); !errors.Is(err, c.want) || !errors.Is(err, ErrBadSignature) && c.want != ErrUnknownKey {
+			t.Errorf("%s in a legacy layout, refused on metadata: %v, want %v", c.s.Name, err, c.want)
 		}
-		if err := refusing.Verify("t1", legacy); !errors.Is(err, ErrLegacyLayout) {
-			t.Errorf("%s in a legacy layout, refused: %v", legacy.Name, err)
+		if err := refusing.Verify("t1", c.s); !errors.Is(err, c.want) {
+			t.Errorf("%s in a legacy layout, refused: %v, want %v", c.s.Name, err, c.want)
 		}
 	}
 }
