@@ -31,6 +31,43 @@ import (
 // never trusted, whoever wrote it.
 const takenOverAnnotation = "warpdrive.transwarp.io/unsigned-records-taken-over"
 
+// takeOverStateSuffix names, after the key's Secret, the ConfigMap beside it that records the
+// take-over of unsigned records (takeOverStateKey): apart from the key, so that a key Secret
+// deleted, recreated or restored from a copy made before the take-over does not run it again,
+// when records a namespace editor forged since could pass its checks. The key's annotation
+// (takenOverAnnotation) says the same for people, and is how earlier versions recorded it.
+const (
+	takeOverStateSuffix = "-take-over"
+	takeOverStateKey    = "unsigned-records-taken-over"
+)
+
+// takeOverRecorded is the outcome of the take-over of unsigned records as its ConfigMap
+// records it, "" if it does not.
+func (t *Configs) takeOverRecorded(ctx context.Context, keySecret *corev1.Secret) (string, error) {
+	cm, err := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace).Get(ctx, keySecret.Name+takeOverStateSuffix, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the record of the take-over of release records: %w", err)
+	}
+	return cm.Data[takeOverStateKey], nil
+}
+
+// recordTakeOver records the outcome of the take-over of unsigned records in its ConfigMap.
+func (t *Configs) recordTakeOver(ctx context.Context, keySecret *corev1.Secret, outcome string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keySecret.Namespace, Name: keySecret.Name + takeOverStateSuffix},
+		Data: map[string]string{takeOverStateKey: outcome}}
+	_, err := t.secrets.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = t.secrets.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("recording the take-over of release records: %w", err)
+	}
+	return nil
+}
+
 // takeOver signs, once per cluster, the release records that an earlier version of the
 // operator wrote without a signature, so that upgrading the operator keeps every release.
 //
@@ -43,7 +80,15 @@ const takenOverAnnotation = "warpdrive.transwarp.io/unsigned-records-taken-over"
 // unsigned, so it is refused (and reported on its CR) from then on. Whatever a taken-over
 // record says, the release operations stay confined (confinedKube).
 func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *corev1.Secret) error {
-	if _, done := keySecret.Annotations[takenOverAnnotation]; done {
+	recorded, err := t.takeOverRecorded(ctx, keySecret)
+	if err != nil {
+		return err
+	}
+	if annotated, done := keySecret.Annotations[takenOverAnnotation]; done || recorded != "" {
+		if recorded == "" {
+			// Recorded by a version that kept it on the key only: kept apart from now on.
+			return t.recordTakeOver(ctx, keySecret, annotated)
+		}
 		return nil
 	}
 	signed, refused, err := t.takeOverRecords(ctx, isUnsignedRecord, isUnsignedRecord, key.Sign,
@@ -51,12 +96,15 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 	if err != nil {
 		return err
 	}
+	outcome := fmt.Sprintf("%s: %d signed, %d refused", time.Now().UTC().Format(time.RFC3339), signed, refused)
+	if err := t.recordTakeOver(ctx, keySecret, outcome); err != nil {
+		return err
+	}
 	keySecret = keySecret.DeepCopy()
 	if keySecret.Annotations == nil {
 		keySecret.Annotations = map[string]string{}
 	}
-	keySecret.Annotations[takenOverAnnotation] = fmt.Sprintf("%s: %d signed, %d refused",
-		time.Now().UTC().Format(time.RFC3339), signed, refused)
+	keySecret.Annotations[takenOverAnnotation] = outcome
 	if _, err := t.secrets.CoreV1().Secrets(keySecret.Namespace).Update(ctx, keySecret, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("recording the take-over of release records: %w", err)
 	}
