@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
@@ -160,7 +161,8 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 // reconcile, and answers the same query twice from one LIST until it writes (secretmemo);
 // in a namespace crowded with release Secrets, a LIST of one release's records is made of
 // GETs by name, and no record is read whole unless its signature holds on its metadata
-// (recordSecrets).
+// (recordSecrets); a record larger than a Secret holds is stored in parts, signed and
+// verified whole (releasechunks).
 func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
 	if err != nil {
@@ -171,7 +173,7 @@ func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.
 	d := &SignedDriver{refused: &refusals{}}
 	records := t.recordSecrets(ns, key, d.Refuse)
 	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
-	d.lists = secretmemo.New(releasesign.NewSecretClient(secrets, ns, key, d.Refuse))
+	d.lists = secretmemo.New(releasesign.NewSecretClient(releasechunks.New(secrets), ns, key, d.Refuse))
 	d.Secrets = driver.NewSecrets(d.lists)
 	return d, nil
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
@@ -134,7 +135,9 @@ func (t *Configs) takeOverRecords(ctx context.Context, listed, read func(*corev1
 		if !listed(c) {
 			continue
 		}
-		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		// A record in parts (releasechunks) is read, and signed, whole.
+		records := releasechunks.New(t.secrets.CoreV1().Secrets(c.Namespace))
+		s, err := records.Get(ctx, c.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -150,7 +153,7 @@ func (t *Configs) takeOverRecords(ctx context.Context, listed, read func(*corev1
 			continue
 		}
 		sign(s.Namespace, s)
-		_, err = t.secrets.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+		_, err = records.Update(ctx, s, metav1.UpdateOptions{})
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			signed++
