@@ -12,9 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,16 +33,7 @@ func TestPersonsHelmUpgradeTakenBack(t *testing.T) {
 	ctx := context.Background()
 	op := newOperator(t)
 	ns := env.Namespace(t)
-	keyRef := client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
-	})
-	startManager := func() *proc {
-		t.Helper()
-		p := op.start("manager", framework.ProcessOptions{Flags: []string{"--release-signing-key=" + keyRef.String()}})
-		waitLeader(t, p)
-		return p
-	}
+	keyRef, startManager := ownSigningKey(t, op)
 	m := startManager()
 	op.sidecar()
 	const name = "app-0"
