@@ -135,6 +135,12 @@ func TestTakeOverSignsOnlyWhatItsCRsAccountFor(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets("t1").Create(ctx, late, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The manager's cache sees it too, as it would: else the take-over could not find it anyway.
+	cachedLate := late.DeepCopy()
+	cachedLate.Data = nil
+	if err := tc.records.(client.Client).Create(ctx, cachedLate); err != nil {
+		t.Fatal(err)
+	}
 	tc.reader = crs{"AppService t1/late": true}
 	if err := tc.takeOver(ctx, key, marked); err != nil {
 		t.Fatal(err)
