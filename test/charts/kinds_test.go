@@ -207,9 +207,10 @@ func runOnCopy(t *testing.T, dir string) {
 // addKindCharts are internal/addkind's test charts, each shaped like a kind of chart found in
 // the wild (see internal/addkind/testdata), and the kinds make add-kind makes of them.
 var addKindCharts = []struct{ chart, kind, group string }{
-	{"webinfo", "WebInfo", "web.example.com"},    // no schema (the spec is inferred), kubeVersion, optional objects, a test hook
-	{"keystore", "KeyStore", "data.example.com"}, // a vendored library chart, tpl, $ref and anyOf
-	{"ledger", "Ledger", "batch.example.com"},    // hooks with weights and delete policies
+	{"webinfo", "WebInfo", "web.example.com"},              // no schema (the spec is inferred), kubeVersion, optional objects, a test hook
+	{"keystore", "KeyStore", "data.example.com"},           // a vendored library chart, tpl, $ref and anyOf
+	{"ledger", "Ledger", "batch.example.com"},              // hooks with weights and delete policies
+	{"dashboards", "Dashboards", "monitoring.example.com"}, // a release record over 2 MiB
 }
 
 // make add-kind makes each test chart a kind on a copy of the repository: the chart is copied

@@ -31,6 +31,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -43,12 +44,18 @@ var addedKinds = []addedKind{
 	{"keystore", "KeyStore", "data.example.com", map[string]any{"primary": map[string]any{"replicaCount": int64(2)}}},
 	// The edit fires the post-upgrade hook.
 	{"ledger", "Ledger", "batch.example.com", map[string]any{"replicas": int64(3)}},
+	// A release record of about 2.5 MiB, stored in parts (internal/releasechunks).
+	{"dashboards", "Dashboards", "monitoring.example.com", map[string]any{"seed": "b"}},
 }
 
 type addedKind struct {
 	chart, kind, group string
 	edit               map[string]any
 }
+
+// inParts reports whether the kind's release record is larger than a Secret holds, and so
+// stored in parts (internal/releasechunks).
+func (k addedKind) inParts() bool { return k.chart == "dashboards" }
 
 // How long, and how often, step 3 forces reconciles of an unchanged CR.
 const (
@@ -149,6 +156,17 @@ func TestAddedKinds(t *testing.T) {
 			}
 			readyAtGeneration(t, c, cr)
 			waitRevision(t, ns, release, 2)
+			if k.inParts() {
+				head, err := env.Clientset.CoreV1().Secrets(ns).Get(ctx, "sh.helm.release.v1."+release+".v2", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := head.Annotations[releasechunks.ChunksAnnotation]; n == "" {
+					t.Error("the release record is not stored in parts")
+				} else {
+					t.Logf("revision 2's record is in %s parts", n)
+				}
+			}
 
 			// 3. Forced reconciles of an unchanged CR change nothing in the release.
 			forceReconciles(t, c, cr)
@@ -175,6 +193,13 @@ func TestAddedKinds(t *testing.T) {
 				return
 			}
 			checkUninstalled(t, c, rel, jobs)
+			parts, err := env.Clientset.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(releasechunks.ChunkType)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range parts.Items {
+				t.Errorf("a part of a release record is left after the uninstall: Secret %s", p.Name)
+			}
 		})
 	}
 }
@@ -439,7 +464,7 @@ func deployedRelease(ctx context.Context, ns, name string) (*release.Release, er
 	}
 	for _, s := range secrets {
 		if s.Labels["status"] == "deployed" {
-			return driver.NewSecrets(env.Clientset.CoreV1().Secrets(ns)).Get(s.Name)
+			return driver.NewSecrets(releasechunks.New(env.Clientset.CoreV1().Secrets(ns))).Get(s.Name)
 		}
 	}
 	return nil, fmt.Errorf("release %s/%s has no deployed revision", ns, name)
