@@ -349,7 +349,7 @@ func writeSection(t *testing.T, s settings, file, title, body string) {
 var exhaustionSections = []string{unownedTitle, plantedTitle}
 
 const exhaustionHead = "# Exhaustion: noise and planted records against the manager\n\n" +
-	"Written by `make bench-exhaustion` (TestUnownedUpdates and TestPlantedRecords in test/bench, about 20 minutes), " +
+	"Written by `make bench-exhaustion` (TestUnownedUpdates and TestPlantedRecords in test/bench, about 15 minutes), " +
 	"each operator in namespaces of its own on the local cluster, this operator's manager and sidecar beside the stock " +
 	"helm-operator in one run. Each test rewrites its own section, so that either can be run again alone " +
 	"(`WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=.cluster/kubeconfig go test -count=1 -v -run TestPlantedRecords ./test/bench/`). " +
