@@ -148,9 +148,9 @@ test-node: build tools ## The operator's real pod on the local cluster's real no
 	$(MAKE) node-down
 
 .PHONY: bench
-bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs, and spec.valuesFrom (several hours): docs/bench/.
+bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs, then spec.valuesFrom, a noisy neighbour, updates of unowned ConfigMaps and planted release records (several hours): docs/bench/.
 	$(MAKE) cluster-up
-	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 720m -v -run 'TestCompare|TestPool|TestValuesFrom' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 780m -v -run 'TestCompare|TestPool|TestValuesFrom|TestNoisyNeighbour|TestUnownedUpdates|TestPlantedRecords' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
 
 .PHONY: bench-quick
 bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle window (valuesFrom: 2 edits, 500 unrelated Secrets), to check the benchmark runs; figures go to .cluster/bench-quick.
@@ -168,6 +168,11 @@ bench-valuesfrom: build helm-operator tools ## Benchmark spec.valuesFrom at 100 
 bench-fairness: build helm-operator tools ## Benchmark a noisy neighbour: one tenant's edit latency while another floods the operator with forced reconciles and edit waves over 300 CRs, this operator beside the stock one (about 20 minutes): docs/bench/fairness.md.
 	$(MAKE) cluster-up
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 90m -v -run TestNoisyNeighbour ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-fairness.log
+
+.PHONY: bench-exhaustion
+bench-exhaustion: build helm-operator tools ## Benchmark 10,000 updates of ConfigMaps no chart owns (the manager's GETs and CPU) and 300 planted release records of 900 KiB (its peak RSS), this operator beside the stock one (about 15 minutes): docs/bench/exhaustion.md.
+	$(MAKE) cluster-up
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run 'TestUnownedUpdates|TestPlantedRecords' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-exhaustion.log
 
 .PHONY: bench-tune
 bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period, and edit and delete waves by --max-concurrent-reconciles (about 35 minutes): docs/bench/tune-*.md.
