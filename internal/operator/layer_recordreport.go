@@ -143,9 +143,9 @@ func refusalCondition(refused map[string]error) map[string]any {
 	// lost key: deleting them would make the operator install the release anew. Those are
 	// recovered by restoring the key (docs/security.md, "Key lifecycle: rotation, loss,
 	// restore"); the others are a stranger's, to delete.
-	advice := "delete the refused Secrets (this condition clears at the CR's next reconcile), unless a person " +
-		"ran helm upgrade or rollback on this release: then an administrator takes its records over " +
-		"(docs/security.md#the-helm-cli-on-these-releases)"
+	advice := "delete the refused Secrets (this condition clears at the CR's next reconcile); a refused record " +
+		"where the release writes its next revision, such as a person's helm upgrade or rollback leaves, is moved " +
+		"aside to <name>" + releasesign.DisplacedSuffix + " (docs/security.md#the-helm-cli-on-these-releases)"
 	for _, n := range names {
 		if r := releasesign.Reason(refused[n]); r == "other_key" || r == "no_key_id" {
 			advice = "do not delete records signed by another key: restore the signing key from a backup " +

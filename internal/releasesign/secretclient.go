@@ -2,6 +2,7 @@ package releasesign
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +32,87 @@ func NewSecretClient(c corev1client.SecretInterface, ns string, key Keys, refuse
 	return &SecretClient{SecretInterface: c, namespace: ns, key: key, refused: refused}
 }
 
-// Create signs and creates a record.
+// Create signs and creates a record. Where a record the operator must not trust already has
+// the name, it is moved aside first (displace), so that a release goes on from the operator's
+// own records under the revision Helm numbers next instead of failing "already exists".
 func (c *SecretClient) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
 	s = s.DeepCopy()
 	c.key.Sign(c.namespace, s)
+	out, err := c.SecretInterface.Create(ctx, s, opts)
+	if !apierrors.IsAlreadyExists(err) || len(opts.DryRun) > 0 {
+		return out, err
+	}
+	if derr := c.displace(ctx, s.Name); derr != nil {
+		return out, fmt.Errorf("%w (%v)", err, derr)
+	}
 	return c.SecretInterface.Create(ctx, s, opts)
 }
+
+// DisplacedSuffix names, after a record's Secret, the copy of a Secret displace moved aside.
+const DisplacedSuffix = ".refused"
+
+// DisplacedLabelsAnnotation keeps, on a copy displace made, the labels of the Secret it was:
+// the copy has none, so that Helm and the operator no longer take it for a record.
+const DisplacedLabelsAnnotation = "warpdrive.transwarp.io/refused-record-labels"
+
+// displace moves the Secret named name aside, to a copy of its data and type named with
+// DisplacedSuffix, if it is a record this operator refuses as unsigned or changed: written
+// by a person's `helm upgrade` or `helm rollback` (Helm rewrites the record it supersedes,
+// unsigned), or edited by whoever may write the namespace's Secrets. Nothing is lost, and the
+// release's own records stay what Helm numbers from. A record that verifies, or that is
+// signed by a key the operator does not hold (a lost or rotated-out key: restoring the key
+// makes it good again), is left where it is.
+func (c *SecretClient) displace(ctx context.Context, name string) error {
+	old, err := c.SecretInterface.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	verr := c.key.Verify(c.namespace, old)
+	if verr == nil {
+		return fmt.Errorf("Secret %s is a record of this operator", name)
+	}
+	if r := Reason(verr); r != "unsigned" && r != "changed" {
+		return fmt.Errorf("Secret %s is not moved aside: %w", name, verr)
+	}
+	labels, err := json.Marshal(old.Labels)
+	if err != nil {
+		return err
+	}
+	kept := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: name + DisplacedSuffix,
+			Annotations: map[string]string{DisplacedLabelsAnnotation: string(labels)}},
+		Type: old.Type,
+		Data: old.Data,
+	}
+	if _, err := c.SecretInterface.Create(ctx, kept, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = c.SecretInterface.Update(ctx, kept, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("moving Secret %s aside: %w", name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("moving Secret %s aside: %w", name, err)
+	}
+	err = c.SecretInterface.Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &old.UID, ResourceVersion: &old.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("moving Secret %s aside: %w", name, err)
+	}
+	c.refused(name, &DisplacedError{Reason: verr, To: kept.Name})
+	return nil
+}
+
+// DisplacedError: a refused record was moved aside, to the Secret To, for the operator's own
+// record of that revision.
+type DisplacedError struct {
+	Reason error
+	To     string
+}
+
+func (e *DisplacedError) Error() string {
+	return fmt.Sprintf("%v; moved aside to Secret %s, so that the release goes on from the operator's own records", e.Reason, e.To)
+}
+
+func (e *DisplacedError) Unwrap() error { return e.Reason }
 
 // Update signs and updates a record. Helm updates a record it has just read, so the record
 // it replaces verified. It is signed with the current key whatever key signed it before: a

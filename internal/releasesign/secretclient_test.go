@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,5 +114,60 @@ func TestListReadsAPageAtATime(t *testing.T) {
 	}
 	if p.largest > ListPage || p.pages != 3 {
 		t.Errorf("read in %d pages of at most %d Secrets, want 3 of at most %d", p.pages, p.largest, ListPage)
+	}
+}
+
+// A refused record where Helm writes the release's next revision is moved aside, data and
+// type kept under DisplacedSuffix, without labels, and reported: unsigned (what a person's
+// helm upgrade writes) and changed alike. A record of another key, which restoring the key
+// makes good again, and a record of this operator are left where they are.
+func TestCreateMovesRefusedRecordsAside(t *testing.T) {
+	ctx := context.Background()
+	keys := Keys{Current: testKey}
+	unsigned := record("a", "deployed", "2")
+	changed := record("b", "deployed", "2")
+	testKey.Sign("t1", changed)
+	changed.Labels["status"] = "superseded"
+	ofOtherKey := record("c", "deployed", "2")
+	otherKey.Sign("t1", ofOtherKey)
+	ours := record("d", "deployed", "2")
+	testKey.Sign("t1", ours)
+	for _, s := range []*corev1.Secret{unsigned, changed, ofOtherKey, ours} {
+		s.Namespace = "t1"
+	}
+	cs := fake.NewClientset(unsigned, changed, ofOtherKey, ours)
+	refused := map[string]error{}
+	c := NewSecretClient(cs.CoreV1().Secrets("t1"), "t1", keys, func(s string, err error) { refused[s] = err })
+
+	for _, tc := range []struct {
+		old   *corev1.Secret
+		moved bool
+	}{{unsigned, true}, {changed, true}, {ofOtherKey, false}, {ours, false}} {
+		_, err := c.Create(ctx, record(tc.old.Labels["name"], "deployed", "2"), metav1.CreateOptions{})
+		if tc.moved != (err == nil) {
+			t.Errorf("creating over %s: %v, want moved aside: %v", tc.old.Name, err, tc.moved)
+		}
+		if !tc.moved {
+			if got, _ := cs.CoreV1().Secrets("t1").Get(ctx, tc.old.Name, metav1.GetOptions{}); got == nil ||
+				!slices.Equal(got.Data["release"], tc.old.Data["release"]) || got.Annotations[SignatureAnnotation] != tc.old.Annotations[SignatureAnnotation] {
+				t.Errorf("%s was replaced", tc.old.Name)
+			}
+			continue
+		}
+		if got, err := c.Get(ctx, tc.old.Name, metav1.GetOptions{}); err != nil || keys.Verify("t1", got) != nil {
+			t.Errorf("%s after the create: %v, want the operator's signed record", tc.old.Name, err)
+		}
+		kept, err := cs.CoreV1().Secrets("t1").Get(ctx, tc.old.Name+DisplacedSuffix, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the copy of %s: %v", tc.old.Name, err)
+		}
+		if len(kept.Labels) != 0 || kept.Type != tc.old.Type || !slices.Equal(kept.Data["release"], tc.old.Data["release"]) ||
+			!strings.Contains(kept.Annotations[DisplacedLabelsAnnotation], `"status":"`+tc.old.Labels["status"]+`"`) {
+			t.Errorf("the copy of %s: labels %v, type %s, annotations %v", tc.old.Name, kept.Labels, kept.Type, kept.Annotations)
+		}
+		var displaced *DisplacedError
+		if !errors.As(refused[tc.old.Name], &displaced) || !strings.Contains(Describe(tc.old.Name, refused[tc.old.Name]), "moved aside") {
+			t.Errorf("%s reported as %v", tc.old.Name, refused[tc.old.Name])
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,13 +18,14 @@ import (
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-// TestPersonsHelmUpgradeTakenBack: a person runs `helm upgrade --reuse-values --set
+// TestPersonsHelmUpgradeMovedAside: a person runs `helm upgrade --reuse-values --set
 // replicas=3` on a CR's release, as the Helm CLI does it (Helm's SDK, its Secrets storage).
-// Helm rewrites the operator's record and writes one of its own, neither signed: the CR's
-// next edit does not apply, and its ReleaseRecordRefused condition says what to do. An
-// administrator names the release on the key's Secret and restarts the manager: the records
-// are taken over, the edit applies, and the workload follows the CR again.
-func TestPersonsHelmUpgradeTakenBack(t *testing.T) {
+// Helm rewrites the operator's record and writes one of its own, neither signed. The
+// operator refuses both and goes on from the CR: its records that Helm numbers next move the
+// person's aside (kept, unlabelled, as <record>.refused), the workload follows the CR again
+// (the person's 3 replicas are undone, then the CR's edit applies) and every record left as a
+// record is the operator's, with no administrator involved.
+func TestPersonsHelmUpgradeMovedAside(t *testing.T) {
 	if stock {
 		t.Skip("the signed records are this operator's")
 	}
@@ -34,30 +33,28 @@ func TestPersonsHelmUpgradeTakenBack(t *testing.T) {
 	op := newOperator(t)
 	ns := env.Namespace(t)
 	keyRef, startManager := ownSigningKey(t, op)
-	m := startManager()
+	startManager()
 	op.sidecar()
 	const name = "app-0"
 	env.Create(t, appService.newCR(ns, name, 1))
 	waitReady(t, ns)
 
 	personsUpgrade(t, ns, name, map[string]any{"replicas": 3})
+	// The CR's edit installs the release again from the operator's own records (it has none
+	// left that it trusts), over the objects: its revision 1 moves the person's aside. The
+	// person's revision 2 is still there, refused, until the operator writes its own.
 	if err := appService.setReplicas(ctx, appService.newCR(ns, name, 0), 2); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
-		cr := &unstructured.Unstructured{}
-		cr.SetGroupVersionKind(appService.gvk)
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cr); err != nil {
-			return err
-		}
-		if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s != "True" || !strings.Contains(msg, "helm upgrade or rollback") {
-			return fmt.Errorf("ReleaseRecordRefused=%q: %s", s, msg)
-		}
-		return nil
-	})
+	deploymentAt(t, ns, name+"-app", 2)
+	// The next edit writes revision 2, and moves the person's aside too: the release's records
+	// are the operator's alone, and the CR converges as after any upgrade.
+	if err := appService.setReplicas(ctx, appService.newCR(ns, name, 0), 1); err != nil {
+		t.Fatal(err)
+	}
+	s := waitReady(t, ns)
+	deploymentAt(t, ns, name+"-app", 1)
 
-	// The administrator names the release on the key's Secret, and restarts the manager.
-	m.Stop()
 	key := &corev1.Secret{}
 	if err := env.Client.Get(ctx, keyRef, key); err != nil {
 		t.Fatal(err)
@@ -66,34 +63,35 @@ func TestPersonsHelmUpgradeTakenBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if key.Annotations == nil {
-		key.Annotations = map[string]string{}
-	}
-	key.Annotations["warpdrive.transwarp.io/take-over-records-of"] = ns + "/" + name
-	if err := env.Client.Update(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	startManager()
-	s := waitReady(t, ns)
-	if err := noRefusals(ctx, ns, 1, func(int) string { return name }); err != nil {
-		t.Error(err)
-	}
-	d := &appsv1.Deployment{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-app"}, d); err != nil {
-		t.Fatal(err)
-	}
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
-		t.Errorf("the Deployment asks for %v replicas, want the CR's 2", d.Spec.Replicas)
-	}
 	for _, r := range s.releases[name] {
 		if err := keys.Verify(ns, &r.secret); err != nil {
-			t.Errorf("record %s after the take-over: %v", r.secret.Name, err)
+			t.Errorf("record %s after the person's upgrade: %v", r.secret.Name, err)
 		}
 	}
-	if err := env.Client.Get(ctx, keyRef, key); err != nil {
-		t.Fatal(err)
+	for _, v := range []int{1, 2} {
+		aside := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d%s", name, v, releasesign.DisplacedSuffix)}
+		if err := env.Client.Get(ctx, key, aside); err != nil {
+			t.Errorf("the person's revision %d, moved aside: %v", v, err)
+			continue
+		}
+		t.Logf("the person's revision %d moved aside to %s, labels %s", v, aside.Name, aside.Annotations[releasesign.DisplacedLabelsAnnotation])
 	}
-	t.Logf("taken over: %s", key.Annotations["warpdrive.transwarp.io/records-of-releases-taken-over"])
+}
+
+// deploymentAt waits until the Deployment ns/name asks for replicas.
+func deploymentAt(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			return err
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+			return fmt.Errorf("the Deployment asks for %v replicas, want the CR's %d", d.Spec.Replicas, replicas)
+		}
+		return nil
+	})
 }
 
 // personsUpgrade upgrades the release name of ns as `helm upgrade --reuse-values` with values
