@@ -69,10 +69,10 @@ func (c *SecretClient) displace(ctx context.Context, name string) error {
 	}
 	verr := c.key.Verify(c.namespace, old)
 	if verr == nil {
-		return fmt.Errorf("Secret %s is a record of this operator", name)
+		return fmt.Errorf("the Secret %s is a record of this operator", name)
 	}
 	if r := Reason(verr); r != "unsigned" && r != "changed" {
-		return fmt.Errorf("Secret %s is not moved aside: %w", name, verr)
+		return fmt.Errorf("the Secret %s is not moved aside: %w", name, verr)
 	}
 	labels, err := json.Marshal(old.Labels)
 	if err != nil {
