@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -60,8 +61,9 @@ type filteringCache struct {
 
 // GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
 // release objects (the unstructured kinds of the reconciler's dependent watches) to pass on
-// only the updates that drift from the release (drift.go). Others, such as the release
-// Secrets' informer, are left as they are.
+// only the updates that drift from the release (drift.go). The reconciler's watch of release
+// Secrets gets their metadata informer (managercache.go), and only their deletions. Others are
+// left as they are.
 //
 // A release object's informer is a metadata-only one (see driftCheckingInformer): its
 // handlers get the objects as unstructured ones that hold only their metadata.
@@ -77,18 +79,22 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk, policy: c.drift}
 		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
 	}
+	if _, ok := obj.(*corev1.Secret); ok {
+		// The reconciler's watch of release Secrets, as metadata: it reads only their owner.
+		inf, err := c.Cache.GetInformer(ctx, releaserecords.Cached(), opts...)
+		if err != nil {
+			return inf, err
+		}
+		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+			return deletionsOnly{h}
+		}}, nil
+	}
 	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		return inf, err
 	}
 	if gvk == c.gvk {
 		return wrappingInformer{Informer: inf, wrap: newSkipStatusUpdates}, nil
-	}
-	switch obj.(type) {
-	case *corev1.Secret:
-		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
-			return deletionsOnly{h}
-		}}, nil
 	}
 	return inf, nil
 }

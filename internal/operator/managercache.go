@@ -90,6 +90,12 @@ func stripUnread(obj any) (any, error) {
 	return obj, nil
 }
 
+// The reconcilers and the signed storage watch and read release Secrets as metadata only
+// (filteringCache.GetInformer, internal/operator/trustedconfig): a watch of typed Secrets
+// receives each Secret whole, so the informer would decode up to 1 MiB for every Secret a
+// namespace editor labels as a record before its data could be dropped. The cache holds them
+// as the metadata of a Secret (releaserecords.Cached), and dropSecretData bounds what it keeps of each.
+
 // dropSecretData keeps of a cached release Secret only the metadata the manager reads: Helm's
 // labels and the signature's annotations (and, like every cached object, no managed fields: a
 // per-object transform replaces the default one). A namespace editor may label Secrets as
@@ -98,8 +104,10 @@ func stripUnread(obj any) (any, error) {
 func dropSecretData(obj any) (any, error) {
 	if s, ok := obj.(*corev1.Secret); ok {
 		s.Data, s.StringData = nil, nil
-		s.Labels = keepOnly(s.Labels, recordLabels)
-		s.Annotations = keepOnly(s.Annotations, recordAnnotations)
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetLabels(keepOnly(m.GetLabels(), recordLabels))
+		m.SetAnnotations(keepOnly(m.GetAnnotations(), recordAnnotations))
 	}
 	return stripUnread(obj)
 }

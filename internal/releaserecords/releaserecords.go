@@ -58,6 +58,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Cached is the object the manager's cache holds a release Secret as: its metadata, never
+// its data (internal/operator, managercache.go). Its Type is unknown: read whole, a record is
+// checked again.
+func Cached() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+// CachedList is a list of Cached.
+func CachedList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	return l
+}
+
 // IndexField is the cache index of Secrets by the release they are a record of (IndexRelease).
 const IndexField = "warpdrive.helm.release"
 
@@ -198,13 +214,13 @@ func oneRelease(opts metav1.ListOptions) (labels.Selector, string, bool) {
 // newest; ok is false when the API server's LIST must answer: where it costs less, or where
 // the cache cannot be trusted for this release (see the package's doc).
 func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secret, ok bool, _ error) {
-	var cached corev1.SecretList
-	err := c.cache.List(ctx, &cached, client.InNamespace(c.namespace),
+	cached := CachedList()
+	err := c.cache.List(ctx, cached, client.InNamespace(c.namespace),
 		client.MatchingFields{IndexField: release}, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return nil, false, nil
 	}
-	var worth []*corev1.Secret
+	var worth []*metav1.PartialObjectMetadata
 	for i := range cached.Items {
 		if c.worthReading(&cached.Items[i]) {
 			worth = append(worth, &cached.Items[i])

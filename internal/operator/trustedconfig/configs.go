@@ -72,12 +72,12 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 		return nil, err
 	}
 	// The reconcilers' watch of release Secrets fills this index and census (see releaserecords).
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Secret{},
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), releaserecords.Cached(),
 		releaserecords.IndexField, releaserecords.IndexRelease); err != nil {
 		return nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
 	census := releaserecords.NewCensus(secretsPerGET)
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Secret{})
+	inf, err := mgr.GetCache().GetInformer(context.Background(), releaserecords.Cached())
 	if err != nil {
 		return nil, fmt.Errorf("counting release Secrets: %w", err)
 	}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -59,13 +58,13 @@ type keyCensus struct {
 }
 
 func (t *Configs) keyCensus(ctx context.Context, keys releasesign.Keys) (*keyCensus, error) {
-	var list corev1.SecretList
-	if err := t.records.List(ctx, &list, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+	list, err := t.cachedRecords(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("listing release records: %w", err)
 	}
 	c := &keyCensus{held: map[string]int{}, other: map[string]int{}, otherNS: map[string]bool{}}
-	for i := range list.Items {
-		s := &list.Items[i]
+	for i := range list {
+		s := &list[i]
 		if _, signed := s.Annotations[releasesign.SignatureAnnotation]; !signed {
 			continue
 		}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -29,16 +27,16 @@ func (t *Configs) resignLegacy(ctx context.Context, keys releasesign.Keys) (rele
 	if t.records == nil {
 		return keys, nil
 	}
-	var candidates corev1.SecretList
-	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+	candidates, err := t.cachedRecords(ctx)
+	if err != nil {
 		return keys, fmt.Errorf("listing release records to re-sign: %w", err)
 	}
 	resigned := 0
-	for i := range candidates.Items {
-		if !errors.Is(keys.VerifyMetadata(candidates.Items[i].Namespace, &candidates.Items[i]), releasesign.ErrNeedsData) {
+	for i := range candidates {
+		c := &candidates[i]
+		if !errors.Is(keys.VerifyMetadata(c.Namespace, c), releasesign.ErrNeedsData) {
 			continue
 		}
-		c := &candidates.Items[i]
 		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
+	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
@@ -126,12 +127,12 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 func (t *Configs) takeOverRecords(ctx context.Context, listed, read func(*corev1.Secret) bool,
 	sign func(namespace string, s *corev1.Secret), refusal string) (signed, refused int, err error) {
 	log := ctrl.Log.WithName("release-takeover")
-	var candidates corev1.SecretList
-	if err := t.records.List(ctx, &candidates, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+	candidates, err := t.cachedRecords(ctx)
+	if err != nil {
 		return 0, 0, fmt.Errorf("listing release records to take over: %w", err)
 	}
-	for i := range candidates.Items {
-		c := &candidates.Items[i]
+	for i := range candidates {
+		c := &candidates[i]
 		if !listed(c) {
 			continue
 		}
@@ -168,6 +169,21 @@ func (t *Configs) takeOverRecords(ctx context.Context, listed, read func(*corev1
 		}
 	}
 	return signed, refused, nil
+}
+
+// cachedRecords are the Secrets labelled as release records that the manager's cache holds:
+// their metadata, as Secrets of a record's type, which the cache does not hold; whatever acts
+// on one reads it whole first, and checks it again.
+func (t *Configs) cachedRecords(ctx context.Context) ([]corev1.Secret, error) {
+	list := releaserecords.CachedList()
+	if err := t.records.List(ctx, list, client.MatchingLabels{"owner": "helm"}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make([]corev1.Secret, len(list.Items))
+	for i := range list.Items {
+		out[i] = corev1.Secret{ObjectMeta: list.Items[i].ObjectMeta, Type: releasesign.RecordType}
+	}
+	return out, nil
 }
 
 // refusedForGood reports whether the API server refused a write for what the object is, so
