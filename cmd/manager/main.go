@@ -39,7 +39,11 @@ func main() {
 		"How often every CR is reconciled even without events (a watch's reconcilePeriod overrides it).")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", runtime.NumCPU(),
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
-	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 10,
+	// Every revision keeps the release's whole chart: 6.6 KiB in etcd for an AppService, so 10
+	// revisions weighed 6.6 times the CR and its objects. 3 is the least that keeps a failed
+	// rollout's way back to the previous chart through one spec edit, and a failed upgrade
+	// beside its rollback (docs/bench/history.md).
+	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 3,
 		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
 	flag.IntVar(&opts.ReleaseListSecretsPerGET, "release-list-secrets-per-get", releaserecords.DefaultSecretsPerGET,
 		"Secrets of a namespace that the API server filters, in a LIST of one release's records, for the cost of one GET; "+
