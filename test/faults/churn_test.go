@@ -21,7 +21,7 @@ import (
 )
 
 // maxHistory is the manager's default --max-release-history.
-const maxHistory = 10
+const maxHistory = 3
 
 // churn makes random creates, edits and deletes of CRs of every kind in a set of namespaces,
 // without waiting for the operator.
@@ -77,7 +77,7 @@ func (c *churn) cycle(ctx context.Context, rng *rand.Rand) error {
 // operator runs, one CR upgraded more times than the history keeps, then a third of the
 // namespaces deleted with their CRs in them. At the end: every remaining CR at its spec; no
 // release Secret without its CR; no object of a release (StorageClasses included) whose
-// release or CR is gone; no CR stuck with its finalizer; at most 10 revisions per release.
+// release or CR is gone; no CR stuck with its finalizer; at most maxHistory revisions per release.
 func TestChurn(t *testing.T) {
 	cycles, nsCount, workers := size(1000, 5000), size(10, 20), 4
 	op := newOperator(t)
