@@ -37,6 +37,11 @@ func TestRecordsOfEarlierVersionsResigned(t *testing.T) {
 	waitReady(t, ns)
 
 	m.Stop()
+	// An earlier version kept no state of its records beside the key.
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name + "-take-over"}}
+	if err := env.Client.Delete(ctx, state); err != nil {
+		t.Fatal(err)
+	}
 	key := &corev1.Secret{}
 	if err := env.Client.Get(ctx, keyRef, key); err != nil {
 		t.Fatal(err)

@@ -225,6 +225,9 @@ func ownSigningKey(t *testing.T, op *operator) (keyRef client.ObjectKey, startMa
 	keyRef = client.ObjectKey{Namespace: env.LeaseNamespace, Name: "faults-signing-key-" + utilrand.String(5)}
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}})
+		// The state of the records the manager keeps beside its key (trustedconfig).
+		_ = env.Client.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace,
+			Name: keyRef.Name + "-take-over"}})
 	})
 	startManager = func() *proc {
 		t.Helper()

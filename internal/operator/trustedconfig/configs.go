@@ -127,7 +127,7 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	if err := t.takeOverReleases(ctx, keys, keySecret); err != nil {
 		return releasesign.Keys{}, err
 	}
-	if keys, err = t.resignLegacy(ctx, keys); err != nil {
+	if keys, err = t.resignLegacy(ctx, keys, keySecret); err != nil {
 		return releasesign.Keys{}, err
 	}
 	t.key = keys

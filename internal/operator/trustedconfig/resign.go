@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -21,10 +24,23 @@ import (
 // record with a signature of that shape is read whole before it is refused. Once they are
 // re-signed, keys refuse the legacy layouts on metadata (releasesign.Keys.RefuseLegacy).
 //
-// Candidates come from the manager's cache of records' metadata, and are read one at a time.
-// A record that does not verify is left as it is: it was refused before and stays refused.
-func (t *Configs) resignLegacy(ctx context.Context, keys releasesign.Keys) (releasesign.Keys, error) {
+// Candidates come from the manager's cache of records' metadata, and are read one at a time;
+// one naming a key the operator does not hold cannot verify and is not read. A record that
+// does not verify is left as it is: it was refused before and stays refused. The pass runs
+// once per set of keys (resignedStateKey): Secrets a namespace editor shapes as legacy
+// records are read at most then, not at every start, and a key restored from a backup
+// re-signs the records it made.
+func (t *Configs) resignLegacy(ctx context.Context, keys releasesign.Keys, keySecret *corev1.Secret) (releasesign.Keys, error) {
 	if t.records == nil {
+		return keys, nil
+	}
+	under := keyIDs(keys)
+	done, err := t.recordedState(ctx, keySecret, resignedStateKey)
+	if err != nil {
+		return keys, err
+	}
+	if done == under {
+		keys.RefuseLegacy = true
 		return keys, nil
 	}
 	candidates, err := t.cachedRecords(ctx)
@@ -35,6 +51,9 @@ func (t *Configs) resignLegacy(ctx context.Context, keys releasesign.Keys) (rele
 	for i := range candidates {
 		c := &candidates[i]
 		if !errors.Is(keys.VerifyMetadata(c.Namespace, c), releasesign.ErrNeedsData) {
+			continue
+		}
+		if id := releasesign.SignatureKeyID(c); id != "" && !keys.Holds(id) {
 			continue
 		}
 		s, err := t.secrets.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
@@ -63,8 +82,25 @@ func (t *Configs) resignLegacy(ctx context.Context, keys releasesign.Keys) (rele
 		ctrl.Log.WithName("release-signing").Info("re-signed release records of an earlier version in the current layout",
 			"records", resigned)
 	}
+	if err := t.recordState(ctx, keySecret, resignedStateKey, under); err != nil {
+		return keys, err
+	}
 	keys.RefuseLegacy = true
 	return keys, nil
+}
+
+// resignedStateKey records, in the records' state ConfigMap, the keys under which the legacy
+// records were last re-signed (keyIDs).
+const resignedStateKey = "legacy-records-resigned-under"
+
+// keyIDs are the ids of keys, sorted and joined.
+func keyIDs(keys releasesign.Keys) string {
+	var ids []string
+	for _, k := range keys.All() {
+		ids = append(ids, k.ID())
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, ",")
 }
 
 // recordSecrets is the Secrets client of namespace ns under the signed storage: it reads a

@@ -29,9 +29,9 @@ func TestLegacyRecordsResigned(t *testing.T) {
 	ours := legacySigned(key, unsignedRecord("t1", "x", "appservice", ""))
 	forged := unsignedRecord("t1", "y", "appservice", "")
 	forged.Annotations = map[string]string{releasesign.SignatureAnnotation: key.ID() + ".forged"}
-	cs, tc, _ := takeOverFixture(t, key, nil, crs{}, []runtime.Object{ours, forged})
+	cs, tc, keySecret := takeOverFixture(t, key, nil, crs{}, []runtime.Object{ours, forged})
 
-	keys, err := tc.resignLegacy(ctx, releasesign.Keys{Current: key})
+	keys, err := tc.resignLegacy(ctx, releasesign.Keys{Current: key}, keySecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,5 +57,32 @@ func TestLegacyRecordsResigned(t *testing.T) {
 	}
 	if err := keys.VerifyMetadata("t1", stillForged); !errors.Is(err, releasesign.ErrLegacyLayout) {
 		t.Errorf("a forged record in a legacy layout, on metadata: %v, want refused", err)
+	}
+
+	// Once per set of keys: the next start reads nothing, and refuses the legacy layouts; a key
+	// added (restored from a backup) runs the pass again.
+	reads := func() int {
+		n := 0
+		for _, a := range cs.Actions() {
+			if g, ok := a.(interface{ GetName() string }); ok && a.GetVerb() == "get" && g.GetName() == forged.Name {
+				n++
+			}
+		}
+		return n
+	}
+	before := reads()
+	again, err := tc.resignLegacy(ctx, releasesign.Keys{Current: key}, keySecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.RefuseLegacy || reads() != before {
+		t.Errorf("the pass ran again under the same keys: legacy refused %v, %d reads of the forged record", again.RefuseLegacy, reads()-before)
+	}
+	restored := releasesign.Keys{Current: key, Previous: []releasesign.Key{releasesign.Key("another key of thirty-two bytes!")}}
+	if _, err := tc.resignLegacy(ctx, restored, keySecret); err != nil {
+		t.Fatal(err)
+	}
+	if reads() == before {
+		t.Error("the pass did not run again under another set of keys")
 	}
 }

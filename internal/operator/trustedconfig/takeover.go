@@ -33,39 +33,48 @@ import (
 // never trusted, whoever wrote it.
 const takenOverAnnotation = "warpdrive.transwarp.io/unsigned-records-taken-over"
 
-// takeOverStateSuffix names, after the key's Secret, the ConfigMap beside it that records the
-// take-over of unsigned records (takeOverStateKey): apart from the key, so that a key Secret
-// deleted, recreated or restored from a copy made before the take-over does not run it again,
-// when records a namespace editor forged since could pass its checks. The key's annotation
-// (takenOverAnnotation) says the same for people, and is how earlier versions recorded it.
+// stateSuffix names, after the key's Secret, the ConfigMap beside it that records what was
+// done once to the release records: the take-over of unsigned records (takeOverStateKey), the
+// re-signing of legacy signatures (resignedStateKey). Apart from the key, so that a key
+// Secret deleted, recreated or restored from a copy made before does not run the take-over
+// again, when records a namespace editor forged since could pass its checks. The key's
+// annotation (takenOverAnnotation) says the same for people, and is how earlier versions
+// recorded the take-over.
 const (
-	takeOverStateSuffix = "-take-over"
-	takeOverStateKey    = "unsigned-records-taken-over"
+	stateSuffix      = "-take-over"
+	takeOverStateKey = "unsigned-records-taken-over"
 )
 
-// takeOverRecorded is the outcome of the take-over of unsigned records as its ConfigMap
-// records it, "" if it does not.
-func (t *Configs) takeOverRecorded(ctx context.Context, keySecret *corev1.Secret) (string, error) {
-	cm, err := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace).Get(ctx, keySecret.Name+takeOverStateSuffix, metav1.GetOptions{})
+// recordedState is the field of the records' state ConfigMap, "" if it has none.
+func (t *Configs) recordedState(ctx context.Context, keySecret *corev1.Secret, field string) (string, error) {
+	cm, err := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace).Get(ctx, keySecret.Name+stateSuffix, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading the record of the take-over of release records: %w", err)
+		return "", fmt.Errorf("reading the state of the release records: %w", err)
 	}
-	return cm.Data[takeOverStateKey], nil
+	return cm.Data[field], nil
 }
 
-// recordTakeOver records the outcome of the take-over of unsigned records in its ConfigMap.
-func (t *Configs) recordTakeOver(ctx context.Context, keySecret *corev1.Secret, outcome string) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keySecret.Namespace, Name: keySecret.Name + takeOverStateSuffix},
-		Data: map[string]string{takeOverStateKey: outcome}}
-	_, err := t.secrets.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		_, err = t.secrets.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+// recordState sets the field of the records' state ConfigMap, creating it if need be.
+func (t *Configs) recordState(ctx context.Context, keySecret *corev1.Secret, field, value string) error {
+	configMaps := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace)
+	cm, err := configMaps.Get(ctx, keySecret.Name+stateSuffix, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keySecret.Namespace, Name: keySecret.Name + stateSuffix},
+			Data: map[string]string{field: value}}
+		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
+	case err == nil:
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[field] = value
+		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("recording the take-over of release records: %w", err)
+		return fmt.Errorf("recording the state of the release records: %w", err)
 	}
 	return nil
 }
@@ -82,14 +91,14 @@ func (t *Configs) recordTakeOver(ctx context.Context, keySecret *corev1.Secret, 
 // unsigned, so it is refused (and reported on its CR) from then on. Whatever a taken-over
 // record says, the release operations stay confined (confinedKube).
 func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *corev1.Secret) error {
-	recorded, err := t.takeOverRecorded(ctx, keySecret)
+	recorded, err := t.recordedState(ctx, keySecret, takeOverStateKey)
 	if err != nil {
 		return err
 	}
 	if annotated, done := keySecret.Annotations[takenOverAnnotation]; done || recorded != "" {
 		if recorded == "" {
 			// Recorded by a version that kept it on the key only: kept apart from now on.
-			return t.recordTakeOver(ctx, keySecret, annotated)
+			return t.recordState(ctx, keySecret, takeOverStateKey, annotated)
 		}
 		return nil
 	}
@@ -99,7 +108,7 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 		return err
 	}
 	outcome := fmt.Sprintf("%s: %d signed, %d refused", time.Now().UTC().Format(time.RFC3339), signed, refused)
-	if err := t.recordTakeOver(ctx, keySecret, outcome); err != nil {
+	if err := t.recordState(ctx, keySecret, takeOverStateKey, outcome); err != nil {
 		return err
 	}
 	keySecret = keySecret.DeepCopy()
