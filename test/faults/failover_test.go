@@ -25,7 +25,9 @@ func TestFailover(t *testing.T) {
 	n, edits := size(30, 100), 3
 	op := newOperator(t)
 	ns := env.Namespace(t)
-	managers := []*proc{op.manager(), op.manager()}
+	// Every revision kept (0: the whole history), so that each write is counted below.
+	keepAll := framework.ProcessOptions{Stock: stock, Flags: []string{"--max-release-history=0"}}
+	managers := []*proc{op.start("manager", keepAll), op.start("manager", keepAll)}
 	sidecars := []*proc{op.sidecar(), op.sidecar()}
 	leaderM, leaderS := waitLeader(t, managers...), waitLeader(t, sidecars...)
 	standbyM, standbyS := other(managers, leaderM), other(sidecars, leaderS)

@@ -103,7 +103,7 @@ func TestSuiteFlagsAreListed(t *testing.T) {
 	if !slices.Contains(args, "--leader-election-id=b") || slices.Contains(args, "--leader-election-id=a") {
 		t.Errorf("args %v: want the Lease replaced", args)
 	}
-	for _, f := range []string{"--max-release-history=1", "--zap-log-level=debug", "--leader-election-id", "-leader-election-id=b"} {
+	for _, f := range []string{"--max-cr-metrics=1", "--zap-log-level=debug", "--leader-election-id", "-leader-election-id=b"} {
 		if _, err := e.ManagerArgs(ProcessOptions{Flags: []string{f}}); err == nil {
 			t.Errorf("flag %s accepted", f)
 		}
