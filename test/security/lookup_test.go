@@ -202,7 +202,17 @@ func installLookupKind(t *testing.T) {
 	if err := env.Client.Create(ctx, crd); err != nil {
 		t.Fatalf("creating the CRD of %s: %v", lookupGVK.Kind, err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
+	// Gone before the next test creates it again (a CRD goes some time after its deletion).
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), crd)
+		_ = framework.Poll(context.Background(), time.Minute, func(ctx context.Context) error {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+			if err == nil {
+				return fmt.Errorf("CRD %s still there", crd.Name)
+			}
+			return client.IgnoreNotFound(err)
+		})
+	})
 	if err := env.WaitCRDEstablished(ctx, crd.Name); err != nil {
 		t.Fatal(err)
 	}
