@@ -51,6 +51,10 @@ func main() {
 	flag.IntVar(&opts.MaxCRMetrics, "max-cr-metrics", operator.DefaultMaxCRMetrics,
 		"CRs whose per-CR series (warpdrive_cr_*, warpdrive_release_*, warpdrive_helm_last_*) are exported at most; "+
 			"past it the unhealthy go first, then the namespaces in turn, and warpdrive_crs_without_series counts the rest (0: all).")
+	flag.IntVar(&opts.MaxSpecValues, "max-spec-values", operator.DefaultMaxSpecValues,
+		"Values (objects, lists and scalars of its JSON) a CR's spec may hold: a CR over it is not reconciled, Stalled "+
+			"(SpecTooLarge), and kept in the manager's cache without its spec, so that no tenant's CR costs the manager "+
+			"more memory than this bounds (0: any number). See docs/security.md, \"Open specs\".")
 	flag.BoolVar(&opts.StatusReleaseManifest, "status-release-manifest", false,
 		"Also write the release's rendered manifest in each CR's status.deployedRelease.manifest, as the stock "+
 			"helm-operator does (it copies every rendered object, Secrets included, into the CR).")
@@ -91,7 +95,7 @@ func main() {
 	// The watches file as the sidecar reads it: strictly, so that a typo fails here.
 	_, err = watchfile.Load(opts.WatchesFile)
 	exitOn(err, log, "loading the watches file")
-	mgrOpts.Cache = operator.CacheOptions()
+	mgrOpts.Cache = operator.CacheOptions(opts.MaxSpecValues)
 	mgr := newManager(&common, mgrOpts, log)
 	exitOn(operator.Setup(mgr, opts), log, "setting up the reconcilers")
 	log.Info("starting the manager")

@@ -26,6 +26,7 @@ type shared struct {
 	period      time.Duration
 	concurrency int
 	history     int
+	maxSpec     int // values a spec may hold (specbound.go)
 	rollouts    rollout.Policies
 	drift       DriftSettings
 
@@ -127,7 +128,9 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithInstallAnnotations(annotation.DefaultInstallAnnotations...),
 		reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
 		reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
-		reconciler.WithClient(s.status),
+		// The CRs over the spec bound are refused at the reconciler's first read.
+		reconciler.WithClient(specBoundClient{Client: s.status, cached: mgr.GetCache(), limit: s.maxSpec,
+			outcomes: k.outcomes, recorder: recorder}),
 		reconciler.WithActionClientGetter(getter),
 		reconciler.WithPostHook(recordSuccess(k.outcomes)),
 		reconciler.WithPauseReconcileHandler(pauseHandler(k.outcomes)),

@@ -17,13 +17,18 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
-// CacheOptions is the manager's cache: what the reconcilers read, and no more.
-func CacheOptions() cache.Options {
+// CacheOptions is the manager's cache: what the reconcilers read, and no more. A CR whose
+// spec holds more than maxSpecValues values is kept without its spec (boundSpec); 0 keeps
+// every spec.
+func CacheOptions(maxSpecValues int) cache.Options {
 	return cache.Options{
 		// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
 		// a large part of every object (see stripUnread). Release objects are cached as
 		// metadata only (drift.go).
-		DefaultTransform: stripUnread,
+		DefaultTransform: func(obj any) (any, error) {
+			boundSpec(obj, maxSpecValues)
+			return stripUnread(obj)
+		},
 		// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
 		// releases through its own client): without a selector the cache would hold every
 		// Secret of the cluster, and with their data every release, chart included.

@@ -79,6 +79,9 @@ type Options struct {
 	Rollouts rollout.Policies
 	// MaxCRMetrics is how many CRs have per-CR series at most (metrics.go); 0: all.
 	MaxCRMetrics int
+	// MaxSpecValues is how many values a CR's spec may hold for the CR to be reconciled
+	// (specbound.go); 0: any number. Give the same bound to CacheOptions.
+	MaxSpecValues int
 	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
 	// (layer_drift.go, docs/drift.md).
 	Drift DriftSettings
@@ -96,7 +99,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	versions := newReleaseVersions() // the releases handed to the reconcilers: see layer_releaseversions.go
 	s := shared{period: opts.ReconcilePeriod, concurrency: opts.MaxConcurrentReconciles,
-		history: opts.MaxReleaseHistory, rollouts: opts.Rollouts, drift: opts.Drift, versions: versions,
+		history: opts.MaxReleaseHistory, maxSpec: opts.MaxSpecValues, rollouts: opts.Rollouts, drift: opts.Drift, versions: versions,
 		status: statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
 			releaseManifest: opts.StatusReleaseManifest}}
 	policies := make([]trustedconfig.KindPolicy, 0, len(ws))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -334,4 +336,141 @@ func TestNoisyNeighbourDoesNotQueueOthersBehind(t *testing.T) {
 		v = append(v, "the manager exited")
 	}
 	report(t, v)
+}
+
+// overBoundObjects is how many empty objects the spec over the bound holds: more than the
+// manager's default --max-spec-values (20,000), and 90 KB of JSON, which a kind whose schema
+// leaves the spec open admits (here the chart of TestLookupReadsOnlyTheRelease, without a
+// schema: its CRD keeps any spec, as a kind made from a chart without one does).
+const overBoundObjects = 30000
+
+// A namespace editor gives their CR a spec of more values than the manager's bound, in the
+// shape that costs a Go heap most per byte: the manager refuses it without rendering it
+// (Stalled SpecTooLarge, a Warning Event), leaves the tenant's spec and release as they are,
+// serves another tenant's edit of the same kind, and reconciles the CR again once its spec is
+// small. TestManagerMemoryWithLargestOpenCRs measures what the bound saves.
+func TestSpecOverTheBoundIsRefused(t *testing.T) {
+	if stock {
+		t.Skip("the stock operator bounds no spec: it reconciles whatever the API server admits")
+	}
+	attacker, other := newTenant(t), newTenant(t)
+	ctx := context.Background()
+	installLookupKind(t)
+	grantLookupKind(t, attacker.ns)
+	grantLookupKind(t, other.ns)
+	p, err := env.StartManager(framework.ProcessOptions{Name: "security-open-spec", WatchesFile: lookupWatches(t),
+		Flags: []string{"--leader-election-id=security-open-spec"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop() })
+	holder := func(tn *tenant, name string) *unstructured.Unstructured {
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(lookupGVK)
+		cr.SetNamespace(tn.ns)
+		cr.SetName(name)
+		cr.Object["spec"] = map[string]any{}
+		if err := tn.client.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+		// Before the manager stops (cleanups run last first): the finalizer would keep the CR.
+		t.Cleanup(func() { _ = tn.deleteAndWait(cr) })
+		return cr
+	}
+	cr, theirs := holder(attacker, "x"), holder(other, "y")
+	var v []string
+	for _, c := range []*unstructured.Unstructured{cr, theirs} {
+		if err := greeting(c, "hello from "+c.GetName()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	junk := make([]any, overBoundObjects)
+	for i := range junk {
+		junk[i] = map[string]any{}
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"junk": junk, "greeting": "refused"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		got := cr.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+			return err
+		}
+		status, reason, msg := framework.Condition(got, statuscontract.Stalled)
+		if status != "True" || reason != "SpecTooLarge" || !strings.Contains(msg, "--max-spec-values") {
+			return fmt.Errorf("Stalled=%s %s: %s; want True SpecTooLarge naming --max-spec-values", status, reason, msg)
+		}
+		if g, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration"); g != got.GetGeneration() {
+			return fmt.Errorf("observedGeneration %d, want %d (given up on)", g, got.GetGeneration())
+		}
+		return nil
+	})
+	if err := warningEvent(cr, "SpecTooLarge", "--max-spec-values"); err != nil {
+		v = append(v, err.Error())
+	}
+	got := cr.DeepCopy()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+		t.Fatal(err)
+	}
+	if kept, _, _ := unstructured.NestedSlice(got.Object, "spec", "junk"); len(kept) != overBoundObjects {
+		v = append(v, fmt.Sprintf("the tenant's spec was changed: %d objects of %d left", len(kept), overBoundObjects))
+	}
+	// The release is left as it is: the greeting of the refused spec is not rendered.
+	if err := greeting(cr, "hello from x"); err != nil {
+		v = append(v, "the release changed: "+err.Error())
+	}
+	if err := other.client.Patch(ctx, theirs.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"greeting":"theirs"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := greeting(theirs, "theirs"); err != nil {
+		v = append(v, "the other tenant's edit: "+err.Error())
+	}
+	small := []byte(`{"spec":{"junk":null,"greeting":"small again"}}`)
+	if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch(types.MergePatchType, small)); err != nil {
+		t.Fatal(err)
+	}
+	if err := greeting(cr, "small again"); err != nil {
+		v = append(v, "the spec made small again was not reconciled: "+err.Error())
+	}
+	if p.Exited() {
+		v = append(v, "the manager exited")
+	}
+	report(t, v)
+}
+
+// greeting waits until the ConfigMap that cr's release of the lookup test chart renders
+// greets with want.
+func greeting(cr *unstructured.Unstructured, want string) error {
+	return framework.Poll(context.Background(), time.Minute, func(ctx context.Context) error {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cr.GetNamespace(), Name: cr.GetName() + "-settings"}, cm); err != nil {
+			return err
+		}
+		if cm.Data["greeting"] != want {
+			return fmt.Errorf("%s/%s-settings greets %q, want %q", cr.GetNamespace(), cr.GetName(), cm.Data["greeting"], want)
+		}
+		return nil
+	})
+}
+
+// warningEvent waits for a Warning Event on cr with reason whose message holds text.
+func warningEvent(cr *unstructured.Unstructured, reason, text string) error {
+	return framework.Poll(context.Background(), 30*time.Second, func(ctx context.Context) error {
+		events := &corev1.EventList{}
+		if err := env.Client.List(ctx, events, client.InNamespace(cr.GetNamespace())); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.UID == cr.GetUID() && e.Type == corev1.EventTypeWarning &&
+				e.Reason == reason && strings.Contains(e.Message, text) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning Event %s on %s %s saying %q", reason, cr.GetKind(), cr.GetName(), text)
+	})
 }

@@ -1,0 +1,157 @@
+package operator
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// emptyObjects is a spec whose list holds n empty objects: n+2 values, the shape that costs a
+// Go heap most per byte of JSON.
+func emptyObjects(n int) map[string]any {
+	list := make([]any, n)
+	for i := range list {
+		list[i] = map[string]any{}
+	}
+	return map[string]any{"note": list}
+}
+
+func TestCountValues(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v     any
+		limit int
+		want  int
+	}{
+		{"a scalar", "x", 10, 1},
+		{"nested", map[string]any{"a": []any{int64(1), map[string]any{"b": true}}, "c": nil}, 10, 6},
+		{"one long string is one value", map[string]any{"s": strings.Repeat("x", 1<<20)}, 10, 2},
+		{"stops past the limit", emptyObjects(100000), 10, 11},
+	} {
+		if got := countValues(tc.v, tc.limit); got != tc.want {
+			t.Errorf("%s: %d values, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The cache keeps a CR over the bound without its spec, marked; any other object as it is.
+func TestBoundSpecDropsTheSpecOverTheBound(t *testing.T) {
+	over := memcached(nil)
+	over.Object["spec"] = emptyObjects(100)
+	boundSpec(over, 100)
+	if spec, _ := over.Object["spec"].(map[string]any); len(spec) != 0 {
+		t.Errorf("the spec over the bound is kept: %d keys", len(spec))
+	}
+	if over.GetAnnotations()[specOverBoundAnnotation] != "100" {
+		t.Errorf("annotations %v, want %s: 100", over.GetAnnotations(), specOverBoundAnnotation)
+	}
+
+	at := memcached(nil)
+	at.Object["spec"] = emptyObjects(98) // 100 values: the spec, the list and 98 objects
+	boundSpec(at, 100)
+	if n := len(at.Object["spec"].(map[string]any)["note"].([]any)); n != 98 || at.GetAnnotations()[specOverBoundAnnotation] != "" {
+		t.Errorf("a spec at the bound is changed: %d objects left, annotations %v", n, at.GetAnnotations())
+	}
+
+	unbounded := memcached(nil)
+	unbounded.Object["spec"] = emptyObjects(100)
+	boundSpec(unbounded, 0)
+	if _, ok := unbounded.Object["spec"].(map[string]any)["note"]; !ok {
+		t.Error("a bound of 0 dropped a spec")
+	}
+}
+
+// The reconciler's first read of a CR over the bound fails, is counted as a failure and told
+// in an Event, whether the cache or the API server shows it over the bound; the cache's mark
+// costs no request. Other reads, and a CR being deleted, are as before.
+func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
+	const limit = 100
+	cr := func(name string, objects int) *unstructured.Unstructured {
+		u := memcached(nil)
+		u.SetName(name)
+		u.SetUID(types.UID(name))
+		u.SetGeneration(2)
+		u.Object["spec"] = emptyObjects(objects)
+		return u
+	}
+	deleting := cr("deleting", 500)
+	deleting.SetFinalizers([]string{uninstallFinalizer})
+	deleting.SetDeletionTimestamp(&metav1.Time{Time: metav1.Now().Time})
+	live := []client.Object{cr("small", 10), cr("large", 500), cr("grown", 500), deleting}
+
+	// The cache as the transform leaves it: "grown" is still the small version it saw last.
+	var inCache []client.Object
+	for _, o := range live {
+		c := o.DeepCopyObject().(*unstructured.Unstructured)
+		if c.GetName() == "grown" {
+			c.Object["spec"] = emptyObjects(1)
+		}
+		boundSpec(c, limit)
+		inCache = append(inCache, c)
+	}
+	liveGets := map[string]int{}
+	apiServer := fake.NewClientBuilder().WithObjects(live...).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			liveGets[key.Name]++
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	cache := fake.NewClientBuilder().WithObjects(inCache...).Build()
+	o := newOutcomes()
+	rec := record.NewFakeRecorder(10)
+	c := specBoundClient{Client: apiServer, cached: cache, limit: limit, outcomes: o, recorder: rec}
+
+	read := func(name string) (*unstructured.Unstructured, error) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(live[0].GetObjectKind().GroupVersionKind())
+		return u, c.Get(context.Background(), client.ObjectKey{Namespace: live[0].GetNamespace(), Name: name}, u)
+	}
+	for _, tc := range []struct {
+		name      string
+		refused   bool
+		liveGets  int
+		wantNotes int // list length the reconciler gets
+	}{
+		{"small", false, 1, 10},
+		{"large", true, 0, 0},
+		{"grown", true, 1, 0},
+		{"deleting", false, 1, 500},
+	} {
+		u, err := read(tc.name)
+		if refused := err != nil; refused != tc.refused {
+			t.Errorf("%s: refused %v (%v), want %v", tc.name, refused, err, tc.refused)
+		}
+		if liveGets[tc.name] != tc.liveGets {
+			t.Errorf("%s: %d GETs from the API server, want %d", tc.name, liveGets[tc.name], tc.liveGets)
+		}
+		notes, _, _ := unstructured.NestedSlice(u.Object, "spec", "note")
+		if len(notes) != tc.wantNotes {
+			t.Errorf("%s: the reconciler got %d objects of the spec, want %d", tc.name, len(notes), tc.wantNotes)
+		}
+		e, _ := o.get(client.ObjectKey{Namespace: live[0].GetNamespace(), Name: tc.name}, types.UID(tc.name))
+		if failed := e.failure.Reason == reasonSpecTooLarge && e.failedGeneration == 2; failed != tc.refused {
+			t.Errorf("%s: outcome %+v, want a failure %v", tc.name, e.failure, tc.refused)
+		}
+	}
+	if len(rec.Events) != 2 {
+		t.Fatalf("%d Events, want 2 (large, grown)", len(rec.Events))
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, "Warning SpecTooLarge") || !strings.Contains(ev, "--max-spec-values") {
+		t.Errorf("Event %q, want a Warning SpecTooLarge that names the flag", ev)
+	}
+
+	// The reconciler's later reads into the CR it holds (its wait for the deletion) are as before.
+	u, _ := read("small")
+	u.Object["spec"] = emptyObjects(500)
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
+		t.Errorf("a read into a CR already held failed: %v", err)
+	}
+}
