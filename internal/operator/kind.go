@@ -104,7 +104,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
 		mgr.GetCache(), recorder, k.outcomes.notify)
 	values := &valuesSources{gvk: w.GroupVersionKind, resolver: valuesfrom.Resolver{Reader: mgr.GetAPIReader(), Defaults: w.Chart.Values},
-		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, recorder: recorder}
+		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, maxValues: s.maxSpec, recorder: recorder}
 	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // emptyObjects is a spec whose list holds n empty objects: n+2 values, the shape that costs a
@@ -153,5 +156,39 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 	u.Object["spec"] = emptyObjects(500)
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
 		t.Errorf("a read into a CR already held failed: %v", err)
+	}
+}
+
+// The sources of spec.valuesFrom are bounded in bytes, not in values: the values merged from
+// them and the spec are held to the same bound, and a CR over it fails its visit, reported.
+func TestValuesFromOverTheBoundIsRefused(t *testing.T) {
+	const limit = 100
+	junk := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "junk"},
+		Data: map[string]string{"values.yaml": "note: [" + strings.Repeat("{}, ", limit) + "{}]"}}
+	small := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "small"},
+		Data: map[string]string{"values.yaml": "note: [{}, {}]"}}
+	reader := fake.NewClientBuilder().WithObjects(junk, small).Build()
+	o := newOutcomes()
+	rec := record.NewFakeRecorder(10)
+	v := &valuesSources{resolver: valuesfrom.Resolver{Reader: reader}, outcomes: o, maxValues: limit, recorder: rec}
+	for _, tc := range []struct {
+		source  string
+		refused bool
+	}{{"small", false}, {"junk", true}} {
+		cr := memcached(nil)
+		cr.SetNamespace("ns")
+		cr.SetUID(types.UID(tc.source))
+		cr.Object["spec"] = map[string]any{valuesfrom.Field: []any{map[string]any{"kind": "ConfigMap", "name": tc.source}}}
+		_, err := v.Translate(context.Background(), cr)
+		if refused := err != nil; refused != tc.refused {
+			t.Errorf("values from %s: refused %v (%v), want %v", tc.source, refused, err, tc.refused)
+		}
+		e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID())
+		if failed := e.failure.Reason == reasonSpecTooLarge; failed != tc.refused {
+			t.Errorf("values from %s: outcome %+v, want a failure %v", tc.source, e.failure, tc.refused)
+		}
+	}
+	if len(rec.Events) != 1 {
+		t.Errorf("%d Events, want 1", len(rec.Events))
 	}
 }

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
@@ -61,11 +62,13 @@ func (leaderless) NeedLeaderElection() bool { return false }
 // resolved, and wakes it when a source changes.
 type valuesSources struct {
 	gvk      schema.GroupVersionKind
-	resolver valuesfrom.Resolver  // reads the sources from the API server
-	sources  cache.Cache          // their metadata (newSourcesCache)
-	crs      client.Reader        // the manager's cache of the kind, indexed by sourcesIndex
-	outcomes *outcomes            // where each visit's sources and failures go
-	recorder record.EventRecorder // the reconciler's
+	resolver valuesfrom.Resolver // reads the sources from the API server
+	sources  cache.Cache         // their metadata (newSourcesCache)
+	crs      client.Reader       // the manager's cache of the kind, indexed by sourcesIndex
+	outcomes *outcomes           // where each visit's sources and failures go
+	// maxValues bounds the values merged from the spec and its sources (--max-spec-values).
+	maxValues int
+	recorder  record.EventRecorder // the reconciler's
 }
 
 // Translate is the helm reconciler's value translator: the CR's values with its sources
@@ -79,6 +82,16 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonValuesFromFailed, Step: "values", Message: msg})
 		v.recorder.Event(cr, corev1.EventTypeWarning, reasonValuesFromFailed, msg)
 		return nil, err
+	}
+	if v.maxValues > 0 && countValues(res.Values, v.maxValues) > v.maxValues {
+		// The spec is bounded at the reconciler's first read (specbound.go); its sources are
+		// bounded in bytes, and 1 MiB of YAML may hold 300,000 values.
+		msg := fmt.Sprintf("the values of the spec and its %s sources hold more than %d values, the bound of this operator "+
+			"(--max-spec-values): the CR is not reconciled, and its release is left as it is, until they hold fewer",
+			valuesfrom.Field, v.maxValues)
+		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg})
+		v.recorder.Event(cr, corev1.EventTypeWarning, reasonSpecTooLarge, msg)
+		return nil, errors.New(msg)
 	}
 	v.outcomes.resolved(cr, res.Sources, res.Secrets, res.Values)
 	return res.Values, nil
