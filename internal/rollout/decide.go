@@ -136,6 +136,12 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 		if m.Paused && m.Digest != target {
 			return true // not waited for: anyone who may edit a CR could hold the waves
 		}
+		if m.Stalled && m.Digest != target && !judged(m) {
+			// Nor one its own spec keeps Stalled on its chart (an edit its chart refuses, a
+			// missing source, a spec over the bound): it moves once its owner mends it. A CR
+			// that failed on the target chart is judged, and halts the rollout below.
+			return true
+		}
 		if m.Digest != target {
 			return false
 		}

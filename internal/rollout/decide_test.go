@@ -25,6 +25,17 @@ func fleet(n int) []Member {
 	return ms
 }
 
+// without is keys without key.
+func without(keys []string, key string) []string {
+	var out []string
+	for _, k := range keys {
+		if k != key {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // member runs f on the member of key.
 func member(ms []Member, key string, f func(*Member)) {
 	for i := range ms {
@@ -193,6 +204,11 @@ func TestDecide(t *testing.T) {
 			upgrade(ms, waves[1][1:], true, time.Hour)
 			member(ms, waves[1][0], func(m *Member) { m.Paused = true })
 		}, wave: 2, admitted: flat(waves, 3), counts: Counts{Behind: 37, InProgress: 9, Upgraded: 4}},
+		{name: "a CR its owner's edit keeps Stalled on its chart does not hold its wave", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), true, time.Hour)
+			upgrade(ms, waves[1][1:], true, time.Hour)
+			member(ms, waves[1][0], func(m *Member) { m.Generation, m.Stalled, m.Ready = 2, true, false })
+		}, wave: 2, admitted: without(flat(waves, 3), waves[1][0]), counts: Counts{Behind: 38, InProgress: 8, Upgraded: 4}},
 		{name: "a CR forced out of turn moves alone", observe: func(ms []Member) {
 			for i := range ms {
 				if ms[i].Key == waves[4][0] {
