@@ -63,7 +63,7 @@ type driftCheckingInformer struct {
 func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
 	d := onlyDrift{ResourceEventHandler: h, inf: i, checks: &driftChecks{
 		queue:  workqueue.NewTypedDelayingQueue[types.NamespacedName](),
-		latest: map[types.NamespacedName]*unstructured.Unstructured{},
+		latest: map[types.NamespacedName]pendingCheck{},
 	}}
 	for range driftWorkers {
 		go d.check()
@@ -78,11 +78,17 @@ type onlyDrift struct {
 }
 
 // driftChecks are the updates waiting for their drift check: each object once, with the
-// latest version seen of it.
+// latest version seen of it and the version before the first of them.
 type driftChecks struct {
 	queue  workqueue.TypedDelayingInterface[types.NamespacedName]
 	mu     sync.Mutex
-	latest map[types.NamespacedName]*unstructured.Unstructured
+	latest map[types.NamespacedName]pendingCheck
+}
+
+// pendingCheck is an object waiting for its drift check: its latest version (new) and, of its
+// version before the updates (was), what tied it to a CR (ownedBy).
+type pendingCheck struct {
+	new, was *unstructured.Unstructured
 }
 
 // check runs the drift checks as they come due, and passes on the updates of objects that
@@ -94,16 +100,16 @@ func (h onlyDrift) check() {
 			return
 		}
 		h.checks.mu.Lock()
-		u := h.checks.latest[key]
+		p, ok := h.checks.latest[key]
 		delete(h.checks.latest, key)
 		h.checks.mu.Unlock()
-		if u != nil && h.inf.drifted(context.Background(), key) {
+		if ok && h.inf.drifted(context.Background(), key) {
 			// The reconciler's update predicate passes an update only if the two versions
 			// differ beyond status and resourceVersion, and these hold only metadata: an
-			// empty old version makes the drift count, whatever field it is in.
-			old := &unstructured.Unstructured{}
-			old.SetGroupVersionKind(h.inf.gvk)
-			h.ResourceEventHandler.OnUpdate(old, u)
+			// old version with nothing but what tied it to its CR (ownedBy) makes the drift count,
+			// whatever field it is in, and still maps it to the CR when the update removed
+			// those ties.
+			h.ResourceEventHandler.OnUpdate(p.was, p.new)
 		}
 		h.checks.queue.Done(key)
 	}
@@ -118,18 +124,47 @@ func (h onlyDrift) OnUpdate(oldObj, newObj any) {
 		return
 	}
 	u, ok := h.inf.unstructured(newObj).(*unstructured.Unstructured)
-	if !ok {
+	was, wasOK := h.inf.unstructured(oldObj).(*unstructured.Unstructured)
+	if !ok || !wasOK {
 		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
 		return
 	}
-	if !h.inf.mayBeOwned(u) {
+	// An update that removed the object's owner reference is drift too, and only the version
+	// before names the CR: a person's `helm upgrade` renders the chart without the owner
+	// references the operator's releases add, and its patch removes them.
+	if !h.inf.mayBeOwned(u) && !h.inf.mayBeOwned(was) {
 		return // the reconciler's handler maps it to no CR of this kind: nothing to read
 	}
 	key := client.ObjectKeyFromObject(u)
 	h.checks.mu.Lock()
-	h.checks.latest[key] = u
+	p, pending := h.checks.latest[key]
+	if !pending {
+		p.was = h.inf.ownedBy(was)
+	}
+	p.new = u
+	h.checks.latest[key] = p
 	h.checks.mu.Unlock()
 	h.checks.queue.AddAfter(key, settleDelay)
+}
+
+// ownedBy is obj with only what ties it to a CR: its namespace and name, its owner references
+// and the operator-sdk annotations of a cluster-scoped object.
+func (i driftCheckingInformer) ownedBy(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{}
+	out.SetGroupVersionKind(i.gvk)
+	out.SetNamespace(obj.GetNamespace())
+	out.SetName(obj.GetName())
+	out.SetOwnerReferences(obj.GetOwnerReferences())
+	ties := map[string]string{}
+	for _, a := range []string{libhandler.TypeAnnotation, libhandler.NamespacedNameAnnotation} {
+		if v, ok := obj.GetAnnotations()[a]; ok {
+			ties[a] = v
+		}
+	}
+	if len(ties) > 0 {
+		out.SetAnnotations(ties)
+	}
+	return out
 }
 
 // mayBeOwned reports, from the object's metadata, whether the reconciler's handler of release

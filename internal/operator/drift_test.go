@@ -217,8 +217,10 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 
 // An update seen as metadata is dropped when it only wrote the status of an object that has a
 // generation; otherwise the object is read whole and, if it drifted, the update goes on with
-// an empty old version (so that the reconciler's update predicate, which compares the two
-// versions it gets, lets a drift in any field through).
+// an old version that holds only the name and owner references of the version before (so that the
+// reconciler's update predicate, which compares the two versions it gets, lets a drift in any
+// field through, and its handler maps it to the CR even when the update removed them, as a
+// person's `helm upgrade` does).
 func TestOnlyDriftFromMetadata(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 10 * time.Millisecond
@@ -228,22 +230,24 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 			Generation: generation, Labels: labels, OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1",
 				Kind: "Memcached", Name: "m", UID: "u", Controller: ptrTo(true)}}}}
 	}
+	disowned := meta("2", 3, nil)
+	disowned.OwnerReferences = nil
 	for _, tc := range []struct {
 		name     string
 		old, new *metav1.PartialObjectMetadata
-		replicas int64
+		live     *unstructured.Unstructured
 		want     int32
 	}{
-		{"status only: dropped unread", meta("1", 2, nil), meta("2", 2, nil), 5, 0},
-		{"spec edited (generation), drifted", meta("1", 2, nil), meta("2", 3, nil), 5, 1},
-		{"spec edited (generation), as the release says", meta("1", 2, nil), meta("2", 3, nil), 3, 0},
-		{"labels edited", meta("1", 2, nil), meta("2", 2, map[string]string{"x": "y"}), 5, 1},
-		{"no generation (a ConfigMap): read", meta("1", 0, nil), meta("2", 0, nil), 5, 1},
+		{"status only: dropped unread", meta("1", 2, nil), meta("2", 2, nil), liveDeployment(5, "m"), 0},
+		{"spec edited (generation), drifted", meta("1", 2, nil), meta("2", 3, nil), liveDeployment(5, "m"), 1},
+		{"spec edited (generation), as the release says", meta("1", 2, nil), meta("2", 3, nil), liveDeployment(3, "m"), 0},
+		{"labels edited", meta("1", 2, nil), meta("2", 2, map[string]string{"x": "y"}), liveDeployment(5, "m"), 1},
+		{"no generation (a ConfigMap): read", meta("1", 0, nil), meta("2", 0, nil), liveDeployment(5, "m"), 1},
+		{"owner reference removed (a person's helm upgrade)", meta("1", 2, nil), disowned, liveDeployment(5, ""), 1},
 	} {
 		var gotOld, gotNew any
 		h := &recordingHandler{onUpdate: func(o, n any) { gotOld, gotNew = o, n }}
-		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(liveDeployment(tc.replicas, "m")),
-			owner: memcachedGVK, gvk: deploymentGVK}
+		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(tc.live), owner: memcachedGVK, gvk: deploymentGVK}
 		inf.wrap(h).OnUpdate(tc.old, tc.new)
 		time.Sleep(20 * settleDelay)
 		if got := h.updates.Load(); got != tc.want {
@@ -255,10 +259,11 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 		}
 		o, _ := gotOld.(*unstructured.Unstructured)
 		n, _ := gotNew.(*unstructured.Unstructured)
-		if o == nil || len(o.GetOwnerReferences()) != 0 || o.GroupVersionKind() != deploymentGVK {
-			t.Errorf("%s: old version %#v, want an empty Deployment", tc.name, gotOld)
+		if o == nil || o.GroupVersionKind() != deploymentGVK || o.GetNamespace() != "ns" || o.GetName() != "m" ||
+			len(o.GetOwnerReferences()) != 1 || o.GetOwnerReferences()[0].Name != "m" || len(o.Object) != 3 {
+			t.Errorf("%s: old version %#v, want the Deployment ns/m with the owner reference of the version before, and nothing else", tc.name, gotOld)
 		}
-		if n == nil || len(n.GetOwnerReferences()) != 1 || n.GroupVersionKind() != deploymentGVK {
+		if n == nil || len(n.GetOwnerReferences()) != len(tc.new.OwnerReferences) || n.GroupVersionKind() != deploymentGVK {
 			t.Errorf("%s: new version %#v, want the Deployment's metadata", tc.name, gotNew)
 		}
 	}
