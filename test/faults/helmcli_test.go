@@ -2,8 +2,10 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -40,9 +44,10 @@ func TestPersonsHelmUpgradeMovedAside(t *testing.T) {
 	waitReady(t, ns)
 
 	personsUpgrade(t, ns, name, map[string]any{"replicas": 3})
-	// The CR's edit installs the release again from the operator's own records (it has none
-	// left that it trusts), over the objects: its revision 1 moves the person's aside. The
-	// person's revision 2 is still there, refused, until the operator writes its own.
+	// The release is installed again from the CR (it has no record left that it trusts), over
+	// the objects, when the manager sees the drift or the CR's edit, whichever comes first:
+	// its revision 1 moves the person's aside. The person's revision 2 is still there,
+	// refused, until the operator writes its own.
 	if err := appService.setReplicas(ctx, appService.newCR(ns, name, 0), 2); err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +103,7 @@ func deploymentAt(t *testing.T, ns, name string, replicas int32) {
 // set does, with the chart of helm-charts/appservice.
 func personsUpgrade(t *testing.T, ns, name string, values map[string]any) {
 	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = &env.Kubeconfig, &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
+	cfg := personsHelm(t, ns)
 	chrt, err := loader.Load(filepath.Join(env.Root, "helm-charts", "appservice"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,4 +113,105 @@ func personsUpgrade(t *testing.T, ns, name string, values map[string]any) {
 	if _, err := u.Run(name, chrt, values); err != nil {
 		t.Fatalf("helm upgrade by a person: %v", err)
 	}
+}
+
+// TestPersonsHelmChangesUndone: a person's `helm upgrade --set replicas=3`, then `helm
+// rollback` to revision 1, on the release of a CR that says 2, and no edit of the CR. Each is
+// drift, put back from the CR's spec: after the upgrade, whose records the manager refuses,
+// by installing the release again over its objects (the person's records moved aside); after
+// the rollback by the repair of the manager's own deployed revision. The Deployment is at the
+// CR's replicas and owned by the CR again, and the CR reports the person's records as refused
+// and is Ready. The upgrade removes the Deployment's owner reference (the person's Helm
+// renders none): only the version before it ties the change to the CR. Logged: how long the
+// Deployment differed from the CR, and whether the CR said Ready meanwhile.
+func TestPersonsHelmChangesUndone(t *testing.T) {
+	if stock {
+		t.Skip("the signed records are this operator's")
+	}
+	ctx := context.Background()
+	op := newOperator(t)
+	ns := env.Namespace(t)
+	_, startManager := ownSigningKey(t, op)
+	startManager()
+	op.sidecar()
+	const name = "app-0"
+	env.Create(t, appService.newCR(ns, name, 1))
+	waitReady(t, ns)
+	// Revision 2, for the person's rollback to go back from.
+	if err := appService.setReplicas(ctx, appService.newCR(ns, name, 0), 2); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns)
+
+	personsUpgrade(t, ns, name, map[string]any{"replicas": 3})
+	undone(t, ns, name, "helm upgrade --set replicas=3")
+
+	personsRollback(t, ns, name, 1)
+	undone(t, ns, name, "helm rollback to revision 1")
+}
+
+// undone waits until the Deployment of the AppService ns/name is at the CR's replicas (2) and
+// owned by it after a person's Helm command, the CR Ready and reporting a refused record
+// (condition and Event); it logs how long the Deployment differed and whether the CR said
+// Ready meanwhile.
+func undone(t *testing.T, ns, name, command string) {
+	t.Helper()
+	start := time.Now()
+	var differed time.Duration
+	readyWhileDiffering := false
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-app"}, d); err != nil {
+			return err
+		}
+		cr := appService.newCR(ns, name, 0)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+			return err
+		}
+		ready, _, _ := framework.Condition(cr, "Ready")
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || metav1.GetControllerOf(d) == nil || metav1.GetControllerOf(d).UID != cr.GetUID() {
+			differed = time.Since(start)
+			readyWhileDiffering = readyWhileDiffering || ready == "True"
+			return fmt.Errorf("after the person's %s, the Deployment asks for %d replicas, controller %v; want the CR's 2, and the CR",
+				command, ptr.Deref(d.Spec.Replicas, 1), metav1.GetControllerOf(d))
+		}
+		if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s != "True" || !strings.Contains(msg, "not signed by this operator") {
+			return fmt.Errorf("ReleaseRecordRefused=%q: %s; want the person's record reported", s, msg)
+		}
+		evs, err := events(ctx, ns, name, "ReleaseRecordRefused")
+		if err != nil {
+			return err
+		}
+		if !anyEventSays(evs, "not signed by this operator") {
+			return errors.New("no ReleaseRecordRefused Event reports the person's record")
+		}
+		if ready != "True" {
+			return fmt.Errorf("Ready=%q", ready)
+		}
+		return nil
+	})
+	t.Logf("after the person's %s the Deployment differed from the CR for at least %v (sampled), Ready=True meanwhile: %v",
+		command, differed.Round(time.Millisecond), readyWhileDiffering)
+}
+
+// personsRollback rolls the release name of ns back to revision as `helm rollback` does.
+func personsRollback(t *testing.T, ns, name string, revision int) {
+	t.Helper()
+	r := action.NewRollback(personsHelm(t, ns))
+	r.Version = revision
+	if err := r.Run(name); err != nil {
+		t.Fatalf("helm rollback by a person: %v", err)
+	}
+}
+
+// personsHelm is the Helm configuration of a person's helm CLI on namespace ns.
+func personsHelm(t *testing.T, ns string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = &env.Kubeconfig, &ns
+	cfg := &action.Configuration{}
+	if err := cfg.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
