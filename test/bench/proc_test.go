@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on Linux.
@@ -30,26 +32,11 @@ func cpuSeconds(pid int) (float64, error) {
 
 // rssMiB is a process's resident set size, and the most it has been (VmHWM), in MiB.
 func rssMiB(pid int) (now, peak float64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := framework.ProcStatusMiB(pid, "VmRSS", "VmHWM")
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		key, value, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
-			continue
-		}
-		kib, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			return 0, 0, err
-		}
-		if key == "VmRSS" {
-			now = kib / 1024
-		} else {
-			peak = kib / 1024
-		}
-	}
-	return now, peak, nil
+	return v[0], v[1], nil
 }
 
 // pssMiB is a process's proportional set size in MiB (/proc/<pid>/smaps_rollup): its pages,

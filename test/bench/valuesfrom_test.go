@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -324,7 +323,7 @@ type memory struct {
 func sampleMemory(pid int, addr string) memory {
 	var rss, anon, heap, free []float64
 	for t0 := time.Now(); time.Since(t0) < memWindow; time.Sleep(time.Second) {
-		if v, err := procStatus(pid, "VmRSS", "RssAnon"); err == nil {
+		if v, err := framework.ProcStatusMiB(pid, "VmRSS", "RssAnon"); err == nil {
 			rss, anon = append(rss, v[0]), append(anon, v[1])
 		}
 		if b, err := framework.Metric(addr, "go_memstats_heap_inuse_bytes"); err == nil && b > 0 {
@@ -337,26 +336,6 @@ func sampleMemory(pid int, addr string) memory {
 		}
 	}
 	return memory{rss: median(rss), anon: median(anon), heap: median(heap), free: median(free)}
-}
-
-// procStatus reads fields of /proc/<pid>/status, in MiB.
-func procStatus(pid int, keys ...string) ([]float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float64, len(keys))
-	for _, line := range strings.Split(string(data), "\n") {
-		key, value, ok := strings.Cut(line, ":")
-		if i := slices.Index(keys, key); ok && i >= 0 {
-			kib, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = kib / 1024
-		}
-	}
-	return out, nil
 }
 
 func median(v []float64) float64 {

@@ -384,19 +384,9 @@ func openSpecMiB(t *testing.T, pid int, field string) float64 {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := framework.ProcStatusMiB(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
-			kb, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return v[0]
 }

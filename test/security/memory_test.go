@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,19 +91,9 @@ func rss(t *testing.T, pid int) float64 { return procStatusMiB(t, pid, "VmRSS") 
 // procStatusMiB is the field of /proc/<pid>/status given in kB (VmRSS, VmHWM), in MiB.
 func procStatusMiB(t *testing.T, pid int, field string) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := framework.ProcStatusMiB(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
-			kb, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return v[0]
 }
