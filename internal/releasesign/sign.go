@@ -258,8 +258,8 @@ func (ks Keys) Sign(ns string, s *corev1.Secret) { ks.Current.Sign(ns, s) }
 
 // SignatureKeyID is the key id a record's signature names, "" for an unsigned record or a
 // signature without key id (the record's metadata tells it: the manager's cache has it).
-func SignatureKeyID(s *corev1.Secret) string {
-	id, _, ok := strings.Cut(s.Annotations[SignatureAnnotation], ".")
+func SignatureKeyID(m metav1.Object) string {
+	id, _, ok := strings.Cut(m.GetAnnotations()[SignatureAnnotation], ".")
 	if !ok {
 		return ""
 	}
