@@ -90,6 +90,18 @@ func ParseKeys(data map[string][]byte) (Keys, error) {
 	return ks, nil
 }
 
+// PreviousFields are the fields of the key Secret's data that hold previous keys, by key id:
+// what the administrator drops once no record names that key.
+func PreviousFields(data map[string][]byte) map[string]string {
+	out := map[string]string{}
+	for f, k := range data {
+		if strings.HasPrefix(f, previousPrefix) {
+			out[Key(k).ID()] = f
+		}
+	}
+	return out
+}
+
 // IDs are the ids of the current key and of the previous ones, for the log.
 func (ks Keys) IDs() (current string, previous []string) {
 	for _, k := range ks.Previous {

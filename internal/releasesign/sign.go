@@ -256,6 +256,22 @@ func (ks Keys) Holds(id string) bool {
 // Sign signs s with the current key.
 func (ks Keys) Sign(ns string, s *corev1.Secret) { ks.Current.Sign(ns, s) }
 
+// Resign is the signature, under the current key, of the record m read from namespace ns,
+// whose signature holds on its metadata under a previous key: after a rotation, a record is
+// re-signed from its metadata alone. The digest it signs stays the record's, and is checked
+// against its data at every read, as before; a record whose signature does not hold is not
+// re-signed (the error says why).
+func (ks Keys) Resign(ns string, m metav1.Object) (string, error) {
+	if SignatureKeyID(m) == ks.Current.ID() {
+		return "", errors.New("signed by the current key")
+	}
+	if err := ks.VerifyMetadata(ns, m); err != nil {
+		return "", err
+	}
+	current := ks.Current.ID()
+	return current + "." + ks.Current.macV3(ns, current, m, RecordType), nil
+}
+
 // SignatureKeyID is the key id a record's signature names, "" for an unsigned record or a
 // signature without key id (the record's metadata tells it: the manager's cache has it).
 func SignatureKeyID(m metav1.Object) string {

@@ -328,3 +328,47 @@ func TestSignatureVerifiesOnMetadata(t *testing.T) {
 		}
 	}
 }
+
+// After a rotation a record of the previous key is re-signed by the current key from its
+// metadata: it then verifies with the current key alone, and its data is still held to the
+// digest it was signed with. A record the previous key does not verify (changed), of the
+// current key, of a key not held, unsigned or in a legacy layout is not re-signed.
+func TestResign(t *testing.T) {
+	old, current := testKey, otherKey
+	keys := Keys{Current: current, Previous: []Key{old}}
+	ofOld := record("x", "superseded", "1")
+	old.Sign("t1", ofOld)
+
+	sig, err := keys.Resign("t1", metadataOf(ofOld))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resigned := ofOld.DeepCopy()
+	resigned.Annotations[SignatureAnnotation] = sig
+	if err := (Keys{Current: current}).Verify("t1", resigned); err != nil || SignatureKeyID(resigned) != current.ID() {
+		t.Errorf("re-signed: signed by %q, verified by the current key alone: %v", SignatureKeyID(resigned), err)
+	}
+	changedData := resigned.DeepCopy()
+	changedData.Data["release"] = append(changedData.Data["release"], 'A')
+	if err := keys.Verify("t1", changedData); !errors.Is(err, ErrChanged) {
+		t.Errorf("re-signed, then its data changed: %v, want refused as changed", err)
+	}
+
+	relabelled := ofOld.DeepCopy()
+	relabelled.Labels["status"] = "deployed"
+	ofCurrent := record("x", "deployed", "2")
+	current.Sign("t1", ofCurrent)
+	ofThird := record("x", "deployed", "3")
+	Key("a third key, of thirty-two bytes").Sign("t1", ofThird)
+	legacy := record("y", "deployed", "1")
+	legacySign(old, "t1", legacy)
+	for name, s := range map[string]*corev1.Secret{"changed": relabelled, "of the current key": ofCurrent,
+		"of a key not held": ofThird, "unsigned": record("z", "deployed", "1"), "legacy layout": legacy} {
+		if sig, err := keys.Resign("t1", metadataOf(s)); err == nil {
+			t.Errorf("%s: re-signed as %s", name, sig)
+		}
+	}
+	if _, err := keys.Resign("t2", metadataOf(ofOld)); err == nil {
+		t.Error("re-signed as if it were in another namespace")
+	}
+}
