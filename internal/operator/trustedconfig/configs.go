@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
@@ -63,6 +64,11 @@ type Configs struct {
 
 	mu  sync.Mutex
 	key releasesign.Keys // loaded once: Current is nil until then
+	// previousFields are the fields of the key Secret holding the previous keys, by key id.
+	previousFields map[string]string
+	// loaded is closed once the keys are: the re-signing of records of previous keys
+	// (resignPrevious) waits for it.
+	loaded chan struct{}
 }
 
 func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []KindPolicy,
@@ -92,9 +98,14 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 		secrets: cs, reader: mgr.GetAPIReader(), records: mgr.GetCache(), census: census, mapper: mgr.GetRESTMapper(),
 		policies: map[schema.GroupVersionKind]KindPolicy{}, keySecret: keySecret,
 		metaSecrets: meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")),
+		loaded:      make(chan struct{}),
 	}
 	for _, p := range policies {
 		t.policies[p.GVK] = p
+	}
+	// A runnable that needs leader election: only the leader writes records.
+	if err := mgr.Add(manager.RunnableFunc(t.resignPrevious)); err != nil {
+		return nil, fmt.Errorf("re-signing the records of previous keys: %w", err)
 	}
 	t.inner, err = helmclient.NewActionConfigGetter(cfg, mgr.GetRESTMapper(), helmclient.StorageDriverMapper(t.storageDriver))
 	if err != nil {
@@ -104,7 +115,8 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 }
 
 // signingKey returns the keys, loading them (and taking over records) the first time. The
-// keys are read once per process: a rotation takes a restart (docs/security.md).
+// keys are read once per process: a rotation takes a restart (docs/security.md), after which
+// the records of the previous keys are re-signed in the background (resignPrevious).
 func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -131,6 +143,10 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 		return releasesign.Keys{}, err
 	}
 	t.key = keys
+	t.previousFields = releasesign.PreviousFields(keySecret.Data)
+	if t.loaded != nil {
+		close(t.loaded)
+	}
 	return keys, nil
 }
 
