@@ -510,15 +510,10 @@ const historyFile = "history.md"
 var historyGenerated = []string{"Bytes per CR", "One revision", "The chart in every revision"}
 
 func writeHistory(t *testing.T, s settings, rep historyReport) {
-	old, err := os.ReadFile(filepath.Join(s.out, historyFile))
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
 	var kept strings.Builder
-	for _, part := range strings.Split(string(old), "\n## ")[1:] {
-		heading, _, _ := strings.Cut(part, "\n")
-		if !slices.Contains(historyGenerated, heading) {
-			kept.WriteString("\n## " + strings.TrimRight(part, "\n") + "\n")
+	for _, sec := range readSections(t, s, historyFile) {
+		if !slices.Contains(historyGenerated, sec.heading) {
+			kept.WriteString("\n" + sec.text)
 		}
 	}
 	writeTune(t, s, historyFile, rep.String()+kept.String())

@@ -138,6 +138,25 @@ func writeTune(t *testing.T, s settings, file, text string) {
 	t.Logf("figures in %s", filepath.Join(s.out, file))
 }
 
+// section is a "## " section of a report: its heading, and its text from the heading to the
+// next one's, ending in one newline.
+type section struct{ heading, text string }
+
+// readSections reads the sections of the report file in s.out, in order; none if the file is
+// not there yet. A test that writes some sections of a report keeps the others with them.
+func readSections(t *testing.T, s settings, file string) []section {
+	old, err := os.ReadFile(filepath.Join(s.out, file))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []section
+	for _, part := range strings.Split(string(old), "\n## ")[1:] {
+		heading, _, _ := strings.Cut(part, "\n")
+		out = append(out, section{heading: heading, text: "## " + strings.TrimRight(part, "\n") + "\n"})
+	}
+	return out
+}
+
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
@@ -258,4 +277,36 @@ func (h histogram) quantiles() (p50, p99 float64) {
 		return bounds[len(bounds)-1]
 	}
 	return q(0.5), q(0.99)
+}
+
+// A test that writes its sections of a report keeps the others: exhaustion.md's two tests
+// each rewrite their own, and history.md keeps any section it does not generate.
+func TestReportSectionsKeepTheOthers(t *testing.T) {
+	s := settings{out: t.TempDir()}
+	writeSection(t, s, exhaustionFile, plantedTitle, "planted 1\n")
+	writeSection(t, s, exhaustionFile, unownedTitle, "unowned 1\n")
+	writeSection(t, s, exhaustionFile, plantedTitle, "planted 2\n")
+	got, err := os.ReadFile(filepath.Join(s.out, exhaustionFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := exhaustionHead + "\n## " + unownedTitle + "\n\nunowned 1\n" + "\n## " + plantedTitle + "\n\nplanted 2\n"
+	if string(got) != want {
+		t.Errorf("exhaustion.md:\n%s\nwant:\n%s", got, want)
+	}
+
+	reading := "## Reading the figures\n\nkept as written.\n"
+	rep := historyReport{settings: historySettings{crs: 1}}
+	if err := os.WriteFile(filepath.Join(s.out, historyFile), []byte(rep.String()+"\n"+reading), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep.measured = "later"
+	writeHistory(t, s, rep)
+	got, err = os.ReadFile(filepath.Join(s.out, historyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := rep.String() + "\n" + reading; string(got) != want {
+		t.Errorf("history.md:\n%s\nwant:\n%s", got, want)
+	}
 }

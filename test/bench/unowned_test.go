@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -325,14 +324,9 @@ func benchCommand() string {
 // file in s.out with body, and keeps the others; the file begins with exhaustionHead, and the
 // sections come in the order of exhaustionSections.
 func writeSection(t *testing.T, s settings, file, title, body string) {
-	old, err := os.ReadFile(filepath.Join(s.out, file))
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
 	sections := map[string]string{}
-	for _, part := range strings.Split(string(old), "\n## ")[1:] {
-		heading, _, _ := strings.Cut(part, "\n")
-		sections[heading] = "## " + strings.TrimRight(part, "\n") + "\n"
+	for _, sec := range readSections(t, s, file) {
+		sections[sec.heading] = sec.text
 	}
 	sections[title] = "## " + title + "\n\n" + body
 	var b strings.Builder
