@@ -45,17 +45,7 @@ import (
 // The figures go to exhaustion.md in WARPDRIVE_BENCH_OUT, section "Planted release records";
 // the goal (a rise of at most plantedGoalMiB) is the report's, never a failure.
 func TestPlantedRecords(t *testing.T) {
-	s := loadSettings(t)
-	ops, err := pickVariants("warpdrive,stock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	measured := exhaustionMeasured()
-	var runs []plantedRun
-	for _, v := range ops {
-		runs = append(runs, plantRecords(t, v))
-		writeSection(t, s, exhaustionFile, plantedTitle, plantedReport(measured, runs))
-	}
+	exhaustionTest(t, plantedTitle, plantRecords, plantedReport)
 }
 
 const (
@@ -99,15 +89,12 @@ func plantRecords(t *testing.T, v variant) plantedRun {
 	createNamespace(t, ns)
 	defer deleteNamespace(t, ns)
 
-	procs, _, addr, stop := v.start(t)
+	procs, addr, stop := startOperator(t, v)
 	pid := procs[0]
 	defer stop()
-	time.Sleep(3 * time.Second) // caches synced before the CR comes
 	cr := appService(ns, 0, 0)
-	env.Create(t, cr)
+	install(t, ns, addr, cr)
 	release := cr.GetName()
-	waitReleases(t, ns, 1, unownedInstall)
-	waitQuiet(t, addr)
 
 	resetPeak(t, pid)
 	time.Sleep(plantedQuiet)

@@ -45,18 +45,7 @@ import (
 // The figures go to exhaustion.md in WARPDRIVE_BENCH_OUT, section "Updates of ConfigMaps no
 // chart owns"; they are the report's, never a failure.
 func TestUnownedUpdates(t *testing.T) {
-	s := loadSettings(t)
-	ops, err := pickVariants("warpdrive,stock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	measured := exhaustionMeasured()
-	var runs []unownedRun
-	for _, v := range ops {
-		runs = append(runs, unownedUpdates(t, v))
-		// Written after each operator, so that a run that fails on the second keeps the first.
-		writeSection(t, s, exhaustionFile, unownedTitle, unownedReport(measured, runs))
-	}
+	exhaustionTest(t, unownedTitle, unownedUpdates, unownedReport)
 }
 
 const (
@@ -98,7 +87,7 @@ func unownedUpdates(t *testing.T, v variant) unownedRun {
 	createNamespace(t, ns)
 	defer clearNamespace(t, ns)
 
-	procs, _, addr, stop := v.start(t)
+	procs, addr, stop := startOperator(t, v)
 	manager := processes{procs[0]}
 	// Deferred after stop, so run first: the CRs are uninstalled while the operator runs,
 	// their StorageClasses with them.
@@ -108,16 +97,15 @@ func unownedUpdates(t *testing.T, v variant) unownedRun {
 			t.Logf("%s: uninstalling: %v", v.name, err)
 		}
 	}()
-	time.Sleep(3 * time.Second) // caches synced before the CRs come
 
+	var crs []client.Object
 	for i := range unownedPools {
-		env.Create(t, pool(ns, fmt.Sprintf("pool-%02d", i)))
+		crs = append(crs, pool(ns, fmt.Sprintf("pool-%02d", i)))
 	}
 	for i := range unownedApps {
-		env.Create(t, appService(ns, i, 0))
+		crs = append(crs, appService(ns, i, 0))
 	}
-	waitReleases(t, ns, unownedPools+unownedApps, unownedInstall)
-	waitQuiet(t, addr)
+	install(t, ns, addr, crs...)
 
 	names := make([]string, unownedConfigMaps)
 	for i := range names {
@@ -297,6 +285,41 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// exhaustionTest runs measure with this operator, then with the stock helm-operator, and
+// after each writes the section titled title of exhaustionFile from report of the runs so
+// far, so that a run that fails on the second keeps the first.
+func exhaustionTest[R any](t *testing.T, title string, measure func(*testing.T, variant) R, report func(measured string, runs []R) string) {
+	s := loadSettings(t)
+	ops, err := pickVariants("warpdrive,stock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	measured := exhaustionMeasured()
+	var runs []R
+	for _, v := range ops {
+		runs = append(runs, measure(t, v))
+		writeSection(t, s, exhaustionFile, title, report(measured, runs))
+	}
+}
+
+// startOperator starts operator v's processes, the manager first, and returns them with the
+// manager's metrics address once their caches have synced, before any CR comes.
+func startOperator(t *testing.T, v variant) (procs processes, addr string, stop func()) {
+	procs, _, addr, stop = v.start(t)
+	time.Sleep(3 * time.Second)
+	return procs, addr, stop
+}
+
+// install creates crs, and waits until their releases are deployed and the work queues of
+// the manager (metrics at addr) are empty.
+func install(t *testing.T, ns, addr string, crs ...client.Object) {
+	for _, cr := range crs {
+		env.Create(t, cr)
+	}
+	waitReleases(t, ns, len(crs), unownedInstall)
+	waitQuiet(t, addr)
 }
 
 // exhaustionMeasured is the date and commit of both tests' figures, read once, as the first
