@@ -60,14 +60,7 @@ func TestPersonsHelmUpgradeMovedAside(t *testing.T) {
 	s := waitReady(t, ns)
 	deploymentAt(t, ns, name+"-app", 1)
 
-	key := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, key); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := releasesign.ParseKeys(key.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, keys := keysOf(t, keyRef)
 	for _, r := range s.releases[name] {
 		if err := keys.Verify(ns, &r.secret); err != nil {
 			t.Errorf("record %s after the person's upgrade: %v", r.secret.Name, err)

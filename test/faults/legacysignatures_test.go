@@ -42,14 +42,7 @@ func TestRecordsOfEarlierVersionsResigned(t *testing.T) {
 	if err := env.Client.Delete(ctx, state); err != nil {
 		t.Fatal(err)
 	}
-	key := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, key); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := releasesign.ParseKeys(key.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, keys := keysOf(t, keyRef)
 	records := &corev1.SecretList{}
 	if err := env.Client.List(ctx, records, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
 		t.Fatal(err)

@@ -49,14 +49,7 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 		env.Create(t, appService.newCR(ns, name(i), 1))
 	}
 	waitReady(t, ns)
-	backup := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, backup); err != nil {
-		t.Fatal(err)
-	}
-	old, err := releasesign.ParseKeys(backup.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	backup, old := keysOf(t, keyRef)
 	oldID := old.Current.ID()
 	t.Logf("releases deployed, signed by key %s; the key's Secret copied", oldID)
 
@@ -134,14 +127,7 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	// Restore, from the copy: the key that signed the records is current again, and the one
 	// created in its place is kept as previous (records it signed meanwhile still verify).
 	m.Stop()
-	accidental := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, accidental); err != nil {
-		t.Fatal(err)
-	}
-	created, err := releasesign.ParseKeys(accidental.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	accidental, created := keysOf(t, keyRef)
 	if created.Current.ID() == oldID {
 		t.Fatal("the manager found the old key again")
 	}
@@ -238,6 +224,20 @@ func ownSigningKey(t *testing.T, op *operator) (keyRef client.ObjectKey, startMa
 	return keyRef, startManager
 }
 
+// keysOf reads the signing key Secret keyRef and parses the keys it holds.
+func keysOf(t *testing.T, keyRef client.ObjectKey) (*corev1.Secret, releasesign.Keys) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), keyRef, secret); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := releasesign.ParseKeys(secret.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret, keys
+}
+
 // waitReady waits until every AppService of ns is at its spec (release, workload, the
 // sidecar's status) and Ready.
 func waitReady(t testing.TB, ns string) *state {
@@ -326,14 +326,7 @@ func TestSigningKeyLostForGood(t *testing.T) {
 
 	// No copy: the administrator asks for the take-over, and restarts the manager.
 	m.Stop()
-	key := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, key); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := releasesign.ParseKeys(key.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, keys := keysOf(t, keyRef)
 	if key.Annotations == nil {
 		key.Annotations = map[string]string{}
 	}
