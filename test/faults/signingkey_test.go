@@ -30,8 +30,9 @@ import (
 //     kept as a previous one, and the manager restarted: every CR reconciles again, the edit
 //     applies.
 //   - Rotation: a new current key is added and the old one kept as previous: the CRs stay
-//     Ready, an edit writes records signed by the new key, and the records not written since
-//     keep the old key's signature and still verify.
+//     Ready, and with no edit of any CR the manager re-signs every record with the new key
+//     and reports the previous keys unused (a metric of 0 records each, a log line); dropped
+//     from the Secret, the manager restarted, every CR stays Ready and an edit applies.
 func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	if stock {
 		t.Skip("the signing key is this operator's")
@@ -175,31 +176,89 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	if err := noRefusals(ctx, ns, n, name); err != nil {
 		t.Fatalf("after the rotation: %v", err)
 	}
+	// With no edit of any CR, the manager re-signs the records of the previous keys with the
+	// new one, and says when no record is a previous key's: in the metric, and in its log,
+	// which names the field to drop.
+	_, previousIDs := keys.IDs()
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		s, err := snapshot(ctx, ns, appService)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			for _, r := range s.releases[name(i)] {
+				if id := releasesign.SignatureKeyID(&r.secret); id != newID {
+					return fmt.Errorf("record %s (%s) is signed by key %q, want the new key %q", r.secret.Name, r.status, id, newID)
+				}
+				if err := keys.Verify(ns, &r.secret); err != nil {
+					return fmt.Errorf("record %s does not verify after the re-signing: %v", r.secret.Name, err)
+				}
+			}
+		}
+		out, err := m.Output()
+		if err != nil {
+			return err
+		}
+		for _, id := range previousIDs {
+			v, err := framework.Metric(m.metrics, "warpdrive_release_records_of_previous_key", `key_id="`+id+`"`)
+			if err != nil || v != 0 {
+				return fmt.Errorf("warpdrive_release_records_of_previous_key{key_id=%s} = %v (%v), want 0", id, v, err)
+			}
+			if !logSays(out, "no release record is signed by a previous key any more", id) {
+				return fmt.Errorf("the manager does not log that previous key %s is unused", id)
+			}
+		}
+		return nil
+	})
+	t.Logf("rotated to key %s: every record re-signed by it with no CR edit, previous keys %v reported unused", newID, previousIDs)
+
+	// The administrator drops the previous keys, as the log says, and restarts the manager:
+	// every CR stays Ready, and an edit applies.
+	m.Stop()
+	if err := env.Client.Get(ctx, keyRef, rotated); err != nil {
+		t.Fatal(err)
+	}
+	for f := range rotated.Data {
+		if strings.HasPrefix(f, "previous-") {
+			delete(rotated.Data, f)
+		}
+	}
+	if err := env.Client.Update(ctx, rotated); err != nil {
+		t.Fatal(err)
+	}
+	m = startManager()
+	framework.Eventually(t, 2*time.Minute, func(context.Context) error {
+		if r, err := m.reconciles(); err != nil || r < n {
+			return fmt.Errorf("%v reconciles (%v)", r, err)
+		}
+		return nil
+	})
+	waitReady(t, ns)
+	if err := noRefusals(ctx, ns, n, name); err != nil {
+		t.Fatalf("after the previous keys were dropped: %v", err)
+	}
 	if err := appService.setReplicas(ctx, appService.newCR(ns, name(1), 0), 2); err != nil {
 		t.Fatal(err)
 	}
-	s = waitReady(t, ns)
+	waitReady(t, ns)
 	if err := noRefusals(ctx, ns, n, name); err != nil {
 		t.Error(err)
 	}
-	for i := range n {
-		for _, r := range s.releases[name(i)] {
-			id := releasesign.SignatureKeyID(&r.secret)
-			if err := keys.Verify(ns, &r.secret); err != nil {
-				t.Errorf("record %s does not verify after the rotation: %v", r.secret.Name, err)
-			}
-			// The edited release's records were all written since (the new revision, and the
-			// last one superseded); the others' were not, and keep the old key's signature.
-			want := oldID
-			if i == 1 {
-				want = newID
-			}
-			if id != want {
-				t.Errorf("record %s (%s) is signed by key %q, want %q", r.secret.Name, r.status, id, want)
-			}
+	t.Logf("previous keys dropped: every CR Ready, the edit applied")
+}
+
+// logSays reports whether a line of the log out holds every one of parts.
+func logSays(out string, parts ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
 		}
 	}
-	t.Logf("rotated to key %s: the edit wrote records signed by it, the others keep key %s (previous) and verify", newID, oldID)
+	return false
 }
 
 // ownSigningKey names a release signing key Secret of the test's own, deleted when the test
