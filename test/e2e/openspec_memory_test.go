@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/addkind"
+	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -34,27 +35,35 @@ type openSpecShape struct {
 	name  string
 	count int
 	note  func(size int) any
+	// refused: the spec holds more values than the manager's --max-spec-values, and the CRs
+	// are refused (Stalled SpecTooLarge) instead of deployed.
+	refused bool
+}
+
+// emptyObjects is a note of n empty objects.
+func emptyObjects(n int) any {
+	list := make([]any, n)
+	for i := range list {
+		list[i] = map[string]any{}
+	}
+	return map[string]any{"note": list}
 }
 
 // openSpecShapes are measured one after the other, on one manager. small is the per-CR
 // baseline: the same kind, release and path through the manager, with a spec of a few hundred
-// bytes. The two others are as large as the apiserver admits, in the shape that costs least in
-// a Go heap per byte of JSON (one string, about 1 byte per byte) and one of those that cost
-// most (a list of empty objects, 3 bytes each in JSON, a map of its own each once decoded).
+// bytes. "one string" is as large as the apiserver admits in the shape that costs least in a
+// Go heap per byte of JSON (about 1 byte per byte); a list of empty objects (3 bytes each in
+// JSON, a map of its own each once decoded) is one of those that cost most, measured at the
+// manager's bound on a spec's values and as large as the apiserver admits.
 var openSpecShapes = []openSpecShape{
-	{"small", 50, func(int) any { return map[string]any{"note": uniqueHex(16)} }},
-	{"one string", 50, func(size int) any { return map[string]any{"note": uniqueHex(size)} }},
-	// Fewer of them: each costs tens of MiB of heap, and twice as many would take the heap
-	// past the soft memory limit (80% of the container's 512Mi), where the collector runs
-	// without end and the RSS measures that rather than the CRs.
-	{"empty objects", 5, func(size int) any {
-		// "[{},{},...]" of size bytes; each CR's own maps, as a tenant's would be.
-		list := make([]any, size/3)
-		for i := range list {
-			list[i] = map[string]any{}
-		}
-		return map[string]any{"note": list}
-	}},
+	{"small", 50, func(int) any { return map[string]any{"note": uniqueHex(16)} }, false},
+	{"one string", 50, func(size int) any { return map[string]any{"note": uniqueHex(size)} }, false},
+	// The most values a spec may hold for the manager to deploy it (--max-spec-values, less
+	// room for the sample's own values): the largest cost per CR a tenant can give the manager.
+	{"empty objects at the bound", 20, func(int) any { return emptyObjects(operator.DefaultMaxSpecValues - 1000) }, false},
+	// Before the bound, each of these cost 32 MiB of heap, and 5 took the manager to a peak
+	// of 1,483 MiB. Now refused, and held without their spec.
+	{"empty objects over the bound", 5, func(size int) any { return emptyObjects(size / 3) }, true},
 }
 
 // openSpecHeadroom is how much smaller than the largest CR the apiserver admits the large CRs
@@ -73,8 +82,8 @@ const openSpecIdle = 70 * time.Second
 // is bounded only by the apiserver: the test finds the largest CR it admits by creating ever
 // larger ones, then measures the manager's RSS (VmRSS) as it takes CRs of each of
 // openSpecShapes, and logs the MiB per CR. The figures are a measurement, for
-// docs/security.md's paragraph on memory; the test checks only that every CR is admitted and
-// deployed and that the manager survives. It is not part of make test; run it with
+// docs/security.md's "Open specs"; the test checks only that every CR is admitted and
+// deployed (refused, for the shape over --max-spec-values) and that the manager survives. It is not part of make test; run it with
 //
 //	make build cluster-up
 //	WARPDRIVE_SECURITY_MEASURE=1 WARPDRIVE_KUBECONFIG=$PWD/.cluster/kubeconfig \
@@ -168,7 +177,11 @@ func TestManagerMemoryWithLargestOpenCRs(t *testing.T) {
 				t.Fatalf("%s: the apiserver refused CR %d of %d: %v", shape.name, j+1, shape.count, err)
 			}
 		}
-		waitDeployed(t, c, ns, shape.count)
+		if shape.refused {
+			waitRefused(t, c, ns, shape.count)
+		} else {
+			waitDeployed(t, c, ns, shape.count)
+		}
 		if mgr.Exited() {
 			t.Fatalf("%s: the manager exited", shape.name)
 		}
@@ -256,6 +269,28 @@ func waitDeployed(t *testing.T, c client.Client, ns string, count int) {
 				if s, reason, msg := framework.Condition(&list.Items[i], typ); s != "True" {
 					return fmt.Errorf("WebInfo %s: %s=%q (%s: %s)", list.Items[i].GetName(), typ, s, reason, msg)
 				}
+			}
+		}
+		return nil
+	})
+}
+
+// waitRefused waits until each of the count WebInfos of ns reads Stalled, reason
+// SpecTooLarge: the manager refused its spec as holding more values than its bound.
+func waitRefused(t *testing.T, c client.Client, ns string, count int) {
+	t.Helper()
+	framework.Eventually(t, 10*time.Minute, func(ctx context.Context) error {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(webInfoGVK.GroupVersion().WithKind(webInfoGVK.Kind + "List"))
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) < count {
+			return fmt.Errorf("%d of %d WebInfos", len(list.Items), count)
+		}
+		for i := range list.Items {
+			if s, reason, msg := framework.Condition(&list.Items[i], statuscontract.Stalled); s != "True" || reason != "SpecTooLarge" {
+				return fmt.Errorf("WebInfo %s: Stalled=%q (%s: %s), want True SpecTooLarge", list.Items[i].GetName(), s, reason, msg)
 			}
 		}
 		return nil
