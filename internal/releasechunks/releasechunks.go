@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,14 @@ func ChunkName(record string, i int) string { return fmt.Sprintf("%s.part%d", re
 // Client stores records whose release is larger than ChunkSize in parts.
 type Client struct {
 	corev1client.SecretInterface
+
+	// seen is how many parts each record this client read or wrote was in, by name: an
+	// Update or Delete deletes parts only after a record that had some. Helm reads a record
+	// before it updates or deletes it, so the client knows it; probing for a first part after
+	// every write would cost a request (answered 404) per record written, nearly all of which
+	// fit in one Secret.
+	mu   sync.Mutex
+	seen map[string]int
 }
 
 // New wraps c, the Secrets of one namespace.
@@ -58,11 +67,14 @@ func (c *Client) Create(ctx context.Context, s *corev1.Secret, opts metav1.Creat
 		return nil, err
 	}
 	out, err := c.SecretInterface.Create(ctx, head, opts)
+	if err == nil && len(opts.DryRun) == 0 {
+		c.see(head)
+	}
 	return whole(out, s), err
 }
 
 // Update writes the parts after the first, then the record with the first, then deletes the
-// parts a larger release had before.
+// parts a larger release had before, if the record it replaced was in parts.
 func (c *Client) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
 	head, err := c.writeParts(ctx, s, opts.DryRun)
 	if err != nil {
@@ -71,6 +83,13 @@ func (c *Client) Update(ctx context.Context, s *corev1.Secret, opts metav1.Updat
 	out, err := c.SecretInterface.Update(ctx, head, opts)
 	if err != nil {
 		return nil, err
+	}
+	hadParts := c.hadParts(s.Name)
+	if len(opts.DryRun) == 0 {
+		c.see(head)
+	}
+	if !hadParts {
+		return whole(out, s), nil
 	}
 	return whole(out, s), c.deleteParts(ctx, s.Name, parts(head))
 }
@@ -81,6 +100,7 @@ func (c *Client) Get(ctx context.Context, name string, opts metav1.GetOptions) (
 	if err != nil {
 		return s, err
 	}
+	c.see(s)
 	return c.assemble(ctx, s)
 }
 
@@ -91,6 +111,7 @@ func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Sec
 		return l, err
 	}
 	for i := range l.Items {
+		c.see(&l.Items[i])
 		s, err := c.assemble(ctx, &l.Items[i])
 		if err != nil {
 			return nil, err
@@ -100,12 +121,34 @@ func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Sec
 	return l, nil
 }
 
-// Delete deletes a record, then its parts.
+// Delete deletes a record, then its parts if it was in parts.
 func (c *Client) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	if err := c.SecretInterface.Delete(ctx, name, opts); err != nil {
 		return err
 	}
+	if !c.hadParts(name) {
+		return nil
+	}
 	return c.deleteParts(ctx, name, 1)
+}
+
+// see notes how many parts the record s, as read or written, is in.
+func (c *Client) see(s *corev1.Secret) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]int{}
+	}
+	c.seen[s.Name] = parts(s)
+}
+
+// hadParts reports whether the record named name may have parts to delete: it was in parts
+// when this client last read or wrote it, or this client has not seen it.
+func (c *Client) hadParts(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.seen[name]
+	return !ok || n > 1
 }
 
 // writeParts writes the parts of s's release after the first, and returns the record's own

@@ -141,3 +141,157 @@ func TestReleaseOverOneMiB(t *testing.T) {
 		t.Errorf("left after the uninstall: Secret %s", s.Name)
 	}
 }
+
+// smallChart is a chart whose release record fits in one Secret, as nearly every chart's does.
+func smallChart(version string) *chart.Chart {
+	return &chart.Chart{
+		Metadata: &chart.Metadata{APIVersion: "v2", Name: "small", Version: version},
+		Templates: []*chart.File{{Name: "templates/cm.yaml",
+			Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: small\ndata:\n  size: {{ .Values.size | quote }}\n")}},
+		Values: map[string]any{"size": 1},
+	}
+}
+
+// secretRequests counts cs's requests by verb, those of a part's Secret apart.
+func secretRequests(cs *fake.Clientset) (records, parts map[string]int) {
+	records, parts = map[string]int{}, map[string]int{}
+	for _, a := range cs.Actions() {
+		name := ""
+		switch a := a.(type) {
+		case interface{ GetName() string }: // get, delete
+			name = a.GetName()
+		case interface{ GetObject() runtime.Object }: // create, update
+			name = a.GetObject().(*corev1.Secret).Name
+		}
+		if strings.Contains(name, ".part") {
+			parts[a.GetVerb()]++
+		} else {
+			records[a.GetVerb()]++
+		}
+	}
+	return records, parts
+}
+
+// A release whose records fit in one Secret costs no request for parts: Helm's install,
+// upgrades (each updating the record it supersedes), pruning of the history and uninstall
+// update and delete records whose parts annotation the client read or wrote, and none said
+// parts; nor does the take-over's read and write of a record. Each action has a client of
+// its own, as each reconcile of the manager has: what a client knows of a record it
+// updates, it read in that action.
+func TestNoPartRequestsForRecordsInOneSecret(t *testing.T) {
+	cs := fake.NewClientset()
+	keys := releasesign.Keys{Current: releasesign.Key("0123456789abcdef0123456789abcdef")}
+	cfg := func() *action.Configuration {
+		signed := releasesign.NewSecretClient(New(cs.CoreV1().Secrets("t1")), "t1", keys, nil)
+		store := storage.Init(driver.NewSecrets(signed))
+		store.MaxHistory = 2
+		return &action.Configuration{Releases: store, KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
+			Capabilities: chartutil.DefaultCapabilities, Log: func(string, ...any) {}}
+	}
+
+	install := action.NewInstall(cfg())
+	install.ReleaseName, install.Namespace = "small", "t1"
+	if _, err := install.Run(smallChart("0.1.0"), nil); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	for i := 2; i <= 4; i++ {
+		upgrade := action.NewUpgrade(cfg())
+		upgrade.Namespace = "t1"
+		if _, err := upgrade.Run("small", smallChart("0.1.0"), map[string]any{"size": i}); err != nil {
+			t.Fatalf("upgrade %d: %v", i, err)
+		}
+	}
+	// The take-over reads a record by name, and writes it back signed.
+	takeOver := New(cs.CoreV1().Secrets("t1"))
+	s, err := takeOver.Get(context.Background(), "sh.helm.release.v1.small.v4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := takeOver.Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := action.NewUninstall(cfg()).Run("small"); err != nil {
+		t.Fatalf("uninstall: %v", err)
+	}
+
+	records, parts := secretRequests(cs)
+	t.Logf("requests for records: %v", records)
+	if records["update"] < 4 || records["delete"] < 3 {
+		t.Fatalf("%d updates and %d deletes of records: want the upgrades' and the pruning's and the uninstall's (4 and 3 at least)",
+			records["update"], records["delete"])
+	}
+	if len(parts) > 0 {
+		t.Errorf("requests for parts of records in one Secret: %v, want none", parts)
+	}
+}
+
+// A record that was in parts and is written again smaller, or deleted, loses its parts:
+// whether this client wrote it or read it, or has not seen it (then it looks for parts).
+func TestPartsOfARecordThatHadThemAreDeleted(t *testing.T) {
+	ctx := context.Background()
+	big := make([]byte, 2*ChunkSize+1) // 3 parts
+	record := func(release []byte) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.r.v1", Namespace: "t1"},
+			Type: releasesign.RecordType, Data: map[string][]byte{"release": release}}
+	}
+	partsLeft := func(cs *fake.Clientset) int {
+		l, err := cs.CoreV1().Secrets("t1").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range l.Items {
+			if s.Type == ChunkType {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name string
+		// then writes the record again smaller (or deletes it) with a client: the one that
+		// created it, one that read it first, or one that has not seen it.
+		then func(cs *fake.Clientset, writer *Client) error
+	}{
+		{"updated by the client that wrote it", func(_ *fake.Clientset, c *Client) error {
+			_, err := c.Update(ctx, record([]byte("small")), metav1.UpdateOptions{})
+			return err
+		}},
+		{"updated after a read", func(cs *fake.Clientset, _ *Client) error {
+			c := New(cs.CoreV1().Secrets("t1"))
+			if _, err := c.Get(ctx, record(nil).Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			_, err := c.Update(ctx, record([]byte("small")), metav1.UpdateOptions{})
+			return err
+		}},
+		{"updated by a client that has not seen it", func(cs *fake.Clientset, _ *Client) error {
+			_, err := New(cs.CoreV1().Secrets("t1")).Update(ctx, record([]byte("small")), metav1.UpdateOptions{})
+			return err
+		}},
+		{"deleted after a list", func(cs *fake.Clientset, _ *Client) error {
+			c := New(cs.CoreV1().Secrets("t1"))
+			if _, err := c.List(ctx, metav1.ListOptions{}); err != nil {
+				return err
+			}
+			return c.Delete(ctx, record(nil).Name, metav1.DeleteOptions{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			c := New(cs.CoreV1().Secrets("t1"))
+			if _, err := c.Create(ctx, record(big), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if n := partsLeft(cs); n != 2 {
+				t.Fatalf("%d Secrets of parts after the create, want 2", n)
+			}
+			if err := tc.then(cs, c); err != nil {
+				t.Fatal(err)
+			}
+			if n := partsLeft(cs); n != 0 {
+				t.Errorf("%d Secrets of parts left, want none", n)
+			}
+		})
+	}
+}
