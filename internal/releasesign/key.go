@@ -22,16 +22,23 @@ const (
 )
 
 // LoadOrCreateKeys reads the signing keys from the Secret ns/name, creating it with a new
-// random key if it does not exist; created says it did. The Secret lives in the operator's
-// own namespace, which namespace editors cannot read; whoever can read it (cluster admins) can
-// sign records. Several replicas may race to create it: the loser reads the winner's (and
-// created is false for it). It also returns the Secret, whose annotations record the take-overs.
+// random key if it does not exist and mayCreate (if not nil) returns nil; created says it did.
+// The Secret lives in the operator's own namespace, which namespace editors cannot read;
+// whoever can read it (cluster admins) can sign records. Several replicas may race to create
+// it: the loser reads the winner's (and created is false for it). It also returns the Secret,
+// whose annotations record the take-overs.
 //
-// A created key on a cluster where the operator signed records before means the key was lost:
-// the caller says so, loudly (trustedconfig).
-func LoadOrCreateKeys(ctx context.Context, cs kubernetes.Interface, ns, name string) (keys Keys, s *corev1.Secret, created bool, err error) {
+// A key created where the operator signed records before would refuse every one of them:
+// mayCreate refuses to create it then (trustedconfig), and its error is returned as it is.
+func LoadOrCreateKeys(ctx context.Context, cs kubernetes.Interface, ns, name string,
+	mayCreate func(context.Context) error) (keys Keys, s *corev1.Secret, created bool, err error) {
 	secrets := cs.CoreV1().Secrets(ns)
 	s, err = secrets.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && mayCreate != nil {
+		if err := mayCreate(ctx); err != nil {
+			return Keys{}, nil, false, err
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		key := make([]byte, MinKeySize)
 		if _, err := rand.Read(key); err != nil {

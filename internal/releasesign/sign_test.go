@@ -73,13 +73,25 @@ func TestVerifyRefusesEveryChange(t *testing.T) {
 func TestLoadOrCreateKeys(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
-	k1, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key")
+	k1, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key", nil)
 	if err != nil || len(k1.Current) != MinKeySize || !created || len(k1.Previous) != 0 {
 		t.Fatalf("first load: %d bytes, created %v, %v", len(k1.Current), created, err)
 	}
-	k2, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key")
+	k2, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key", nil)
 	if err != nil || string(k1.Current) != string(k2.Current) || created {
 		t.Fatalf("second load returned another key, or created one (%v, %v)", created, err)
+	}
+	// A key the caller does not let it create is not created, and the caller's error says why.
+	refused := errors.New("records of another key exist")
+	none := fake.NewClientset()
+	if _, _, created, err := LoadOrCreateKeys(ctx, none, "op", "key", func(context.Context) error { return refused }); !errors.Is(err, refused) || created {
+		t.Errorf("a key created against the caller's refusal: created %v, %v", created, err)
+	}
+	if _, err := none.CoreV1().Secrets("op").Get(ctx, "key", metav1.GetOptions{}); err == nil {
+		t.Error("the refused key's Secret exists")
+	}
+	if _, _, created, err := LoadOrCreateKeys(ctx, cs, "op", "key", func(context.Context) error { return refused }); err != nil || created {
+		t.Errorf("an existing key, with creation refused: created %v, %v; want it loaded", created, err)
 	}
 	for name, data := range map[string]map[string][]byte{
 		"a 5-byte key":          {"key": []byte("short")},
@@ -88,7 +100,7 @@ func TestLoadOrCreateKeys(t *testing.T) {
 		"no current key":        {"previous-1": otherKey},
 	} {
 		bad := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: data})
-		if _, _, _, err := LoadOrCreateKeys(ctx, bad, "op", "key"); err == nil {
+		if _, _, _, err := LoadOrCreateKeys(ctx, bad, "op", "key", nil); err == nil {
 			t.Errorf("%s was accepted", name)
 		}
 	}

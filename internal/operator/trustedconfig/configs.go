@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -69,7 +70,15 @@ type Configs struct {
 	// loaded is closed once the keys are: the re-signing of records of previous keys
 	// (resignPrevious) waits for it.
 	loaded chan struct{}
+	// keyMissingLogged: the refusal to create a key (mayCreateKey) was logged.
+	keyMissingLogged bool
+	// recorder records on each CR that its reconcile failed for want of the key.
+	recorder record.EventRecorder
 }
+
+// reasonKeyMissing is the reason of the Warning Event of a CR not reconciled for want of the
+// signing key (KeyMissingError).
+const reasonKeyMissing = "ReleaseSigningKeyMissing"
 
 func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, policies []KindPolicy,
 	secretsPerGET int) (*Configs, error) {
@@ -99,6 +108,7 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 		policies: map[schema.GroupVersionKind]KindPolicy{}, keySecret: keySecret,
 		metaSecrets: meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")),
 		loaded:      make(chan struct{}),
+		recorder:    mgr.GetEventRecorderFor("release-signing-key"),
 	}
 	for _, p := range policies {
 		t.policies[p.GVK] = p
@@ -116,17 +126,21 @@ func New(cfg *rest.Config, mgr ctrl.Manager, keySecret types.NamespacedName, pol
 
 // signingKey returns the keys, loading them (and taking over records) the first time. The
 // keys are read once per process: a rotation takes a restart (docs/security.md), after which
-// the records of the previous keys are re-signed in the background (resignPrevious).
+// the records of the previous keys are re-signed in the background (resignPrevious). Where the
+// key's Secret is missing and records were signed before, it creates none (mayCreateKey): each
+// call fails until an administrator puts the Secret back, which the next call loads.
 func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.key.Current != nil {
 		return t.key, nil
 	}
-	keys, keySecret, created, err := releasesign.LoadOrCreateKeys(ctx, t.secrets, t.keySecret.Namespace, t.keySecret.Name)
+	keys, keySecret, created, err := releasesign.LoadOrCreateKeys(ctx, t.secrets, t.keySecret.Namespace, t.keySecret.Name,
+		t.mayCreateKey)
 	if err != nil {
 		return releasesign.Keys{}, err
 	}
+	keyMissing.Set(0)
 	if err := t.reportKeys(ctx, keys, created); err != nil {
 		return releasesign.Keys{}, err
 	}
@@ -181,6 +195,9 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 // verified whole (releasechunks).
 func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.Config) (driver.Driver, error) {
 	key, err := t.signingKey(ctx)
+	if missing := (*KeyMissingError)(nil); errors.As(err, &missing) && t.recorder != nil {
+		t.recorder.Event(obj, corev1.EventTypeWarning, reasonKeyMissing, err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}

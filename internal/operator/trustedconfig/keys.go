@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -29,8 +30,73 @@ var refusedRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
 		"a lost or rotated-out signing key), no_key_id (a signature without key id that no key verifies).",
 }, []string{"reason"})
 
+// keyMissing is 1 while the manager refuses to create a signing key in place of a missing
+// one (mayCreateKey), 0 otherwise.
+var keyMissing = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "warpdrive_release_signing_key_missing",
+	Help: "1 while the release signing key's Secret is missing where the operator signed release records before: " +
+		"no key is created and no release is reconciled until the Secret is restored, or created by an " +
+		"administrator (docs/security.md, 'Key lifecycle: rotation, loss, restore').",
+})
+
 func init() {
-	metrics.Registry.MustRegister(refusedRecords)
+	metrics.Registry.MustRegister(refusedRecords, keyMissing)
+}
+
+// KeyMissingError: the key's Secret is missing where the operator signed records before, and
+// the manager does not create a key in its place, whose first use would refuse every one of
+// those records (and, later restored, the old key would refuse the records the new one made
+// meanwhile). Every reconcile fails with it until the Secret is there again.
+type KeyMissingError struct {
+	Secret  string // namespace/name
+	Records int    // records signed by keys the operator no longer holds
+	KeyIDs  string // some of their key ids
+}
+
+func (e *KeyMissingError) Error() string {
+	ids := ""
+	if e.KeyIDs != "" {
+		ids = " (key ids " + e.KeyIDs + ")"
+	}
+	return fmt.Sprintf("the release signing key's Secret %s is missing, and %d release records are signed by keys "+
+		"this operator used before%s: no new key is created, which would refuse them all; restore the Secret from a "+
+		"backup, or, if the key is lost for good, create the Secret with a new key and the annotation %s=true to take "+
+		"the records over (see %s)", e.Secret, e.Records, ids, otherKeysAnnotation, releasesign.KeyDocs)
+}
+
+// mayCreateKey says whether the manager may create a signing key, its Secret being missing:
+// not where it has used a key before (the records' state ConfigMap beside the key exists: only
+// the manager and administrators write the operator's namespace) and release records signed
+// by a key are in the cache. A namespace editor can label Secrets as signed records, so
+// records alone do not stop the first key of a cluster; and where both the key and its state
+// are gone (the operator's namespace recreated) the key is created, and reportKeys says so.
+func (t *Configs) mayCreateKey(ctx context.Context) error {
+	_, err := t.secrets.CoreV1().ConfigMaps(t.keySecret.Namespace).Get(ctx, t.keySecret.Name+stateSuffix, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the state of the release records: %w", err)
+	}
+	c, err := t.keyCensus(ctx, releasesign.Keys{})
+	if err != nil {
+		return err
+	}
+	signed := c.otherTotal + c.noID
+	for _, n := range c.held {
+		signed += n
+	}
+	if signed == 0 {
+		return nil
+	}
+	missing := &KeyMissingError{Secret: t.keySecret.String(), Records: signed, KeyIDs: c.otherIDs()}
+	keyMissing.Set(1)
+	if !t.keyMissingLogged {
+		t.keyMissingLogged = true
+		ctrl.Log.WithName("release-signing-key").Error(missing, "refusing to create a release signing key",
+			"secret", missing.Secret, "records", signed, "namespaces", len(c.otherNS))
+	}
+	return missing
 }
 
 // otherKeysAnnotation, set on the key's Secret by an administrator, asks the manager to take
@@ -100,10 +166,12 @@ func (c *keyCensus) otherIDs() string {
 // earlier one exist.
 var errKeyLost = errors.New("the release signing key was lost: a new one was created")
 
-// reportKeys logs the keys loaded and what the records say of them. A key created where the
-// operator had signed records before is an Error: every such record is refused from now on,
-// so no release that has one is reconciled until the key is restored (or, lost for good, its
-// records are taken over: otherKeysAnnotation). So are records naming keys it does not hold.
+// reportKeys logs the keys loaded and what the records say of them. A key created where
+// records are signed (mayCreateKey let it: the records' state was gone with the key, as when
+// the operator's namespace is recreated) is an Error: every such record is refused from now
+// on, so no release that has one is reconciled until the key is restored (or, lost for good,
+// its records are taken over: otherKeysAnnotation). So are records naming keys it does not
+// hold.
 func (t *Configs) reportKeys(ctx context.Context, keys releasesign.Keys, created bool) error {
 	log := ctrl.Log.WithName("release-signing-key")
 	c, err := t.keyCensus(ctx, keys)

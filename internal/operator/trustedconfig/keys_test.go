@@ -2,12 +2,17 @@ package trustedconfig
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -115,5 +120,77 @@ func TestKeyCensus(t *testing.T) {
 	if c.held[current.ID()] != 1 || c.held[previous.ID()] != 2 || c.otherTotal != 2 || c.other[lost.ID()] != 2 ||
 		c.noID != 1 || len(c.otherNS) != 1 || c.otherIDs() != lost.ID() {
 		t.Errorf("census %+v", c)
+	}
+}
+
+// A missing key is not made again where the manager used one before (the state ConfigMap
+// beside the key exists) and records signed by a key are in the cache: every reconcile fails
+// with KeyMissingError, the metric says so, and no Secret is created; once an administrator
+// puts the Secret back, the next reconcile loads it, with no restart. The first key of a
+// cluster is created whatever Secrets a namespace editor labels as signed records, and so is
+// a key where no record is signed.
+func TestKeyNotCreatedWhereRecordsWereSigned(t *testing.T) {
+	ctx := context.Background()
+	lost := releasesign.Key("the lost key, of thirty-two byte")
+	signed := unsignedRecord("t1", "a", "appservice", "")
+	lost.Sign("t1", signed)
+	stateCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key" + stateSuffix},
+		Data: map[string]string{takeOverStateKey: "earlier"}}
+	// fixture: the records in the cluster, the state ConfigMap if state, no key Secret.
+	fixture := func(state bool, records ...runtime.Object) (*fake.Clientset, *Configs) {
+		cs, tc, keySecret := takeOverFixture(t, lost, nil, crs{"AppService t1/a": true}, records)
+		if err := cs.CoreV1().Secrets("op").Delete(ctx, keySecret.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if state {
+			if _, err := cs.CoreV1().ConfigMaps("op").Create(ctx, stateCM, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tc.keySecret = types.NamespacedName{Namespace: "op", Name: keySecret.Name}
+		return cs, tc
+	}
+
+	cs, tc := fixture(true, signed)
+	for range 2 {
+		_, err := tc.signingKey(ctx)
+		var missing *KeyMissingError
+		if !errors.As(err, &missing) || missing.Records != 1 || !strings.Contains(err.Error(), lost.ID()) ||
+			!strings.Contains(err.Error(), "restore the Secret from a backup") {
+			t.Fatalf("the key missing where records were signed: %v", err)
+		}
+	}
+	if _, err := cs.CoreV1().Secrets("op").Get(ctx, "key", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a key Secret was created: %v", err)
+	}
+	if got := testutil.ToFloat64(keyMissing); got != 1 {
+		t.Errorf("warpdrive_release_signing_key_missing = %v, want 1", got)
+	}
+	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key"}, Data: map[string][]byte{"key": lost}}
+	if _, err := cs.CoreV1().Secrets("op").Create(ctx, restored, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := tc.signingKey(ctx)
+	if err != nil || keys.Current.ID() != lost.ID() {
+		t.Fatalf("the key restored: %v", err)
+	}
+	if got := testutil.ToFloat64(keyMissing); got != 0 {
+		t.Errorf("warpdrive_release_signing_key_missing = %v after the restore, want 0", got)
+	}
+
+	for name, tc := range map[string]struct {
+		state   bool
+		records []runtime.Object
+	}{
+		"no state: the first key of the cluster": {false, []runtime.Object{signed}},
+		"no signed record":                       {true, []runtime.Object{unsignedRecord("t1", "b", "appservice", "")}},
+	} {
+		cs, tc := fixture(tc.state, tc.records...)
+		if _, err := tc.signingKey(ctx); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if _, err := cs.CoreV1().Secrets("op").Get(ctx, "key", metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: no key created: %v", name, err)
+		}
 	}
 }
