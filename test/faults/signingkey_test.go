@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -22,13 +23,13 @@ import (
 // (docs/security.md, "Key lifecycle: rotation, loss, restore"), on a key of the test's own.
 //
 //   - Loss: with releases deployed, the key's Secret is deleted and the manager restarted. It
-//     creates a new key and says so in an Error log line; every CR fails, and its
-//     ReleaseRecordRefused condition and Event name the cause (signed by another key, with the
-//     old key's id) and the way back; the refusals are counted in a metric. An edit does not
-//     apply, and no workload is lost.
-//   - Restore: the Secret is put back from the copy taken before the loss, the accidental key
-//     kept as a previous one, and the manager restarted: every CR reconciles again, the edit
-//     applies.
+//     creates no key in its place, which would refuse every record, and says so in an Error
+//     log line; every CR fails and is not Ready, and its Irreconcilable condition and a
+//     Warning Event ReleaseSigningKeyMissing name the cause (the missing Secret, the old key's
+//     id) and the way back; a metric says the key is missing. An edit does not apply, and no
+//     workload or record is lost.
+//   - Restore: the Secret is put back from the copy taken before the loss, the manager left
+//     running: every CR reconciles again, the edit applies.
 //   - Rotation: a new current key is added and the old one kept as previous: the CRs stay
 //     Ready, and with no edit of any CR the manager re-signs every record with the new key
 //     and reports the previous keys unused (a metric of 0 records each, a log line); dropped
@@ -66,7 +67,7 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 			return err
 		}
 		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "the release signing key's Secret was missing") {
+			if strings.Contains(line, "refusing to create a release signing key") {
 				if !strings.Contains(strings.ToLower(line), "error") {
 					return fmt.Errorf("the loss is logged, not as an error: %s", line)
 				}
@@ -80,27 +81,30 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	if err := appService.setReplicas(ctx, edited, 2); err != nil {
 		t.Fatal(err)
 	}
-	wantCause := "signed by another key (id " + oldID + ")"
+	wantCause := "the release signing key's Secret " + keyRef.String() + " is missing"
 	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		for i := range n {
 			cr := appService.newCR(ns, name(i), 0)
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
 				return err
 			}
-			if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s != "True" ||
-				!strings.Contains(msg, wantCause) || !strings.Contains(msg, "restore the signing key from a backup") {
-				return fmt.Errorf("%s: ReleaseRecordRefused=%q: %s", cr.GetName(), s, msg)
+			if s, _, msg := framework.Condition(cr, "Irreconcilable"); s != "True" ||
+				!strings.Contains(msg, wantCause) || !strings.Contains(msg, oldID) || !strings.Contains(msg, "restore the Secret from a backup") {
+				return fmt.Errorf("%s: Irreconcilable=%q: %s", cr.GetName(), s, msg)
 			}
-			evs, err := events(ctx, ns, cr.GetName(), "ReleaseRecordRefused")
+			if s, _, _ := framework.Condition(cr, "Ready"); s == "True" {
+				return fmt.Errorf("%s: Ready=True", cr.GetName())
+			}
+			evs, err := events(ctx, ns, cr.GetName(), "ReleaseSigningKeyMissing")
 			if err != nil {
 				return err
 			}
 			if !anyEventSays(evs, wantCause) {
-				return fmt.Errorf("%s: no ReleaseRecordRefused Event says %q", cr.GetName(), wantCause)
+				return fmt.Errorf("%s: no ReleaseSigningKeyMissing Event says %q", cr.GetName(), wantCause)
 			}
 		}
-		if v, err := framework.Metric(m.metrics, "warpdrive_release_records_refused_total", `reason="other_key"`); err != nil || v < n {
-			return fmt.Errorf("warpdrive_release_records_refused_total{reason=other_key} = %v (%v), want at least %d", v, err, n)
+		if v, err := framework.Metric(m.metrics, "warpdrive_release_signing_key_missing"); err != nil || v != 1 {
+			return fmt.Errorf("warpdrive_release_signing_key_missing = %v (%v), want 1", v, err)
 		}
 		return nil
 	})
@@ -108,8 +112,11 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
 		t.Fatal(err)
 	}
-	_, _, msg := framework.Condition(cr, "ReleaseRecordRefused")
+	_, _, msg := framework.Condition(cr, "Irreconcilable")
 	t.Logf("with the key lost, %s says: %s", name(0), msg)
+	if err := env.Client.Get(ctx, keyRef, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("with the key lost, its Secret: %v; want none created", err)
+	}
 	s, err := snapshot(ctx, ns, appService)
 	if err != nil {
 		t.Fatal(err)
@@ -120,29 +127,32 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 		if !ok || w.replicas != 1 {
 			t.Errorf("with the key lost, %s %s: present %v, %d replicas; want it as it was (1)", wkind, wname, ok, w.replicas)
 		}
-		if revs := s.releases[name(i)]; len(revs) != 1 {
+		revs := s.releases[name(i)]
+		if len(revs) != 1 {
 			t.Errorf("with the key lost, release %s has %d records, want its 1", name(i), len(revs))
+		}
+		for _, r := range revs {
+			if err := old.Verify(ns, &r.secret); err != nil {
+				t.Errorf("with the key lost, record %s: %v; want it as the lost key signed it", r.secret.Name, err)
+			}
 		}
 	}
 
-	// Restore, from the copy: the key that signed the records is current again, and the one
-	// created in its place is kept as previous (records it signed meanwhile still verify).
-	m.Stop()
-	accidental, created := keysOf(t, keyRef)
-	if created.Current.ID() == oldID {
-		t.Fatal("the manager found the old key again")
-	}
-	// As docs/security.md says: the copy's key back in the Secret, the accidental one kept.
-	accidental.Data = map[string][]byte{"key": backup.Data["key"], "previous-lost": created.Current}
-	if err := env.Client.Update(ctx, accidental); err != nil {
+	// Restore, from the copy, with the manager running: the CRs' next reconcile loads the
+	// key, and every CR reconciles again.
+	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: backup.Namespace, Name: backup.Name,
+		Labels: backup.Labels, Annotations: backup.Annotations}, Type: backup.Type, Data: backup.Data}
+	if err := env.Client.Create(ctx, restored); err != nil {
 		t.Fatal(err)
 	}
-	m = startManager()
 	waitReady(t, ns)
 	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		if v, err := framework.Metric(m.metrics, "warpdrive_release_signing_key_missing"); err != nil || v != 0 {
+			return fmt.Errorf("warpdrive_release_signing_key_missing = %v (%v), want 0", v, err)
+		}
 		return noRefusals(ctx, ns, n, name)
 	})
-	t.Logf("the key restored: every CR reconciled again, the edit applied")
+	t.Logf("the key restored, the manager not restarted: every CR reconciled again, the edit applied")
 
 	// Rotation: a new current key, the old one kept as previous.
 	m.Stop()
@@ -341,10 +351,12 @@ func anyEventSays(evs []corev1.Event, s string) bool {
 	return false
 }
 
-// TestSigningKeyLostForGood: without a copy of the key, the administrator annotates the new
-// key's Secret and the manager takes the records of the lost key over, once, by the
-// take-over's rules: the CRs reconcile again, under the new key; a record naming a made-up key
-// for a CR that does not exist (as a namespace editor could plant) is not taken over.
+// TestSigningKeyLostForGood: the key's Secret deleted, the manager creates none in its place
+// and the CRs say it is missing; without a copy of the key, the administrator creates the
+// Secret with a new key and the request to take the records over, and the manager, not
+// restarted, takes the records of the lost key over, once, by the take-over's rules: the CRs
+// reconcile again, under the new key; a record naming a made-up key for a CR that does not
+// exist (as a namespace editor could plant) is not taken over.
 func TestSigningKeyLostForGood(t *testing.T) {
 	if stock {
 		t.Skip("the signing key is this operator's")
@@ -375,25 +387,27 @@ func TestSigningKeyLostForGood(t *testing.T) {
 	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	m = startManager()
+	startManager()
 	if err := appService.setReplicas(ctx, appService.newCR(ns, name(0), 0), 2); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
-		return refusedAsOtherKey(ctx, ns, name(0))
+		return keyMissing(ctx, ns, name(0), keyRef)
 	})
 
-	// No copy: the administrator asks for the take-over, and restarts the manager.
-	m.Stop()
-	key, keys := keysOf(t, keyRef)
-	if key.Annotations == nil {
-		key.Annotations = map[string]string{}
-	}
-	key.Annotations["warpdrive.transwarp.io/take-over-records-of-other-keys"] = "true"
-	if err := env.Client.Update(ctx, key); err != nil {
+	// No copy: the administrator creates the key's Secret with a new key and the request to
+	// take the records over, as docs/security.md says, and leaves the manager running.
+	newKey := make([]byte, releasesign.MinKeySize)
+	if _, err := rand.Read(newKey); err != nil {
 		t.Fatal(err)
 	}
-	startManager()
+	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keyRef.Namespace, Name: keyRef.Name,
+		Annotations: map[string]string{"warpdrive.transwarp.io/take-over-records-of-other-keys": "true"}},
+		Data: map[string][]byte{"key": newKey}}
+	if err := env.Client.Create(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	keys := releasesign.Keys{Current: newKey}
 	s = waitReady(t, ns)
 	if err := noRefusals(ctx, ns, n, name); err != nil {
 		t.Error(err)
@@ -426,15 +440,16 @@ func TestSigningKeyLostForGood(t *testing.T) {
 	t.Logf("taken over: %s; the planted record stays refused", got)
 }
 
-// refusedAsOtherKey says why the CR ns/name does not report a record signed by another key.
-func refusedAsOtherKey(ctx context.Context, ns, name string) error {
+// keyMissing says why the CR ns/name does not report the signing key's Secret keyRef missing.
+func keyMissing(ctx context.Context, ns, name string, keyRef client.ObjectKey) error {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(appService.gvk)
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cr); err != nil {
 		return err
 	}
-	if s, _, msg := framework.Condition(cr, "ReleaseRecordRefused"); s != "True" || !strings.Contains(msg, "signed by another key (id ") {
-		return fmt.Errorf("%s: ReleaseRecordRefused=%q: %s", name, s, msg)
+	want := "the release signing key's Secret " + keyRef.String() + " is missing"
+	if s, _, msg := framework.Condition(cr, "Irreconcilable"); s != "True" || !strings.Contains(msg, want) {
+		return fmt.Errorf("%s: Irreconcilable=%q: %s", name, s, msg)
 	}
 	return nil
 }
