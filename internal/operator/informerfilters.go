@@ -139,7 +139,6 @@ type skipStatusUpdates struct {
 
 func newSkipStatusUpdates(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
 	s := skipStatusUpdates{ResourceEventHandler: h, forced: &forcedRequests{
-		last:    map[types.NamespacedName]time.Time{},
 		waiting: map[types.NamespacedName][2]any{},
 		queue:   workqueue.NewTypedDelayingQueue[types.NamespacedName](),
 	}}
@@ -164,38 +163,67 @@ func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 // the latest is passed on.
 var forcedInterval = 10 * time.Second
 
+// perCRInterval spaces the reconciles of each CR that one cause brings at least
+// forcedInterval apart: the first comes at once, those that come sooner are one, at the end
+// of the interval. Its zero value is ready to use.
+type perCRInterval struct {
+	mu sync.Mutex
+	// next is when each CR's latest reconcile of this cause ran, or is due if in the future.
+	next map[types.NamespacedName]time.Time
+}
+
+// wait reports how long a reconcile of key that comes at now must wait: 0 if its last one is
+// forcedInterval old, else until the interval ends, when the reconcile is then due; one
+// already due is this one too.
+func (l *perCRInterval) wait(key types.NamespacedName, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last, ok := l.next[key]
+	if last.After(now) {
+		return last.Sub(now)
+	}
+	if ok && now.Sub(last) < forcedInterval {
+		l.next[key] = last.Add(forcedInterval)
+		return last.Add(forcedInterval).Sub(now)
+	}
+	if l.next == nil {
+		l.next = map[types.NamespacedName]time.Time{}
+	}
+	if len(l.next) >= 1024 { // forget the CRs whose interval is over, now and then
+		for k, t := range l.next {
+			if now.Sub(t) >= forcedInterval {
+				delete(l.next, k)
+			}
+		}
+	}
+	l.next[key] = now
+	return 0
+}
+
 // forcedRequests are the forced reconciles of one handler: when each CR's last one was
 // passed on, and the updates held back.
 type forcedRequests struct {
-	mu      sync.Mutex
-	last    map[types.NamespacedName]time.Time
-	waiting map[types.NamespacedName][2]any // the first old and the latest new version held
-	queue   workqueue.TypedDelayingInterface[types.NamespacedName]
+	interval perCRInterval
+	mu       sync.Mutex
+	waiting  map[types.NamespacedName][2]any // the first old and the latest new version held
+	queue    workqueue.TypedDelayingInterface[types.NamespacedName]
 }
 
 // holdBack reports whether the forced reconcile of cr (whose previous version is old) must
 // wait, and if so holds it until its CR's interval is over.
 func (f *forcedRequests) holdBack(old any, cr *unstructured.Unstructured) bool {
-	key, now := client.ObjectKeyFromObject(cr), time.Now()
+	key := client.ObjectKeyFromObject(cr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if held, ok := f.waiting[key]; ok {
 		f.waiting[key] = [2]any{held[0], cr}
 		return true
 	}
-	if since := now.Sub(f.last[key]); since < forcedInterval {
+	if d := f.interval.wait(key, time.Now()); d > 0 {
 		f.waiting[key] = [2]any{old, cr}
-		f.queue.AddAfter(key, forcedInterval-since)
+		f.queue.AddAfter(key, d)
 		return true
 	}
-	if len(f.last) >= 1024 { // forget the CRs whose interval is over, now and then
-		for k, t := range f.last {
-			if now.Sub(t) >= forcedInterval {
-				delete(f.last, k)
-			}
-		}
-	}
-	f.last[key] = now
 	return false
 }
 
@@ -210,7 +238,6 @@ func (h skipStatusUpdates) passWaiting() {
 		f.mu.Lock()
 		held, ok := f.waiting[key]
 		delete(f.waiting, key)
-		f.last[key] = time.Now()
 		f.mu.Unlock()
 		if ok {
 			h.ResourceEventHandler.OnUpdate(held[0], held[1])
