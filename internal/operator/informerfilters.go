@@ -160,7 +160,8 @@ func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 // request annotation forces. Each is a full reconcile (a dry-run upgrade at least), and a
 // tenant who rewrites the annotation in a loop would otherwise keep the kind's workers busy
 // for everyone. A request that comes sooner waits out the interval; of those that waited,
-// the latest is passed on.
+// the latest is passed on. The changes of the sources a CR takes values from are held to it
+// the same way (valuesSources.wakes).
 var forcedInterval = 10 * time.Second
 
 // perCRInterval spaces the reconciles of each CR that one cause brings at least

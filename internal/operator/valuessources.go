@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -14,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -69,6 +72,10 @@ type valuesSources struct {
 	// maxValues bounds the values merged from the spec and its sources (--max-spec-values).
 	maxValues int
 	recorder  record.EventRecorder // the reconciler's
+	// wakes spaces the reconciles of each CR that its sources' changes bring, as forced
+	// reconciles are: a tenant who rewrites a source in a loop would otherwise upgrade the
+	// CRs that name it at each version, and keep the kind's workers busy for everyone.
+	wakes perCRInterval
 }
 
 // Translate is the helm reconciler's value translator: the CR's values with its sources
@@ -118,18 +125,45 @@ func (v *valuesSources) setup(ctx context.Context, indexer client.FieldIndexer) 
 func sourceKey(kind, name string) string { return kind + "/" + name }
 
 // watch is the helm controller's watch of the sources: a new version of a Secret or a
-// ConfigMap, or one created, labelled or deleted, reconciles the CRs that name it.
+// ConfigMap, or one created, labelled or deleted, reconciles the CRs that name it, each at
+// most once every forcedInterval (wakes).
 func (v *valuesSources) watch(c reconciler.ControllerSetup) error {
 	for _, kind := range []string{valuesfrom.KindSecret, valuesfrom.KindConfigMap} {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
-		src := source.Kind(v.sources, obj, handler.TypedEnqueueRequestsFromMapFunc(v.crsOf(kind)),
+		src := source.Kind(v.sources, obj, v.wake(kind),
 			predicate.TypedResourceVersionChangedPredicate[*metav1.PartialObjectMetadata]{})
 		if err := c.Watch(src); err != nil {
 			return fmt.Errorf("watching %ss for spec.valuesFrom: %w", kind, err)
 		}
 	}
 	return nil
+}
+
+// wake is the handler of the sources of kind: it queues the CRs that name the source (crsOf)
+// at once, or when their interval ends (wakes), where the queue merges them into one. That
+// reconcile reads the sources as they are then, so the latest version is applied.
+func (v *valuesSources) wake(kind string) handler.TypedEventHandler[*metav1.PartialObjectMetadata, reconcile.Request] {
+	crsOf := v.crsOf(kind)
+	enqueue := func(ctx context.Context, src *metav1.PartialObjectMetadata, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range crsOf(ctx, src) {
+			if d := v.wakes.wait(req.NamespacedName, time.Now()); d > 0 {
+				q.AddAfter(req, d)
+			} else {
+				q.Add(req)
+			}
+		}
+	}
+	// TypedFuncs queues at low priority the sources' initial list, as the map handler does.
+	type obj = *metav1.PartialObjectMetadata
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.TypedFuncs[obj, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e ctrlevent.TypedCreateEvent[obj], q queue) { enqueue(ctx, e.Object, q) },
+		// A source's old and new versions have the same name: the same CRs name them.
+		UpdateFunc:  func(ctx context.Context, e ctrlevent.TypedUpdateEvent[obj], q queue) { enqueue(ctx, e.ObjectNew, q) },
+		DeleteFunc:  func(ctx context.Context, e ctrlevent.TypedDeleteEvent[obj], q queue) { enqueue(ctx, e.Object, q) },
+		GenericFunc: func(ctx context.Context, e ctrlevent.TypedGenericEvent[obj], q queue) { enqueue(ctx, e.Object, q) },
+	}
 }
 
 // crsOf maps a source of kind to the CRs of its namespace that name it.
