@@ -55,7 +55,7 @@ type driftCheckingInformer struct {
 	manifests *releaseManifests
 	owner     schema.GroupVersionKind
 	gvk       schema.GroupVersionKind
-	// policy says which fields are none of the operator's business (layer_drift.go): a
+	// policy says which fields are none of the operator's business (driftpolicy.go): a
 	// change confined to them wakes no reconcile, which would repair or report nothing.
 	policy driftPolicy
 }

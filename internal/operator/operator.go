@@ -83,7 +83,7 @@ type Options struct {
 	// (specbound.go); 0: any number. Give the same bound to CacheOptions.
 	MaxSpecValues int
 	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
-	// (layer_drift.go, docs/drift.md).
+	// (driftsettings.go, docs/drift.md).
 	Drift DriftSettings
 }
 

@@ -153,7 +153,7 @@ type pipeline struct {
 	metrics  *fleetSeries         // the manager's per-CR series (metrics.go)
 	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
-	drift    driftPolicy          // what the kind's drift repair leaves alone (layer_drift.go)
+	drift    driftPolicy          // what the kind's drift repair leaves alone (driftpolicy.go)
 	live     client.Reader        // the release's objects as the API server has them, for drift reports
 }
 

@@ -1,0 +1,136 @@
+package operator
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+const driftManifest = `---
+# Source: memcached/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata: {name: m}
+spec: {ports: [{port: 11211}]}
+---
+# Source: memcached/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: m
+  annotations: {example.com/owner: chart}
+spec:
+  replicas: 3
+  progressDeadlineSeconds: 9007199254740993
+  template:
+    spec:
+      containers: [{name: memcached, image: "memcached:1.6"}]
+`
+
+// hpaReader holds an HPA in namespace ns that scales the Deployment named target.
+func hpaReader(t *testing.T, target string, objs ...client.Object) client.Reader {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := autoscalingv2.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: target}}}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, hpa)...).Build()
+}
+
+// objectsOf are the objects of a manifest, by kind.
+func objectsOf(t *testing.T, manifest string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, d := range splitManifest(manifest) {
+		if d.obj != nil {
+			out[d.obj.GetKind()] = d.obj.Object
+		}
+	}
+	return out
+}
+
+func TestStrippedManifest(t *testing.T) {
+	rules := func(s string) DriftSetting {
+		set, err := ParseDriftSetting(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  driftPolicy
+		removed []string // JSON pointers gone from the Deployment
+	}{
+		{"nothing ignored", driftPolicy{DriftSetting: rules("repair")}, nil},
+		{"a rule", driftPolicy{DriftSetting: rules("repair;ignore=Deployment:/spec/replicas")}, []string{"/spec/replicas"}},
+		{"a rule for another kind", driftPolicy{DriftSetting: rules("repair;ignore=StatefulSet:/spec/replicas")}, nil},
+		{"through a list, and an escaped key", driftPolicy{DriftSetting: rules(
+			"repair;ignore=Deployment:/spec/template/spec/containers/0/image,*:/metadata/annotations/example.com~1owner")},
+			[]string{"/metadata/annotations/example.com~1owner", "/spec/template/spec/containers/0/image"}},
+		{"a path that leads nowhere", driftPolicy{DriftSetting: rules("repair;ignore=Deployment:/spec/template/spec/containers/7/image")}, nil},
+		{"an HPA scales it", driftPolicy{DriftSetting: rules("repair"), hpas: hpaReader(t, "m")}, []string{"/spec/replicas"}},
+		{"an HPA scales another", driftPolicy{DriftSetting: rules("repair"), hpas: hpaReader(t, "other")}, nil},
+	} {
+		got, err := tc.policy.strippedManifest(context.Background(), driftManifest, "ns")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.removed == nil {
+			if got != driftManifest {
+				t.Errorf("%s: manifest rewritten:\n%s", tc.name, got)
+			}
+			continue
+		}
+		objs := objectsOf(t, got)
+		if !strings.HasPrefix(got, "---\n# Source: memcached/templates/service.yaml\n") || len(objs) != 2 ||
+			!reflect.DeepEqual(objs["Service"], objectsOf(t, driftManifest)["Service"]) {
+			t.Errorf("%s: the Service or the document order changed:\n%s", tc.name, got)
+		}
+		var paths []string
+		driftedPaths(objectsOf(t, driftManifest)["Deployment"], objs["Deployment"], "", &paths)
+		if !reflect.DeepEqual(paths, tc.removed) {
+			t.Errorf("%s: removed %v, want %v", tc.name, paths, tc.removed)
+		}
+		// Numbers are kept as written, beyond what a float64 holds.
+		if !strings.Contains(got, `"progressDeadlineSeconds":9007199254740993`) {
+			t.Errorf("%s: a number changed:\n%s", tc.name, got)
+		}
+	}
+}
+
+// The drift filter passes on no change confined to what the kind's policy ignores.
+func TestDriftedIgnores(t *testing.T) {
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	rule := DriftSetting{Mode: DriftRepair, Ignore: []DriftIgnore{{"Deployment", "/spec/replicas"}}}
+	for _, tc := range []struct {
+		name   string
+		policy driftPolicy
+		live   client.Reader
+		want   bool
+	}{
+		{"scaled, nothing ignored", driftPolicy{}, readerWith(liveDeployment(5, "m")), true},
+		{"scaled, a rule", driftPolicy{DriftSetting: rule}, readerWith(liveDeployment(5, "m")), false},
+		{"scaled, an HPA", driftPolicy{hpas: hpaReader(t, "m")}, hpaReader(t, "m", liveDeployment(5, "m")), false},
+		{"scaled, an HPA of another", driftPolicy{hpas: hpaReader(t, "x")}, readerWith(liveDeployment(5, "m")), true},
+		{"scaled, a rule for another kind", driftPolicy{DriftSetting: DriftSetting{Mode: DriftRepair,
+			Ignore: []DriftIgnore{{"StatefulSet", "/spec/replicas"}}}}, readerWith(liveDeployment(5, "m")), true},
+	} {
+		inf := driftCheckingInformer{reader: readerWith(cr), live: tc.live, owner: memcachedGVK, gvk: deploymentGVK, policy: tc.policy}
+		if got := inf.drifted(context.Background(), key); got != tc.want {
+			t.Errorf("%s: drifted %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
