@@ -244,7 +244,7 @@ docker-push: ## Push the manager image.
 ##@ Local cluster
 
 .PHONY: tools
-tools: $(LOCALBIN)/kube-apiserver $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(KUSTOMIZE) ## Build the local cluster's binaries and kustomize into bin/.
+tools: $(LOCALBIN)/kube-apiserver $(LOCALBIN)/etcd $(LOCALBIN)/etcdctl $(LOCALBIN)/etcdutl $(LOCALBIN)/kwok $(KUSTOMIZE) ## Build the local cluster's binaries and kustomize into bin/.
 
 .PHONY: cluster-up
 cluster-up: tools ## Start etcd, kube-apiserver, controller-manager, scheduler and kwok nodes (no-op if running).
@@ -333,6 +333,14 @@ pause-image: ## Build the pod sandbox image of the real node into bin/pause-imag
 
 $(LOCALBIN)/etcd: hack/tools/etcd/go.mod
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
+
+# etcd's snapshots (hack/etcd-snapshot.sh, the fault suite's restore): etcdctl saves them,
+# etcdutl restores them, from the same module and version as etcd.
+$(LOCALBIN)/etcdctl: hack/tools/etcd/go.mod
+	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/etcdctl/v3
+
+$(LOCALBIN)/etcdutl: hack/tools/etcd/go.mod
+	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/etcdutl/v3
 
 $(LOCALBIN)/kwok: hack/tools/kwok/go.mod
 	cd hack/tools/kwok && go build -o $@ sigs.k8s.io/kwok/cmd/kwok
