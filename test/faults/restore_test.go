@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -326,6 +331,202 @@ func sortedIDs(m map[string]types.UID) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, k+"="+string(m[k]))
+	}
+	return out
+}
+
+// TestEtcdSnapshotRestoredMidWave: etcd's snapshot, taken in the middle of a wave of CR
+// edits, is restored once the wave is done (the operator stopped; etcd and kube-apiserver
+// stopped, the data directory restored from the snapshot, both started again:
+// hack/etcd-snapshot.sh), and the operator started against the restored cluster. The
+// cluster is back as it was at the snapshot: the edits made since are gone, releases are
+// behind their CR's spec, and one is in the middle of an upgrade (a snapshot is taken
+// whenever a release Secret goes pending, until one holds that revision pending: the
+// apiserver lists the snapshot's revision), its record older than the objects it applied
+// or newer than those it had not yet. Every CR converges at its restored spec and
+// generation, Ready, with exactly one deployed revision, none pending (the restored pending
+// revision marked failed, with its Event); no CR, release, Deployment or Service is missing
+// or left over.
+func TestEtcdSnapshotRestoredMidWave(t *testing.T) {
+	n, edits := 20, 60
+	ctx := context.Background()
+	op := newOperator(t)
+	ns := env.Namespace(t)
+	manager, sidecar := op.manager(), op.sidecar()
+	waitLeader(t, manager)
+	waitLeader(t, sidecar)
+
+	name := func(i int) string { return fmt.Sprintf("app-%02d", i) }
+	want := map[string]int64{}
+	for i := range n {
+		env.Create(t, appService.newCR(ns, name(i), 1))
+		want[name(i)] = 1
+	}
+	waitAllConverged(t, ns, appService)
+
+	t.Logf("a wave of %d edits over %d CRs, etcd's snapshot taken when a release goes pending", edits, n)
+	pending, err := env.Clientset.CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{LabelSelector: pendingRecords})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pending.Stop()
+	done, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range edits {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cr := name(i % n)
+			want[cr] = (want[cr] + 1) % 3
+			if err := appService.setReplicas(ctx, appService.newCR(ns, cr, 0), want[cr]); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // a wave, not a burst
+		}
+	}()
+	// The wave ends before the test does, even when it fails meanwhile.
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	file := filepath.Join(t.TempDir(), "etcd.db")
+	var rev int64
+	var held []string
+	for attempts := 1; held == nil; attempts++ {
+		select {
+		case _, ok := <-pending.ResultChan():
+			if !ok {
+				t.Fatal("the watch of pending release Secrets closed")
+			}
+		case <-done:
+			t.Fatalf("the wave ended, and none of %d snapshots held a pending revision", attempts-1)
+		}
+		etcdSnapshot(t, "save", file)
+		rev = snapshotRevision(t, file)
+		held = pendingAt(t, ns, rev)
+		if held != nil {
+			t.Logf("snapshot %d, at revision %d, holds %v pending", attempts, rev, held)
+		}
+	}
+	// What the snapshot holds of the CRs, read at its revision (before the apiserver compacts
+	// it away): what the restore must bring back.
+	atSnapshot := &unstructured.UnstructuredList{}
+	atSnapshot.SetGroupVersionKind(appService.gvk.GroupVersion().WithKind(appService.gvk.Kind + "List"))
+	if err := env.Client.List(ctx, atSnapshot, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{
+		ResourceVersion: strconv.FormatInt(rev, 10), ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if t.Failed() {
+		t.FailNow()
+	}
+	expectExactly(t, ns, waitAllConverged(t, ns, appService), want)
+
+	manager.Stop()
+	sidecar.Stop()
+	etcdSnapshot(t, "restore", file)
+	restored, err := snapshot(ctx, ns, appService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRestored := map[string]int64{}
+	generations := map[string]int64{}
+	for _, cr := range atSnapshot.Items {
+		wantRestored[cr.GetName()] = appService.replicas(&cr)
+		generations[cr.GetName()] = cr.GetGeneration()
+	}
+	for _, cr := range restored.crs {
+		if got := appService.replicas(cr); got != wantRestored[cr.GetName()] || cr.GetGeneration() != generations[cr.GetName()] {
+			t.Errorf("restored %s has %d replicas at generation %d, want %d at %d as in the snapshot",
+				cr.GetName(), got, cr.GetGeneration(), wantRestored[cr.GetName()], generations[cr.GetName()])
+		}
+	}
+	left := pendingRevisions(restored)
+	if len(left) == 0 {
+		t.Fatalf("the restored cluster has no pending revision, the snapshot held %v", held)
+	}
+	undone := 0
+	for name, n := range wantRestored {
+		if want[name] != n {
+			undone++
+		}
+	}
+	behind := restored.notConverged()
+	t.Logf("restored: %d CRs back at their spec before the edits made since the snapshot; %d of %d not at their spec, e.g. %v; pending revisions %v",
+		undone, len(behind), len(restored.crs), behind[:min(3, len(behind))], left)
+
+	op.manager()
+	op.sidecar()
+	c := &crasher{t: t, ns: ns}
+	for _, p := range left {
+		c.waitRepaired(p)
+	}
+	s := waitKindReady(t, ns, appService)
+	expectExactly(t, ns, s, wantRestored)
+	for _, cr := range s.crs {
+		if cr.GetGeneration() != generations[cr.GetName()] {
+			t.Errorf("%s is at generation %d, want %d as restored", cr.GetName(), cr.GetGeneration(), generations[cr.GetName()])
+		}
+	}
+}
+
+// pendingRecords selects the release Secrets of revisions that are pending.
+const pendingRecords = "owner=helm,status in (pending-install,pending-upgrade,pending-rollback)"
+
+// etcdSnapshot saves etcd's snapshot to file, or restores it (hack/etcd-snapshot.sh).
+func etcdSnapshot(t testing.TB, action, file string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(env.Root, "hack", "etcd-snapshot.sh"), action, file)
+	cmd.Env = append(cmd.Environ(), "CLUSTER_DIR="+filepath.Dir(env.Kubeconfig))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("etcd snapshot %s: %v\n%s", action, err, out)
+	}
+}
+
+// snapshotRevision is the etcd revision of the snapshot in file.
+func snapshotRevision(t testing.TB, file string) int64 {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(env.Root, "bin", "etcdutl"), "snapshot", "status", file, "--write-out=json").Output()
+	if err != nil {
+		t.Fatalf("etcdutl snapshot status: %v", err)
+	}
+	var status struct{ Revision int64 }
+	if err := json.Unmarshal(out, &status); err != nil {
+		t.Fatalf("etcdutl snapshot status: %v: %s", err, out)
+	}
+	return status.Revision
+}
+
+// pendingAt lists the release Secrets of ns that were pending at etcd revision rev, as the
+// apiserver reads them at that revision; nil if none.
+func pendingAt(t testing.TB, ns string, rev int64) []string {
+	t.Helper()
+	list, err := env.Clientset.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: pendingRecords,
+		ResourceVersion: strconv.FormatInt(rev, 10), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range list.Items {
+		out = append(out, s.Name+" "+s.Labels["status"])
+	}
+	return out
+}
+
+// pendingRevisions lists the revisions of s's releases that are pending.
+func pendingRevisions(s *state) []pendingRevision {
+	var out []pendingRevision
+	for name, revs := range s.releases {
+		for _, r := range revs {
+			if release.Status(r.status).IsPending() {
+				out = append(out, pendingRevision{name: name, version: r.version, status: r.status})
+			}
+		}
 	}
 	return out
 }
