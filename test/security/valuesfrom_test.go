@@ -207,3 +207,89 @@ func TestValuesFromReadsNothingElse(t *testing.T) {
 	violations = append(violations, before.diff(outside(t, attacker.ns))...)
 	report(t, violations)
 }
+
+// A namespace editor rewrites the labelled Secret their Guestbook takes its image from in a
+// loop, 40 versions in a few seconds, while another tenant edits a CR: the looping CR is
+// upgraded at most once every forcedInterval (10 s), not at each version, and ends at the
+// last one; the other tenant's edit applies; the manager stays up.
+func TestValuesFromSourceRewriteLoop(t *testing.T) {
+	if stock {
+		t.Skip("the stock helm-operator has no spec.valuesFrom")
+	}
+	ctx := context.Background()
+	attacker, other := newTenant(t), newTenant(t)
+	image := func(i int) string { return fmt.Sprintf("registry.example/guestbook:loop-%d", i) }
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "frontend",
+		Labels: map[string]string{valuesfrom.ReadableLabel: "true"}}, StringData: map[string]string{"image": image(0)}}
+	if err := attacker.client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	cr := guestbookFrom(attacker.ns, "looping",
+		map[string]any{"kind": "Secret", "name": "frontend", "valuesKey": "image", "targetPath": "image"})
+	theirs := appService(other.ns, "y", "y-app", 1)
+	for _, c := range []struct {
+		tn *tenant
+		cr *unstructured.Unstructured
+	}{{attacker, cr}, {other, theirs}} {
+		if err := c.tn.client.Create(ctx, c.cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := deployed(cr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deployed(theirs, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	const versions = 40
+	start := time.Now()
+	for i := 1; i <= versions; i++ {
+		secret.StringData = map[string]string{"image": image(i)}
+		if err := attacker.client.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		if i == versions/2 {
+			other.setReplicas(t, theirs, 2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d versions of the Secret written in %v", versions, time.Since(start).Round(time.Millisecond))
+	var v []string
+	if err := deploymentReplicas(other.ns, "y-app", 2); err != nil {
+		v = append(v, "the other tenant's edit: "+err.Error())
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), d); err != nil {
+			return err
+		}
+		if got := d.Spec.Template.Spec.Containers[0].Image; got != image(versions) {
+			return fmt.Errorf("the looping Guestbook's Deployment runs %q, want %q, the Secret's last", got, image(versions))
+		}
+		got := cr.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+			return err
+		}
+		applied, _, _ := unstructured.NestedSlice(got.Object, "status", "valuesFrom")
+		if len(applied) != 1 || applied[0].(map[string]any)["resourceVersion"] != secret.ResourceVersion {
+			return fmt.Errorf("status.valuesFrom is %v, want the Secret at its last version %s", applied, secret.ResourceVersion)
+		}
+		return nil
+	})
+	last, err := deployed(cr, first+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One upgrade at the first version, one at the end of the interval; a third if the loop
+	// outlasted it.
+	t.Logf("%d versions of the source upgraded the CR %d times (revision %d to %d)", versions, last-first, first, last)
+	if last-first > 3 {
+		v = append(v, fmt.Sprintf("the %d versions of the source upgraded the CR %d times, want at most 3", versions, last-first))
+	}
+	if manager.Exited() {
+		v = append(v, "the manager exited")
+	}
+	report(t, v)
+}
