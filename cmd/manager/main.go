@@ -82,8 +82,9 @@ func main() {
 	flag.StringVar(&signingKey, "release-signing-key", operator.DefaultSigningKeyName,
 		"Secret holding the keys of release records, as <name> in the operator's namespace (POD_NAMESPACE, the "+
 			"in-cluster namespace, or --leader-election-namespace) or <namespace>/<name>: field key signs and verifies, "+
-			"fields previous-<name> only verify (rotation); read at start. Created with a new key if missing, which "+
-			"makes every record signed before refused: back it up. See docs/security.md, \"Key lifecycle: rotation, loss, restore\".")
+			"fields previous-<name> only verify (rotation); read at start. Created with a new key if missing where none "+
+			"was used before; where one was (its state ConfigMap <name>-take-over) and records are signed, every reconcile "+
+			"fails until it is restored: back it up. See docs/security.md, \"Key lifecycle: rotation, loss, restore\".")
 	flag.Parse()
 	log := setupLog(&common)
 	opts.LeaderElection = common.LeaderElect
