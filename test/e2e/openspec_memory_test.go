@@ -71,10 +71,12 @@ var openSpecShapes = []openSpecShape{
 // fields), without which its writes to the CR would be refused as too large.
 const openSpecHeadroom = 16 << 10
 
-// openSpecIdle is how long the manager is left idle before its RSS is read: two of its idle
-// memory releases (--idle-memory-release, 30s), so that the RSS is what it holds rather than
-// the heap a burst of work left.
-const openSpecIdle = 70 * time.Second
+// openSpecIdle is how long the manager is left idle before its RSS is read: past the Go
+// runtime's forced collection (every 2 minutes) and its own idle memory releases
+// (--idle-memory-release, 30s), so that the RSS and the heap in use are what it holds
+// rather than what a burst of work left. The refused CRs' retries (with back-off) can keep
+// the idle release from running; the forced collection still runs.
+const openSpecIdle = 130 * time.Second
 
 // The manager's memory with the largest CRs a tenant may create of a kind whose spec is open,
 // as make add-kind makes of a chart without values.schema.json (issue: where a schema stays
