@@ -2,6 +2,8 @@ package statuscontract
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,7 +16,8 @@ const (
 	Reconciling = "Reconciling"
 	Stalled     = "Stalled"
 	// RolledOut is written by the sidecar: every workload of the release deployed at the
-	// condition's observedGeneration has rolled out.
+	// condition's observedGeneration, and at the release revision its message names
+	// (RolloutMessage), has rolled out.
 	RolledOut = "RolledOut"
 	// Paused is helm-operator-plugins' condition, True while the pause annotation is set.
 	Paused = "Paused"
@@ -186,6 +189,46 @@ func Decide(s State) Decision {
 // rolled out. A report on an older generation says nothing about this one.
 func rolledOut(s State) bool {
 	return s.Rollout != nil && s.Rollout.Status == metav1.ConditionTrue && s.Rollout.ObservedGeneration == s.Deployed
+}
+
+// judgedPrefix heads the message of a RolledOut condition on a known release revision.
+const judgedPrefix = "release revision "
+
+// RolloutMessage is the message of a RolledOut condition on the workloads of the release at
+// revision (DeployedRevision), saying msg: "release revision 7: 1 workload(s) rolled out".
+// Revision 0, not known, is not named.
+//
+// The revision is in the message because a condition has no other field for it, and a field
+// of its own under status would need every CRD's status schema to keep it.
+func RolloutMessage(revision int64, msg string) string {
+	if revision <= 0 {
+		return msg
+	}
+	return judgedPrefix + strconv.FormatInt(revision, 10) + ": " + msg
+}
+
+// JudgedRevision reads a RolledOut condition that RolloutMessage wrote: the release revision
+// it judged, 0 if it names none, and what it says of it.
+func JudgedRevision(c *metav1.Condition) (revision int64, msg string) {
+	rest, ok := strings.CutPrefix(c.Message, judgedPrefix)
+	if !ok {
+		return 0, c.Message
+	}
+	number, said, ok := strings.Cut(rest, ": ")
+	revision, err := strconv.ParseInt(number, 10, 64)
+	if !ok || err != nil || revision <= 0 {
+		return 0, c.Message
+	}
+	return revision, said
+}
+
+// DeployedRevision is the revision of cr's release as the manager last saw it deployed,
+// status.chart.revision; 0 if the status has none.
+func DeployedRevision(cr *unstructured.Unstructured) int64 {
+	status, _ := cr.Object["status"].(map[string]any)
+	chart, _ := status[FieldChart].(map[string]any)
+	n, _ := Number(chart[FieldChartRevision])
+	return int64(n)
 }
 
 // Conditions reads status.conditions of a CR. Entries that do not parse are left out.

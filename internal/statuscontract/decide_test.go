@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func rollout(status metav1.ConditionStatus, gen int64, msg string) *metav1.Condition {
@@ -87,6 +88,48 @@ func TestDecide(t *testing.T) {
 				t.Error("Stalled and Reconciling both True")
 			}
 		})
+	}
+}
+
+// The release revision the sidecar judged goes in RolledOut's message, and reads back; a
+// message that does not name one names revision 0, whatever it says.
+func TestRolloutMessage(t *testing.T) {
+	c := &metav1.Condition{Type: RolledOut, Message: RolloutMessage(12, "Deployment web: 1 of 3 replicas available")}
+	if c.Message != "release revision 12: Deployment web: 1 of 3 replicas available" {
+		t.Errorf("RolloutMessage = %q", c.Message)
+	}
+	if rev, msg := JudgedRevision(c); rev != 12 || msg != "Deployment web: 1 of 3 replicas available" {
+		t.Errorf("JudgedRevision = %d %q, want 12 and the message after it", rev, msg)
+	}
+	if got := RolloutMessage(0, "no release is deployed yet"); got != "no release is deployed yet" {
+		t.Errorf("RolloutMessage of revision 0 = %q, want the message alone", got)
+	}
+	for _, msg := range []string{"", "1 workload(s) rolled out", "release revision x: a", "release revision -3: a",
+		"release revision 4", "release revision : a"} {
+		if rev, said := JudgedRevision(&metav1.Condition{Message: msg}); rev != 0 || said != msg {
+			t.Errorf("JudgedRevision(%q) = %d %q, want 0 and the message as it is", msg, rev, said)
+		}
+	}
+}
+
+func TestDeployedRevision(t *testing.T) {
+	for _, tc := range []struct {
+		status any
+		want   int64
+	}{
+		{nil, 0},
+		{map[string]any{}, 0},
+		{map[string]any{FieldChart: map[string]any{"digest": "d"}}, 0},
+		{map[string]any{FieldChart: map[string]any{FieldChartRevision: int64(7)}}, 7},
+		{map[string]any{FieldChart: map[string]any{FieldChartRevision: float64(8)}}, 8},
+	} {
+		cr := &unstructured.Unstructured{Object: map[string]any{}}
+		if tc.status != nil {
+			cr.Object["status"] = tc.status
+		}
+		if got := DeployedRevision(cr); got != tc.want {
+			t.Errorf("DeployedRevision of status %v = %d, want %d", tc.status, got, tc.want)
+		}
 	}
 }
 

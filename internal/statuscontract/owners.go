@@ -10,6 +10,9 @@ const (
 	// FieldChart is the chart of the CR's release and where it stands in a chart rollout
 	// (docs/rollouts.md).
 	FieldChart = "chart"
+	// FieldChartRevision is the field of status.chart that holds the release's revision: the
+	// sidecar's RolledOut names the one it judged (RolloutMessage).
+	FieldChartRevision = "revision"
 	// FieldValuesFrom is the version of each source of spec.valuesFrom that the deployed
 	// release was rendered from (internal/valuesfrom).
 	FieldValuesFrom = "valuesFrom"

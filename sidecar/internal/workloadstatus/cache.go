@@ -1,6 +1,8 @@
 package workloadstatus
 
 import (
+	"sync"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,8 +30,9 @@ import (
 //     values, never read here), managedFields, the last-applied annotation,
 //     the manager's status.deployedRelease (with the rendered manifest, under
 //     --status-release-manifest or as the stock helm-operator left it) and
-//     status.chart, and with the conditions other than RolledOut cut to their
-//     type and status, shared between CRs (see TrimCustomResource).
+//     status.chart but its revision, and with the conditions other than
+//     RolledOut cut to their type and status, shared between CRs (see
+//     TrimCustomResource).
 //     (WarpdrivePools keep the three spec fields the pool bookkeeping reads:
 //     see sidecar/internal/poolstatus/cache.go.)
 //
@@ -124,12 +127,13 @@ func internSelector(s *metav1.LabelSelector) *metav1.LabelSelector {
 }
 
 // TrimCustomResource is a cache transform for the CRs. The sidecar reads of a CR
-// its metadata, its own status fields, observedGeneration, the pool's status, the
+// its metadata, its own status fields, observedGeneration, the release revision
+// in status.chart (statuscontract.DeployedRevision), the pool's status, the
 // RolledOut condition whole and, of the other conditions, which exist (the
 // helm-operator has reported) and whether they are True (Deployed): it keeps
 // those. It drops spec, managedFields, the last-applied annotation, the
-// manager's deployedRelease and chart, and the other conditions' reasons,
-// messages and times, which are most of a CR's status (about 1.4 KB of 1.9 in
+// manager's deployedRelease and the rest of chart, and the other conditions'
+// reasons, messages and times, which are most of a CR's status (about 1.4 KB of 1.9 in
 // the AppService sample:
 // docs/bench/findings.md, "The sidecar's cached CRs trimmed"). The sidecar
 // writes with applies built from what it reads, never with an update of the
@@ -142,11 +146,15 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 	delete(u.Object, "spec")
 	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 	unstructured.RemoveNestedField(u.Object, "metadata", "annotations", corev1.LastAppliedConfigAnnotation)
-	// The conditions are set aside while the rest is interned: interning builds every map
-	// again, which would copy the shared brief conditions into maps of each CR's own.
+	// The conditions and status.chart are set aside while the rest is interned: interning
+	// builds every map again, which would copy the shared maps into maps of each CR's own.
 	var conds []interface{}
+	var chart map[string]interface{}
 	if status, ok := u.Object["status"].(map[string]interface{}); ok {
 		delete(status, statuscontract.FieldDeployedRelease)
+		if c, ok := status[statuscontract.FieldChart].(map[string]interface{}); ok {
+			chart = chartRevision(c[statuscontract.FieldChartRevision])
+		}
 		delete(status, statuscontract.FieldChart)
 		if c, ok := status["conditions"].([]interface{}); ok {
 			conds = c
@@ -154,6 +162,9 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 		}
 	}
 	u.Object = intern.Value(u.Object).(map[string]interface{})
+	if chart != nil {
+		u.Object["status"].(map[string]interface{})[statuscontract.FieldChart] = chart
+	}
 	if conds == nil {
 		return u, nil
 	}
@@ -197,4 +208,24 @@ func briefCondition(typ, status interface{}) map[string]interface{} {
 		return m
 	}
 	return map[string]interface{}{"type": typ, "status": status}
+}
+
+// sharedRevisions bounds the release revisions whose status.chart the cached CRs share.
+const sharedRevisions = 1024
+
+// chartRevisions holds one map {revision: N} for each release revision N below
+// sharedRevisions, shared by every cached CR at it, as briefConditions are: a map of each
+// CR's own cost 400 bytes a cached AppService (TestCachedSizes, 2134 -> 2540 bytes), for a
+// number most CRs share. The shared maps are never written.
+var chartRevisions sync.Map // int64 -> map[string]interface{}
+
+// chartRevision is the cached status.chart of a CR whose release is at revision, as JSON
+// decoded it: a shared map for the revisions below sharedRevisions, a new one otherwise.
+func chartRevision(revision interface{}) map[string]interface{} {
+	n, ok := revision.(int64)
+	if !ok || n < 0 || n >= sharedRevisions {
+		return map[string]interface{}{statuscontract.FieldChartRevision: revision}
+	}
+	m, _ := chartRevisions.LoadOrStore(n, map[string]interface{}{statuscontract.FieldChartRevision: n})
+	return m.(map[string]interface{})
 }

@@ -129,6 +129,7 @@ func TestTrimCustomResource(t *testing.T) {
 					"message": "1 of 3 replicas available", "observedGeneration": int64(2),
 					"lastTransitionTime": "2026-11-25T10:26:31Z"},
 			},
+			"chart":              map[string]interface{}{"revision": int64(1)},
 			"observedGeneration": int64(2),
 			"pool":               map[string]interface{}{"allocated": "1Ti"},
 			"replicas":           int64(3),
@@ -212,5 +213,37 @@ func TestTrimmedConditionsAreShared(t *testing.T) {
 	c.([]interface{})[0].(map[string]interface{})["status"] = "False"
 	if got := conds(cr("c"))[0]; !reflect.DeepEqual(got, want[0]) {
 		t.Errorf("after a reader edited its copy, the shared Deployed condition is %v", got)
+	}
+}
+
+// The release revision of status.chart is all that is kept of it, in a map that the CRs at
+// one revision share, up to sharedRevisions.
+func TestTrimmedChartRevisionsAreShared(t *testing.T) {
+	chart := func(name string, revision int64) interface{} {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{
+			"metadata": map[string]interface{}{"name": name, "namespace": "ns1"},
+			"status": map[string]interface{}{"chart": map[string]interface{}{
+				"version": "0.1.0", "digest": name, "revision": revision, "lastDeployed": "2026-11-25T10:26:31Z"}},
+		}}
+		out, err := TrimCustomResource(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := TrimCustomResource(out); !reflect.DeepEqual(again, out) {
+			t.Fatal("TrimCustomResource is not idempotent")
+		}
+		c, _, _ := unstructured.NestedFieldNoCopy(out.(*unstructured.Unstructured).Object, "status", "chart")
+		return c
+	}
+	same := func(x, y interface{}) bool { return reflect.ValueOf(x).Pointer() == reflect.ValueOf(y).Pointer() }
+	a, b := chart("a", 3), chart("b", 3)
+	if want := map[string]interface{}{"revision": int64(3)}; !reflect.DeepEqual(a, want) {
+		t.Fatalf("trimmed status.chart %v, want %v", a, want)
+	}
+	if !same(a, b) {
+		t.Error("two CRs at revision 3 hold a status.chart each, want one shared")
+	}
+	if same(chart("a", sharedRevisions), chart("b", sharedRevisions)) {
+		t.Error("a revision from sharedRevisions on is shared: the table would grow with every upgrade")
 	}
 }

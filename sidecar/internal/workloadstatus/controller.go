@@ -6,14 +6,15 @@
 // package adds replicas, readyReplicas, availableReplicas and selector, summed
 // over the release's Deployments, StatefulSets and DaemonSets, and the
 // RolledOut condition: whether every one of them has rolled out, for the
-// generation the manager last deployed. The manager's Ready depends on it
+// generation and the release revision the manager last deployed. The
+// manager's Ready depends on it
 // (docs/status.md). It works for every kind in watches.yaml without per-kind
 // code.
 //
 // The StatusReconciler loop, one controller per CR kind:
 //
 //  1. A CR event (create, generation, labels, the manager's observedGeneration
-//     or owned status fields changed) or an event on a workload that belongs to
+//     or release revision, or owned status fields changed) or an event on a workload that belongs to
 //     a CR of the kind enqueues the CR's namespace/name, with a short delay that
 //     coalesces bursts.
 //  2. sync reads the CR and the release's workloads from the informer cache,
@@ -239,7 +240,8 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 		return err
 	}
 	deployed, _, _ := unstructured.NestedInt64(cr.Object, "status", "observedGeneration")
-	desired := ComputeStatus(deployed, workloads)
+	revision := statuscontract.DeployedRevision(cr)
+	desired := ComputeStatus(deployed, revision, workloads)
 	old := statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut)
 	if desired.RolledOut.Status == metav1.ConditionTrue && !statuscontract.SameCondition(&desired.RolledOut, old) && r.Live != nil {
 		// Rolled out at a generation for the first time. The cache may not have the
@@ -249,7 +251,7 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 		if workloads, err = r.liveWorkloads(ctx, cr.GetNamespace(), workloads); err != nil {
 			return err
 		}
-		desired = ComputeStatus(deployed, workloads)
+		desired = ComputeStatus(deployed, revision, workloads)
 	}
 	if !differs(cr, desired) {
 		return nil

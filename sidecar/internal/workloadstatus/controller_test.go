@@ -72,6 +72,12 @@ func newCR(generation int64, owned map[string]interface{}, conds ...map[string]i
 	return u
 }
 
+// atRevision is status fields with the manager's status.chart at release revision.
+func atRevision(fields map[string]interface{}, revision int64) map[string]interface{} {
+	fields["chart"] = map[string]interface{}{"version": "0.1.0", "digest": "d", "revision": revision}
+	return fields
+}
+
 // rolledOutEntry is a RolledOut condition as it stands in a CR's status.
 func rolledOutEntry(status, reason, message string, observedGeneration int64, lastTransitionTime string) map[string]interface{} {
 	return map[string]interface{}{
@@ -453,6 +459,25 @@ func TestSync(t *testing.T) {
 			rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 3, t0))},
 		wantLiveGets: []string{"Deployment ns1/web"},
 	}, {
+		name: "upgraded with no new generation (a source of valuesFrom changed): RolledOut names the new release revision, after a live read",
+		objs: []client.Object{newCR(2, atRevision(upToDate(), 4),
+			rolledOutEntry("True", "RolloutComplete", "release revision 3: 1 workload(s) rolled out", 2, t0)), web()},
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("True", "RolloutComplete", "release revision 4: 1 workload(s) rolled out", 2, t0))},
+		wantLiveGets: []string{"Deployment ns1/web"},
+	}, {
+		name: "upgraded with no new generation, the cache behind: the API server's new spec, unseen, is judged",
+		objs: []client.Object{newCR(2, atRevision(upToDate(), 4),
+			rolledOutEntry("True", "RolloutComplete", "release revision 3: 1 workload(s) rolled out", 2, t0)), web()},
+		live: []client.Object{func() client.Object {
+			d := readyDeployment("web", poolOwner(), nil, 3, 3, 3)
+			d.Generation = 2
+			return d
+		}()},
+		want: []statusApply{sidecarApply(3, 3, 3, "app=web",
+			rolledOutEntry("False", "RollingOut", "release revision 4: Deployment web: its controller has not seen the new spec yet", 2, justNow))},
+		wantLiveGets: []string{"Deployment ns1/web"},
+	}, {
 		name: "live state wins: the cache has the rolled out Deployment, the API server its new spec, unseen",
 		objs: []client.Object{newCR(3, map[string]interface{}{
 			"observedGeneration": int64(3),
@@ -615,7 +640,7 @@ func TestSyncConverges(t *testing.T) {
 }
 
 func TestCRInputsChanged(t *testing.T) {
-	base := newCR(2, map[string]interface{}{"observedGeneration": int64(2), "replicas": int64(3), "selector": "app=web"},
+	base := newCR(2, atRevision(map[string]interface{}{"observedGeneration": int64(2), "replicas": int64(3), "selector": "app=web"}, 4),
 		readyEntry("False", "RollingOut"),
 		rolledOutEntry("False", "RollingOut", "Deployment web: 2 of 3 replicas available", 2, t0))
 	mutate := func(f func(u *unstructured.Unstructured)) *unstructured.Unstructured {
@@ -644,6 +669,12 @@ func TestCRInputsChanged(t *testing.T) {
 		{"manager's observedGeneration changed", mutate(func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, int64(3), "status", "observedGeneration")
 		}), true},
+		{"manager's release revision changed", mutate(func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(5), "status", "chart", "revision")
+		}), true},
+		{"the rest of the manager's status.chart changed", mutate(func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, true, "status", "chart", "behind")
+		}), false},
 		{"RolledOut changed", mutate(func(u *unstructured.Unstructured) { condition(u, 2)["status"] = "True" }), true},
 		{"RolledOut message changed", mutate(func(u *unstructured.Unstructured) {
 			condition(u, 2)["message"] = "Deployment web: 1 of 3 replicas available"

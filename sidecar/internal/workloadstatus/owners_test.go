@@ -16,7 +16,7 @@ func TestApplyObjectMatchesTheSidecarsOwnership(t *testing.T) {
 	cr := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "x/v1", "kind": "K"}}
 	cr.SetName("a")
 	cr.SetNamespace("ns")
-	status := applyObject(cr, ComputeStatus(1, nil)).Object["status"].(map[string]any)
+	status := applyObject(cr, ComputeStatus(1, 0, nil)).Object["status"].(map[string]any)
 	var fields, conds []string
 	for k := range status {
 		if k != "conditions" {

@@ -118,7 +118,8 @@ type Status struct {
 	// .status.selector so that `kubectl scale` and HPAs can find the pods.
 	Selector string
 	// RolledOut says whether the workloads of the release deployed at its
-	// observedGeneration have rolled out; the manager's Ready depends on it.
+	// observedGeneration, and at the revision its message names, have rolled
+	// out; the manager's Ready depends on it.
 	RolledOut metav1.Condition
 }
 
@@ -139,10 +140,13 @@ const (
 
 // ComputeStatus derives the desired owned status of a CR from the workloads of
 // its release, deployed at generation deployed (the manager's
-// status.observedGeneration; 0 if none yet). With no workloads the counts are
-// zero rather than absent, so that "scaled to nothing" is distinguishable from
-// "not computed yet".
-func ComputeStatus(deployed int64, workloads []Workload) Status {
+// status.observedGeneration; 0 if none yet) and at release revision revision
+// (statuscontract.DeployedRevision), which RolledOut names: an upgrade that
+// leaves the generation as it was (a source of spec.valuesFrom changed) is
+// told from the release before it by the revision alone. With no workloads the
+// counts are zero rather than absent, so that "scaled to nothing" is
+// distinguishable from "not computed yet".
+func ComputeStatus(deployed, revision int64, workloads []Workload) Status {
 	st := Status{RolledOut: metav1.Condition{Type: statuscontract.RolledOut, ObservedGeneration: deployed}}
 	sorted := make([]Workload, len(workloads))
 	copy(sorted, workloads)
@@ -174,6 +178,9 @@ func ComputeStatus(deployed int64, workloads []Workload) Status {
 			msg += fmt.Sprintf(" (and %d more workload(s) rolling out)", len(waiting)-1)
 		}
 		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message = metav1.ConditionFalse, reasonRollingOut, msg
+	}
+	if deployed != 0 {
+		st.RolledOut.Message = statuscontract.RolloutMessage(revision, st.RolledOut.Message)
 	}
 	if len(sorted) == 0 {
 		return st
@@ -218,15 +225,17 @@ func applyObject(cr *unstructured.Unstructured, desired Status) *unstructured.Un
 
 // ownedStatusFields returns what of cr's status the sync reads or writes, for
 // cheap change detection on CR events: the owned fields, RolledOut, and the
-// manager's observedGeneration, whose every change needs a new RolledOut.
-func ownedStatusFields(cr *unstructured.Unstructured) [6]interface{} {
+// manager's observedGeneration and release revision, whose every change needs
+// a new RolledOut.
+func ownedStatusFields(cr *unstructured.Unstructured) [7]interface{} {
 	st, _ := cr.Object["status"].(map[string]interface{})
 	var rolledOut interface{}
 	if c := statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut); c != nil {
 		rolledOut = *c
 	}
-	return [6]interface{}{
+	return [7]interface{}{
 		st[fieldReplicas], st[fieldReadyReplicas], st[fieldAvailableReplicas],
 		st[statuscontract.FieldObservedGeneration], st[fieldSelector], rolledOut,
+		statuscontract.DeployedRevision(cr),
 	}
 }

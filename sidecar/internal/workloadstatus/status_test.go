@@ -83,6 +83,7 @@ func TestComputeStatus(t *testing.T) {
 	cases := []struct {
 		name      string
 		deployed  int64
+		revision  int64 // 0: the status names none
 		workloads []Workload
 		want      Status
 	}{{
@@ -108,6 +109,20 @@ func TestComputeStatus(t *testing.T) {
 		workloads: []Workload{done("Deployment", "web", selector("app", "web"), 3)},
 		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=web",
 			RolledOut: rolledOutCond("True", "RolloutComplete", "1 workload(s) rolled out", 1)},
+	}, {
+		name:      "rolled out, at the release revision the manager deployed",
+		deployed:  1,
+		revision:  7,
+		workloads: []Workload{done("Deployment", "web", selector("app", "web"), 3)},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=web",
+			RolledOut: rolledOutCond("True", "RolloutComplete", "release revision 7: 1 workload(s) rolled out", 1)},
+	}, {
+		name:      "rolling out, at the release revision the manager deployed",
+		deployed:  1,
+		revision:  8,
+		workloads: []Workload{web(func(w *Workload) { w.Generation = 2 })},
+		want: Status{Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, Selector: "app=web",
+			RolledOut: rolledOutCond("False", "RollingOut", "release revision 8: Deployment web: its controller has not seen the new spec yet", 1)},
 	}, {
 		name:      "deployment's controller has not seen its new spec",
 		deployed:  2,
@@ -213,7 +228,7 @@ func TestComputeStatus(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ComputeStatus(tc.deployed, tc.workloads); got != tc.want {
+			if got := ComputeStatus(tc.deployed, tc.revision, tc.workloads); got != tc.want {
 				t.Fatalf("ComputeStatus =\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})
