@@ -139,10 +139,15 @@ type managerFields struct {
 func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs rolloutStatus, sourceChanged string) managerFields {
 	conds := statuscontract.Conditions(cr)
 	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldObservedGeneration)
+	chart := statusChart(cr, o, rs)
+	// The revision this write puts in status.chart: the sidecar's RolledOut counts only once
+	// it names it, that is once the sidecar has judged the release this visit deployed.
+	revision, _ := statuscontract.Number(chart[chartRevision])
 	s := statuscontract.State{
 		Generation:    cr.GetGeneration(),
 		Deployed:      max(observed, o.deployed),
 		Rollout:       statuscontract.Find(conds, statuscontract.RolledOut),
+		Revision:      int64(revision),
 		SourceChanged: sourceChanged,
 	}
 	if p := statuscontract.Find(conds, statuscontract.Paused); p != nil && p.Status == metav1.ConditionTrue {
@@ -160,7 +165,7 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 	if !o.handledSet {
 		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", statuscontract.FieldLastHandledReconcileAt)
 	}
-	f.chart = statusChart(cr, o, rs)
+	f.chart = chart
 	if o.appliedSet {
 		if len(o.applied) > 0 {
 			f.sources = statusSources(o.applied)

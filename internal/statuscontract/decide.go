@@ -93,6 +93,9 @@ type State struct {
 	Paused bool
 	// Rollout is the sidecar's RolledOut condition, nil before it wrote one.
 	Rollout *metav1.Condition
+	// Revision is the revision of the deployed release, as status.chart.revision says it
+	// with this decision (DeployedRevision); 0 if not known.
+	Revision int64
 	// SourceChanged names a source of spec.valuesFrom whose version is not the one the
 	// deployed release was rendered from ("Secret \"db\""); "" if none.
 	SourceChanged string
@@ -176,8 +179,8 @@ func Decide(s State) Decision {
 	default:
 		notStalled()
 		msg := fmt.Sprintf("generation %d is deployed; waiting for its workloads to roll out", s.Generation)
-		if s.Rollout != nil && s.Rollout.ObservedGeneration == s.Deployed && s.Rollout.Message != "" {
-			msg = fmt.Sprintf("generation %d is deployed; %s", s.Generation, s.Rollout.Message)
+		if _, said, ok := judged(s); ok && said != "" {
+			msg = fmt.Sprintf("generation %d is deployed; %s", s.Generation, said)
 		}
 		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonRollingOut, msg)
 		set(&d.Ready, Ready, metav1.ConditionFalse, ReasonRollingOut, msg)
@@ -185,10 +188,26 @@ func Decide(s State) Decision {
 	return d
 }
 
-// rolledOut reports whether the sidecar found the workloads of the deployed generation
-// rolled out. A report on an older generation says nothing about this one.
+// rolledOut reports whether the sidecar found the workloads of the deployed release rolled
+// out.
 func rolledOut(s State) bool {
-	return s.Rollout != nil && s.Rollout.Status == metav1.ConditionTrue && s.Rollout.ObservedGeneration == s.Deployed
+	c, _, ok := judged(s)
+	return ok && c.Status == metav1.ConditionTrue
+}
+
+// judged is the sidecar's RolledOut and what it says, if it judged the release deployed now:
+// the one at the deployed generation and at the deployed revision. A report on an older
+// generation says nothing about this one; nor does one on an older release of the same
+// generation: an upgrade with no edit of the spec (a source of spec.valuesFrom changed, the
+// carried chart rolled out) leaves the generation as it was, and the sidecar's word on the
+// release before it would read as a word on the new one until the sidecar sees the upgrade
+// (TestSourceChangeReadyWaitsForTheRollout).
+func judged(s State) (c *metav1.Condition, said string, ok bool) {
+	if s.Rollout == nil || s.Rollout.ObservedGeneration != s.Deployed {
+		return nil, "", false
+	}
+	revision, said := JudgedRevision(s.Rollout)
+	return s.Rollout, said, revision == s.Revision
 }
 
 // judgedPrefix heads the message of a RolledOut condition on a known release revision.

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -331,4 +333,121 @@ func TestReadmeCredentialsExample(t *testing.T) {
 	if data, _ := json.Marshal(got.Object); strings.Contains(string(data), "change-me") || strings.Contains(string(data), "changed-at-last") {
 		t.Errorf("the CR holds the password: %s", data)
 	}
+}
+
+// TestSourceChangeReadyWaitsForTheRollout: an edit of a Memcached's spec.valuesFrom Secret
+// changes its pods' template (checksum/auth) with no new generation of the CR, so the
+// sidecar's RolledOut written before the upgrade names the same generation as the release
+// after it. A watch records every version of the CR and of its Deployment, ordered by
+// resourceVersion; from the first version of the CR whose status.valuesFrom names the
+// Secret's new version, Ready must not read True while the Deployment, at that moment, has
+// not rolled the new template out (docs/status.md, "A change with no new generation").
+func TestSourceChangeReadyWaitsForTheRollout(t *testing.T) {
+	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
+		t.Skip("the stock helm-operator has no spec.valuesFrom")
+	}
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-credentials",
+		Labels: map[string]string{valuesfrom.ReadableLabel: "true"}},
+		StringData: map[string]string{"values.yaml": "auth:\n  username: app\n  password: first\n"}}
+	env.Create(t, source)
+	cr := newCR(t, "Memcached", ns, "cache", map[string]any{"size": int64(2),
+		"valuesFrom": []any{map[string]any{"kind": "Secret", "name": source.Name}}})
+	env.Create(t, cr)
+	d := deployment(cr, cr.GetName())
+	var first string
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return err
+		}
+		if status, reason, msg := framework.Condition(got, statuscontract.Ready); status != "True" {
+			return fmt.Errorf("Ready=%q %s: %s", status, reason, msg)
+		}
+		if err := get(ctx, d); err != nil {
+			return err
+		}
+		first = d.Spec.Template.Annotations["checksum/auth"]
+		return nil
+	})
+	if first == "" {
+		t.Fatal("the Deployment's template has no checksum/auth: the password does not reach it")
+	}
+
+	crLog := env.Record(t, env.GVR(cr.GetKind()), cr.GetName(), ns)
+	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, d.Name, ns)
+	if err := get(ctx, source); err != nil {
+		t.Fatal(err)
+	}
+	source.Data = map[string][]byte{"values.yaml": []byte("auth:\n  username: app\n  password: second\n")}
+	if err := env.Client.Update(ctx, source); err != nil {
+		t.Fatal(err)
+	}
+	newVersion := source.ResourceVersion
+
+	// appliedVersion is the version of the Secret that status.valuesFrom names.
+	appliedVersion := func(u *unstructured.Unstructured) string {
+		list, _, _ := unstructured.NestedSlice(u.Object, "status", "valuesFrom")
+		if len(list) != 1 {
+			return ""
+		}
+		m, _ := list[0].(map[string]any)
+		v, _ := m["resourceVersion"].(string)
+		return v
+	}
+	// The end: the CR Ready at the new version, the Deployment rolled out with the new template.
+	var crRV, deployRV int64
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		got, err := getCR(ctx, cr)
+		if err != nil {
+			return err
+		}
+		if status, reason, msg := framework.Condition(got, statuscontract.Ready); status != "True" || appliedVersion(got) != newVersion {
+			return fmt.Errorf("Ready=%q %s: %s, status.valuesFrom at %q; want True at %q", status, reason, msg, appliedVersion(got), newVersion)
+		}
+		if err := get(ctx, d); err != nil {
+			return err
+		}
+		if d.Spec.Template.Annotations["checksum/auth"] == first || !rolledOut(d) {
+			return fmt.Errorf("the Deployment has not rolled the new password out: %s", rollout(d))
+		}
+		crRV, deployRV = mustParseRV(t, got.GetResourceVersion()), mustParseRV(t, d.ResourceVersion)
+		return nil
+	})
+	crs := crLog.StopAt(t, crRV, converge)
+	deploys := deployLog.StopAt(t, deployRV, converge)
+
+	applied, readyAfter := false, 0
+	for _, v := range crs {
+		if v.Obj == nil {
+			t.Fatalf("the CR was deleted at resourceVersion %d", v.RV)
+		}
+		applied = applied || appliedVersion(v.Obj) == newVersion
+		if !applied || conditionOf(v.Obj, statuscontract.Ready).status != "True" {
+			continue
+		}
+		readyAfter++
+		var at *appsv1.Deployment // the Deployment as it was when this version of the CR was written
+		for _, dv := range deploys {
+			if dv.RV <= v.RV {
+				at = toDeployment(t, dv.Obj)
+			}
+		}
+		switch {
+		case at == nil:
+			t.Errorf("resourceVersion %d: Ready=True with no Deployment", v.RV)
+		case at.Spec.Template.Annotations["checksum/auth"] == first:
+			t.Errorf("resourceVersion %d: Ready=True at the new Secret's version while the Deployment (rv %s) still has the old template [%s]",
+				v.RV, at.ResourceVersion, condensed(v.Obj))
+		case !rolledOut(at):
+			t.Errorf("resourceVersion %d: Ready=True at the new Secret's version while the Deployment (rv %s) is rolling out: %s [%s]",
+				v.RV, at.ResourceVersion, rollout(at), condensed(v.Obj))
+		}
+	}
+	if readyAfter == 0 {
+		t.Fatal("the watch saw no Ready=True at the new Secret's version")
+	}
+	t.Logf("%d versions of the CR and %d of the Deployment after the Secret's edit; %d read Ready=True at its version",
+		len(crs), len(deploys), readyAfter)
 }
