@@ -257,7 +257,10 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	for i, cr := range crs {
 		m := members[i]
 		switch {
-		case newlyFailed[m.Key]:
+		case newlyFailed[m.Key] && !prev.Failed[m.Key]:
+			// Told once: until the readiness controller has written its failure mark
+			// (status.chart.failedDigest) and the cache has it, the next plans find the CR
+			// newly failed again.
 			k.recorder.Eventf(cr, corev1.EventTypeWarning, reasonRolloutFailed,
 				"failed on chart %s (%s): %s; the rollout of the chart halts", k.version, k.carried.digest, failureOf(cr))
 			k.send(k.wake, cr) // to roll back, by the policy

@@ -131,6 +131,14 @@ func TestRolloutController(t *testing.T) {
 	if ev := events(rec); len(ev) != 1 || !contains(ev[0], reasonRolloutFailed) || !contains(ev[0], "boom") {
 		t.Errorf("Events %q, want one %s with the failure", ev, reasonRolloutFailed)
 	}
+	// Planned again before the failure mark is written (status.chart.failedDigest): the
+	// failure is told once, and the canary woken once.
+	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, woken := events(rec), received(k.wake); len(ev) != 0 || len(woken) != 0 {
+		t.Errorf("a plan before the failure mark: Events %q, woke %v; want none", ev, woken)
+	}
 	if !k.rollsBack(canary) || k.admits(objs[0]) {
 		t.Error("after the failure: the canary is not rolled back, or another CR is admitted")
 	}
