@@ -107,7 +107,8 @@ func TestAddCopiesTheChartAsItIs(t *testing.T) {
 	r.Print(&out)
 	for _, want := range []string{
 		"ledger/templates/hooks.yaml: pre-install, weight -5, delete policy before-hook-creation",
-		"ledger/templates/hooks.yaml: post-upgrade, weight 0, delete policy hook-succeeded",
+		"ledger/templates/hooks.yaml: post-upgrade, weight 0, delete policy before-hook-creation,hook-succeeded",
+		"ledger/templates/hooks.yaml: post-rollback, weight 0, delete policy before-hook-creation,hook-succeeded",
 		"ledger/templates/hooks.yaml: pre-delete, weight 5, delete policy before-hook-creation,hook-succeeded",
 		"warning: a word for the reviewer",
 		"translated from the chart's values.schema.json",

@@ -57,6 +57,10 @@ type addedKind struct {
 // stored in parts (internal/releasechunks).
 func (k addedKind) inParts() bool { return k.chart == "dashboards" }
 
+// rollsBack reports whether the kind's chart has a rollback hook, and an upgrade of it can be
+// made to fail (failUpgrade).
+func (k addedKind) rollsBack() bool { return k.chart == "ledger" }
+
 // How long, and how often, step 3 forces reconciles of an unchanged CR.
 const (
 	forcedReconciles      = time.Minute
@@ -69,7 +73,8 @@ const (
 // repository's own kinds do:
 //  1. the sample CR is installed and Ready;
 //  2. a spec edit upgrades the release (revision 2);
-//  3. a minute of forced reconciles makes no new revision;
+//  3. a minute of forced reconciles makes no new revision; for the ledger chart, an upgrade
+//     whose hook fails is rolled back, the rollback's hook runs, and a mended spec is Ready;
 //  4. deleting the CR uninstalls the release: none of its objects is left, its hooks ran and
 //     were deleted as their delete policies say, none of them is left, and the CR is gone.
 //
@@ -181,6 +186,11 @@ func TestAddedKinds(t *testing.T) {
 			slices.Sort(revisions)
 			if !slices.Equal(revisions, []string{"1=superseded", "2=deployed"}) {
 				t.Errorf("after %s of forced reconciles the release has revisions %v, want 1=superseded 2=deployed", forcedReconciles, revisions)
+			}
+
+			// 3b. An upgrade that fails is rolled back, and the rollback's hooks run.
+			if k.rollsBack() {
+				failUpgrade(t, c, cr, jobs)
 			}
 
 			// 4. Deleting the CR uninstalls the release.
@@ -468,6 +478,40 @@ func deployedRelease(ctx context.Context, ns, name string) (*release.Release, er
 		}
 	}
 	return nil, fmt.Errorf("release %s/%s has no deployed revision", ns, name)
+}
+
+// failUpgrade makes the next upgrade of a Ledger fail, and then mends it. The edit sets its
+// replicas and labels the pod of the chart's post-upgrade migration Job for the local cluster's kwok to fail
+// (hack/kwok/stages.yaml, pod-fail): Helm's wait for the hook fails, the upgrade with it, and
+// the engine rolls the release back, which runs the chart's post-rollback hook. Meanwhile the
+// CR is not Ready; with the label removed, the next upgrade succeeds and it is Ready again.
+func failUpgrade(t *testing.T, c client.Client, cr *unstructured.Unstructured, jobs *jobLog) {
+	t.Helper()
+	// The replicas change what the release renders: a change of the hook's alone would not
+	// upgrade it (hooks are not in the manifest the dry run compares).
+	patch := func(podLabels any) {
+		data, _ := json.Marshal(map[string]any{"spec": map[string]any{"replicas": 4, "migration": map[string]any{"podLabels": podLabels}}})
+		if err := c.Patch(context.Background(), cr.DeepCopy(), client.RawPatch("application/merge-patch+json", data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(map[string]any{"kwok-result": "fail"})
+	rollbackHook := cr.GetName() + "-restore-schema"
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		if added, _ := jobs.seen(rollbackHook); !added {
+			return fmt.Errorf("the post-rollback hook Job %s has not run", rollbackHook)
+		}
+		got := cr.DeepCopy()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+			return err
+		}
+		if status, reason, msg := framework.Condition(got, statuscontract.Ready); status == "True" {
+			return fmt.Errorf("Ready=True (%s: %s) while its upgrade fails", reason, msg)
+		}
+		return nil
+	})
+	patch(nil)
+	readyAtGeneration(t, c, cr)
 }
 
 // jobLog records the Jobs created and deleted in a namespace, so that a test sees the hooks
