@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -127,12 +128,13 @@ func (c specBoundClient) Get(ctx context.Context, key client.ObjectKey, obj clie
 }
 
 // refuse records and reports that cr is over the bound, and returns the error the reconciler
-// returns, which retries it with back-off until its spec changes.
+// returns: a terminal one, not retried, as only an edit of the spec can mend it, and that
+// edit's event reconciles the CR again.
 func (c specBoundClient) refuse(cr *unstructured.Unstructured) error {
 	msg := fmt.Sprintf("the spec holds more than %d values (objects, lists and scalars of its JSON), "+
 		"the bound of this operator (--max-spec-values): the CR is not reconciled, and its release is "+
 		"left as it is, until its spec holds fewer", c.limit)
-	c.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg})
+	c.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
 	c.recorder.Event(cr, corev1.EventTypeWarning, reasonSpecTooLarge, msg)
-	return fmt.Errorf("%s %s: %s", cr.GetKind(), client.ObjectKeyFromObject(cr), msg)
+	return reconcile.TerminalError(fmt.Errorf("%s %s: %s", cr.GetKind(), client.ObjectKeyFromObject(cr), msg))
 }

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -132,6 +134,9 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 		if refused := err != nil; refused != tc.refused {
 			t.Errorf("%s: refused %v (%v), want %v", tc.name, refused, err, tc.refused)
 		}
+		if err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
+			t.Errorf("%s: refused with %v, want a terminal error (not retried: only an edit mends it)", tc.name, err)
+		}
 		if liveGets[tc.name] != tc.liveGets {
 			t.Errorf("%s: %d GETs from the API server, want %d", tc.name, liveGets[tc.name], tc.liveGets)
 		}
@@ -140,7 +145,7 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 			t.Errorf("%s: the reconciler got %d objects of the spec, want %d", tc.name, len(notes), tc.wantNotes)
 		}
 		e, _ := o.get(client.ObjectKey{Namespace: live[0].GetNamespace(), Name: tc.name}, types.UID(tc.name))
-		if failed := e.failure.Reason == reasonSpecTooLarge && e.failedGeneration == 2; failed != tc.refused {
+		if failed := e.failure.Reason == reasonSpecTooLarge && e.failure.Terminal && e.failedGeneration == 2; failed != tc.refused {
 			t.Errorf("%s: outcome %+v, want a failure %v", tc.name, e.failure, tc.refused)
 		}
 	}
@@ -183,8 +188,11 @@ func TestValuesFromOverTheBoundIsRefused(t *testing.T) {
 		if refused := err != nil; refused != tc.refused {
 			t.Errorf("values from %s: refused %v (%v), want %v", tc.source, refused, err, tc.refused)
 		}
+		if err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
+			t.Errorf("values from %s: refused with %v, want a terminal error", tc.source, err)
+		}
 		e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID())
-		if failed := e.failure.Reason == reasonSpecTooLarge; failed != tc.refused {
+		if failed := e.failure.Reason == reasonSpecTooLarge && e.failure.Terminal; failed != tc.refused {
 			t.Errorf("values from %s: outcome %+v, want a failure %v", tc.source, e.failure, tc.refused)
 		}
 	}

@@ -96,9 +96,11 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 		msg := fmt.Sprintf("the values of the spec and its %s sources hold more than %d values, the bound of this operator "+
 			"(--max-spec-values): the CR is not reconciled, and its release is left as it is, until they hold fewer",
 			valuesfrom.Field, v.maxValues)
-		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg})
+		// Terminal, as a spec over the bound (specBoundClient.refuse): an edit of the CR or
+		// of a source reconciles it again.
+		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
 		v.recorder.Event(cr, corev1.EventTypeWarning, reasonSpecTooLarge, msg)
-		return nil, errors.New(msg)
+		return nil, reconcile.TerminalError(errors.New(msg))
 	}
 	v.outcomes.resolved(cr, res.Sources, res.Secrets, res.Values)
 	return res.Values, nil

@@ -76,6 +76,11 @@ type Failure struct {
 	Step string
 	// Message is Helm's error.
 	Message string
+	// Terminal says that trying again cannot mend it; only a change of the CR can (its spec
+	// over --max-spec-values). Such a CR is Stalled at once and not retried, and its
+	// message counts no attempts, so that its status is written once rather than at each
+	// retry: every write of it sends the whole CR to every watcher.
+	Terminal bool
 }
 
 // State is what the manager knows of a CR when it decides.
@@ -140,6 +145,13 @@ func Decide(s State) Decision {
 			set(&d.Ready, Ready, metav1.ConditionFalse, ReasonPaused,
 				fmt.Sprintf("reconciling is paused; generation %d waits", s.Generation))
 		}
+
+	case failing && s.Failure.Terminal:
+		d.ObservedGeneration = s.Generation
+		msg := fmt.Sprintf("%s of generation %d refused: %s", step, s.Generation, s.Failure.Message)
+		set(&d.Stalled, Stalled, metav1.ConditionTrue, s.Failure.Reason, msg)
+		set(&d.Reconciling, Reconciling, metav1.ConditionFalse, ReasonStalled, "progress needs a change of the spec")
+		set(&d.Ready, Ready, metav1.ConditionFalse, s.Failure.Reason, msg)
 
 	case failing && s.Failures >= MaxTries:
 		// Given up on: observedGeneration says so, so that kstatus reads Failed rather

@@ -21,6 +21,7 @@ type want struct {
 
 func TestDecide(t *testing.T) {
 	failure := &Failure{Reason: "UpgradeFailed", Step: "upgrade", Message: "boom"}
+	terminal := &Failure{Reason: "SpecTooLarge", Step: "values", Message: "too many values", Terminal: true}
 	cases := []struct {
 		name  string
 		state State
@@ -62,6 +63,12 @@ func TestDecide(t *testing.T) {
 		{"third failure: stalled, observedGeneration says the manager is done with it",
 			State{Generation: 5, Deployed: 4, Failures: MaxTries, FailedGeneration: 5, Failure: failure},
 			want{5, "False", "False", "True", "UpgradeFailed", "upgrade of generation 5 failed 3 times, retrying with back-off: boom"}},
+		{"a terminal failure: stalled at the first attempt, with no count of attempts",
+			State{Generation: 5, Deployed: 4, Failures: 1, FailedGeneration: 5, Failure: terminal},
+			want{5, "False", "False", "True", "SpecTooLarge", "values of generation 5 refused: too many values"}},
+		{"a terminal failure met again: the same decision, so no status write",
+			State{Generation: 5, Deployed: 4, Failures: 4, FailedGeneration: 5, Failure: terminal},
+			want{5, "False", "False", "True", "SpecTooLarge", "values of generation 5 refused: too many values"}},
 		{"failures of an older generation do not count after an edit",
 			State{Generation: 6, Deployed: 5, Failures: 7, FailedGeneration: 5, Failure: failure},
 			want{5, "False", "True", "False", ReasonUpgradePending, "upgrade of generation 6 pending"}},

@@ -417,6 +417,16 @@ func TestSpecOverTheBoundIsRefused(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
 		t.Fatal(err)
 	}
+	// Refused for good until edited: not retried, so its status, which every write of sends
+	// the whole CR to every watcher, is not written again (with retries, each one counted
+	// another attempt in the message).
+	time.Sleep(10 * time.Second)
+	if later := cr.DeepCopy(); env.Client.Get(ctx, client.ObjectKeyFromObject(cr), later) == nil &&
+		later.GetResourceVersion() != got.GetResourceVersion() {
+		_, _, msg := framework.Condition(later, statuscontract.Stalled)
+		v = append(v, fmt.Sprintf("the refused CR was written again within 10 s (resourceVersion %s -> %s; Stalled: %s)",
+			got.GetResourceVersion(), later.GetResourceVersion(), msg))
+	}
 	if kept, _, _ := unstructured.NestedSlice(got.Object, "spec", "junk"); len(kept) != overBoundObjects {
 		v = append(v, fmt.Sprintf("the tenant's spec was changed: %d objects of %d left", len(kept), overBoundObjects))
 	}
