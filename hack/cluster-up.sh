@@ -17,6 +17,11 @@ SCHED_PORT=${SCHED_PORT:-16445}
 KWOK_NODES=${KWOK_NODES:-3}
 # A /16: thousands of Services fit (a /24 fills up at 254).
 SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/16}
+# kube-controller-manager's client rate, per controller: upstream's defaults, which a wave of
+# a hundred upgrades waits on (its Deployment controller writes each Deployment's new
+# ReplicaSet and status); docs/bench/valuesfrom.md measures it raised as well.
+KCM_API_QPS=${KCM_API_QPS:-20}
+KCM_API_BURST=${KCM_API_BURST:-30}
 
 KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
 PKI=$CLUSTER_DIR/pki
@@ -124,6 +129,7 @@ wait_for kube-apiserver 90 kubectl get --raw /readyz
 start kube-controller-manager "$BIN/kube-controller-manager" \
   --kubeconfig="$KUBECONFIG_FILE" \
   --resource-quota-sync-period=20s \
+  --kube-api-qps="$KCM_API_QPS" --kube-api-burst="$KCM_API_BURST" \
   --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
   --bind-address=127.0.0.1 --secure-port="$CM_PORT" \
   --leader-elect=false --use-service-account-credentials \
