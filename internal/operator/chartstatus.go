@@ -15,13 +15,13 @@ import (
 // Fields of status.chart, the chart of a CR's release as the manager last saw it
 // (docs/rollouts.md).
 const (
-	chartVersion      = "version"      // the chart's version (Chart.yaml)
-	chartDigest       = "digest"       // rollout.Digest of the chart
-	chartRevision     = "revision"     // the release's revision
-	chartLastDeployed = "lastDeployed" // when the release was last deployed
-	chartBehind       = "behind"       // the operator carries another chart
-	chartFailed       = "failedDigest" // the carried chart this CR failed with, halting its rollout
-	chartBaseline     = "baseline"     // the CR's state before its move (rollout.Baseline)
+	chartVersion      = "version"                         // the chart's version (Chart.yaml)
+	chartDigest       = "digest"                          // rollout.Digest of the chart
+	chartRevision     = statuscontract.FieldChartRevision // the release's revision, which the sidecar reads too
+	chartLastDeployed = "lastDeployed"                    // when the release was last deployed
+	chartBehind       = "behind"                          // the operator carries another chart
+	chartFailed       = "failedDigest"                    // the carried chart this CR failed with, halting its rollout
+	chartBaseline     = "baseline"                        // the CR's state before its move (rollout.Baseline)
 )
 
 // deployedChart is the chart of a deployed release, recorded in the CR's outcome.
