@@ -22,7 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -60,14 +59,7 @@ func TestRestoreWithoutRecordsAdopts(t *testing.T) {
 		env.Create(t, memcached.newCR(ns, name(i), size(i)))
 	}
 	waitKindReady(t, ns, memcached)
-	oldKey := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, oldKey); err != nil {
-		t.Fatal(err)
-	}
-	oldKeys, err := releasesign.ParseKeys(oldKey.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, oldKeys := keysOf(t, keyRef)
 	before, err := workloadUIDs(ctx, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -98,14 +90,7 @@ func TestRestoreWithoutRecordsAdopts(t *testing.T) {
 	startManager()
 	op.sidecar()
 	s := waitKindReady(t, ns, memcached)
-	newKey := &corev1.Secret{}
-	if err := env.Client.Get(ctx, keyRef, newKey); err != nil {
-		t.Fatal(err)
-	}
-	newKeys, err := releasesign.ParseKeys(newKey.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, newKeys := keysOf(t, keyRef)
 	if newKeys.Current.ID() == oldKeys.Current.ID() {
 		t.Fatal("the manager found the old key again")
 	}
