@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,10 +32,11 @@ import (
 // TestNoisyNeighbour measures what a quiet tenant gets from the operator while another tenant
 // floods it (make bench-fairness), for this operator's manager and sidecar, then for the
 // stock helm-operator, each on namespaces of its own. Tenant A has
-// WARPDRIVE_BENCH_FAIRNESS_CRS AppServices of 0 replicas (default 300); tenant B has one, whose
+// WARPDRIVE_BENCH_FAIRNESS_CRS AppServices of 0 replicas (default 1000); tenant B has one, whose
 // pods' CPU request B edits. Three phases, each timing B's edits from the edit to the
 // Deployment's spec showing it (both operators; for this one also to Ready True at the CR's
-// generation):
+// generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all four, in this
+// order):
 //
 //   - quiet: A idle, B edits 6 times, 10 s apart;
 //   - forced loop: A re-annotates all its CRs with statuscontract.RequestAnnotation, a fresh
@@ -42,13 +44,16 @@ import (
 //     reconcile of each for this operator, a metadata update, reconciled all the same, for the
 //     stock one;
 //   - edit wave: A edits the spec of all its CRs at once and B edits 1 s later, 3 times, each
-//     wave waited for.
+//     wave waited for;
+//   - restart: the operator is stopped and started again, and B edits 1 s after the start, 6
+//     times, 10 s apart, while the start-up pass reconciles A's CRs.
 //
 // The figures go to fairness.md in WARPDRIVE_BENCH_OUT. Latencies are the report's, never a
 // failure; only a setup that does not come up fails the test.
 func TestNoisyNeighbour(t *testing.T) {
 	s := loadSettings(t)
-	n := intList(t, "WARPDRIVE_BENCH_FAIRNESS_CRS", "300")[0]
+	n := intList(t, "WARPDRIVE_BENCH_FAIRNESS_CRS", "1000")[0]
+	phases := strings.Split(envOr("WARPDRIVE_BENCH_FAIRNESS_PHASES", strings.Join(fairPhases, ",")), ",")
 	ops, err := pickVariants("warpdrive,stock")
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +61,14 @@ func TestNoisyNeighbour(t *testing.T) {
 	measured, t0 := measuredNow(), time.Now()
 	var runs []fairRun
 	for _, v := range ops {
-		runs = append(runs, noisyNeighbour(t, v, n))
+		runs = append(runs, noisyNeighbour(t, v, n, phases))
 		// Written after each operator, so that a run that fails on the second keeps the first.
 		writeTune(t, s, "fairness.md", fairnessReport(measured, n, time.Since(t0), runs))
 	}
 }
+
+// fairPhases are the phases, in the order they run.
+var fairPhases = []string{"quiet", "forced loop", "edit wave", "restart"}
 
 // Tenant B's edits per phase, and how far apart; tenant A's writers in the forced loop, and for
 // how long they write.
@@ -94,11 +102,15 @@ type fairPhase struct {
 	late          int     // of them, not in the Deployment within fairApplyBound
 	writes        int64   // A's requests (patches) made in the phase
 	reconciles    float64 // the kind's reconciles in the phase, both tenants'
-	waves         []time.Duration
+	// waves: each of A's waves to all its Deployments; for the restart, the start-up pass,
+	// from the start to an empty work queue.
+	waves []time.Duration
+	// fresh: the phase started the operator again, whose reconciles count from 0.
+	fresh bool
 }
 
-// noisyNeighbour runs the three phases against operator v at n CRs of tenant A.
-func noisyNeighbour(t *testing.T, v variant, n int) fairRun {
+// noisyNeighbour runs the phases named against operator v at n CRs of tenant A.
+func noisyNeighbour(t *testing.T, v variant, n int, phases []string) fairRun {
 	ctx := context.Background()
 	run := fairRun{operator: v.name}
 	short := strings.Fields(v.name)[0]
@@ -121,8 +133,8 @@ func noisyNeighbour(t *testing.T, v variant, n int) fairRun {
 
 	_, _, addr, stop := v.start(t)
 	// Deferred last, so run first: the operator stops before the namespaces go, rather than
-	// uninstall each release.
-	defer stop()
+	// uninstall each release. The restart phase replaces stop.
+	defer func() { stop() }()
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
 
 	// Install: A's CRs and B's one, to all Deployments there.
@@ -157,9 +169,15 @@ func noisyNeighbour(t *testing.T, v variant, n int) fairRun {
 		return e
 	}
 	measure := func(name string, body func(p *fairPhase) []fairEdit) {
+		if !slices.Contains(phases, name) {
+			return
+		}
 		p := fairPhase{name: name}
 		r0 := reconciles()
 		edits := body(&p)
+		if p.fresh {
+			r0 = 0
+		}
 		p.reconciles = reconciles() - r0
 		p.edits = len(edits)
 		p.deploy, p.ready, p.late = b.latencies(edits, fairApplyBound)
@@ -215,6 +233,24 @@ func noisyNeighbour(t *testing.T, v variant, n int) fairRun {
 			}
 			p.waves = append(p.waves, at.Sub(t0))
 			b.waitApplied(edits[len(edits)-1], fairApplyBound)
+		}
+		return edits
+	})
+
+	measure("restart", func(p *fairPhase) []fairEdit {
+		stop()
+		t0 := time.Now()
+		_, _, addr, stop = v.start(t)
+		p.fresh = true
+		time.Sleep(fairWaveLead)
+		var edits []fairEdit
+		for k := 0; k < fairEdits; k++ {
+			edits = append(edits, editB())
+			time.Sleep(fairEditEvery)
+		}
+		b.waitApplied(edits[len(edits)-1], fairApplyBound)
+		if _, ok := waitQueuesEmpty(addr, fairApplyBound); ok {
+			p.waves = append(p.waves, time.Since(t0))
 		}
 		return edits
 	})
@@ -416,9 +452,12 @@ func fairnessReport(measured string, n int, took time.Duration, runs []fairRun) 
 		"B edits %d times, %.0f s apart, from %.0f s in. This operator takes the annotation as a forced reconcile; "+
 		"for the stock operator it is a metadata update, which it reconciles in full all the same.\n"+
 		"- *edit wave*: A edits the spec (the pods' CPU request) of all its CRs at once, 16 writers, and B edits %.0f s later; "+
-		"%d times, each wave waited for (at most %.0f minutes).\n\n",
+		"%d times, each wave waited for (at most %.0f minutes).\n"+
+		"- *restart*: the operator is stopped and started again; B edits %.0f s after the start, %d times, %.0f s apart, "+
+		"while the start-up pass reconciles A's CRs. Its last column is the start-up pass, from the start to an empty work queue.\n\n",
 		n, fairEdits, fairEditEvery.Seconds(), fairWriters, statuscontract.RequestAnnotation, fairForcedFor.Seconds(),
-		fairEdits, fairEditEvery.Seconds(), fairEditLead.Seconds(), fairWaveLead.Seconds(), fairWaves, fairApplyBound.Minutes())
+		fairEdits, fairEditEvery.Seconds(), fairEditLead.Seconds(), fairWaveLead.Seconds(), fairWaves, fairApplyBound.Minutes(),
+		fairWaveLead.Seconds(), fairEdits, fairEditEvery.Seconds())
 	b.WriteString("B's latency is from its edit to its Deployment's spec showing the new value (the same end for both " +
 		"operators); for this operator also to the CR's condition Ready True with status.observedGeneration at the edit's " +
 		"generation. A phase has 6 or 3 edits per operator: with fewer than 100 samples the 99th percentile is the " +
@@ -427,7 +466,7 @@ func fairnessReport(measured string, n int, took time.Duration, runs []fairRun) 
 	b.WriteString("| phase | operator | B's edits | B: Deployment p50 | p99 | max | B: Ready p50 / max | " +
 		"A's requests in the phase | reconciles in the phase | A's waves, each to all its Deployments |\n" +
 		"|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, name := range []string{"quiet", "forced loop", "edit wave"} {
+	for _, name := range fairPhases {
 		for _, r := range runs {
 			for _, p := range r.phases {
 				if p.name == name {
