@@ -43,9 +43,9 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, drift driftPolicy) ctrl.Manager {
+func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, drift driftPolicy, budget *perCRInterval) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
-		gvk: gvk, manifests: manifests, drift: drift}}
+		gvk: gvk, manifests: manifests, drift: drift, budget: budget}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
@@ -57,6 +57,7 @@ type filteringCache struct {
 	gvk       schema.GroupVersionKind
 	manifests *releaseManifests // what the drift filter compares release objects with
 	drift     driftPolicy       // the fields of release objects the drift filter ignores
+	budget    *perCRInterval    // the kind's reconciles that tenants may force, per CR
 }
 
 // GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
@@ -94,7 +95,9 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 		return inf, err
 	}
 	if gvk == c.gvk {
-		return wrappingInformer{Informer: inf, wrap: newSkipStatusUpdates}, nil
+		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+			return newSkipStatusUpdates(h, c.budget)
+		}}, nil
 	}
 	return inf, nil
 }
@@ -137,10 +140,12 @@ type skipStatusUpdates struct {
 	forced *forcedRequests
 }
 
-func newSkipStatusUpdates(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+// newSkipStatusUpdates wraps h; the forced reconciles it passes are drawn from budget.
+func newSkipStatusUpdates(h toolscache.ResourceEventHandler, budget *perCRInterval) toolscache.ResourceEventHandler {
 	s := skipStatusUpdates{ResourceEventHandler: h, forced: &forcedRequests{
-		waiting: map[types.NamespacedName][2]any{},
-		queue:   workqueue.NewTypedDelayingQueue[types.NamespacedName](),
+		interval: budget,
+		waiting:  map[types.NamespacedName][2]any{},
+		queue:    workqueue.NewTypedDelayingQueue[types.NamespacedName](),
 	}}
 	go s.passWaiting()
 	return s
@@ -160,13 +165,14 @@ func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 // request annotation forces. Each is a full reconcile (a dry-run upgrade at least), and a
 // tenant who rewrites the annotation in a loop would otherwise keep the kind's workers busy
 // for everyone. A request that comes sooner waits out the interval; of those that waited,
-// the latest is passed on. The changes of the sources a CR takes values from are held to it
-// the same way (valuesSources.wakes).
+// the latest is passed on. The changes of the sources a CR takes values from draw on the same
+// budget (valuesSources.wakes): a tenant who alternates both gets no more.
 var forcedInterval = 10 * time.Second
 
-// perCRInterval spaces the reconciles of each CR that one cause brings at least
-// forcedInterval apart: the first comes at once, those that come sooner are one, at the end
-// of the interval. Its zero value is ready to use.
+// perCRInterval spaces the reconciles of each CR that tenants may bring at will (forced
+// reconciles, changes of its sources) at least forcedInterval apart: the first comes at once,
+// those that come sooner are one, at the end of the interval. One per kind serves both causes
+// (setupKind). Its zero value is ready to use.
 type perCRInterval struct {
 	mu sync.Mutex
 	// next is when each CR's latest reconcile of this cause ran, or is due if in the future.
@@ -204,7 +210,7 @@ func (l *perCRInterval) wait(key types.NamespacedName, now time.Time) time.Durat
 // forcedRequests are the forced reconciles of one handler: when each CR's last one was
 // passed on, and the updates held back.
 type forcedRequests struct {
-	interval perCRInterval
+	interval *perCRInterval
 	mu       sync.Mutex
 	waiting  map[types.NamespacedName][2]any // the first old and the latest new version held
 	queue    workqueue.TypedDelayingInterface[types.NamespacedName]

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,7 +208,7 @@ func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
 		defer mu.Unlock()
 		u := n.(*unstructured.Unstructured)
 		passed = append(passed, u.GetName()+":"+u.GetAnnotations()[statuscontract.RequestAnnotation]+":"+u.GetResourceVersion())
-	}})
+	}}, &perCRInterval{})
 	version := func(name, request, rv string, size int64) *unstructured.Unstructured {
 		u := memcached(nil)
 		u.SetName(name)
@@ -237,5 +238,36 @@ func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"a:0:2", "b:x:2", "a:4:7", "a:4:6"}; !slices.Equal(passed, want) {
 		t.Errorf("passed: %v, want %v (the requests 1 to 4 of a as one, after the interval)", passed, want)
+	}
+}
+
+// Forced reconciles and changes of a CR's sources draw on one budget per CR: a forced
+// reconcile that comes right after a source's change woke the CR waits out the interval, so
+// a tenant who alternates the two gets no more reconciles than with either alone.
+func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
+	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
+	forcedInterval = time.Hour
+	budget := &perCRInterval{}
+	var passed atomic.Int32
+	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { passed.Add(1) }}, budget)
+	old := memcached(nil)
+	old.SetNamespace("ns")
+	old.SetName("a")
+	forced := old.DeepCopy()
+	forced.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: "now"})
+	if d := budget.wait(client.ObjectKeyFromObject(old), time.Now()); d != 0 {
+		t.Fatalf("the source's change waits %v, want none: the budget was unused", d)
+	}
+	h.OnUpdate(old, forced)
+	if n := passed.Load(); n != 0 {
+		t.Errorf("the forced reconcile passed at once, right after a source's change woke the CR")
+	}
+	other := old.DeepCopy()
+	other.SetName("b")
+	forcedOther := forced.DeepCopy()
+	forcedOther.SetName("b")
+	h.OnUpdate(other, forcedOther)
+	if n := passed.Load(); n != 1 {
+		t.Errorf("%d forced reconciles passed, want another CR's, whose budget is its own", n)
 	}
 }

@@ -103,8 +103,11 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	// deletes (docs/bench/findings.md, "The rollout's list from the cache").
 	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
 		mgr.GetCache(), recorder, k.outcomes.notify)
+	// What tenants may bring at will, forced reconciles and changes of sources, one budget
+	// per CR (perCRInterval).
+	budget := &perCRInterval{}
 	values := &valuesSources{gvk: w.GroupVersionKind, resolver: valuesfrom.Resolver{Reader: mgr.GetAPIReader(), Defaults: w.Chart.Values},
-		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, maxValues: s.maxSpec, recorder: recorder}
+		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, maxValues: s.maxSpec, recorder: recorder, wakes: budget}
 	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
 	}
@@ -147,7 +150,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err != nil {
 		return nil, fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 	}
-	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, drift)); err != nil {
+	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, drift, budget)); err != nil {
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}
 	k.readiness = &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind,

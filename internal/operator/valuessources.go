@@ -72,10 +72,11 @@ type valuesSources struct {
 	// maxValues bounds the values merged from the spec and its sources (--max-spec-values).
 	maxValues int
 	recorder  record.EventRecorder // the reconciler's
-	// wakes spaces the reconciles of each CR that its sources' changes bring, as forced
-	// reconciles are: a tenant who rewrites a source in a loop would otherwise upgrade the
-	// CRs that name it at each version, and keep the kind's workers busy for everyone.
-	wakes perCRInterval
+	// wakes spaces the reconciles of each CR that its sources' changes bring, on the budget
+	// its forced reconciles draw from too: a tenant who rewrites a source in a loop would
+	// otherwise upgrade the CRs that name it at each version, and keep the kind's workers busy
+	// for everyone.
+	wakes *perCRInterval
 }
 
 // Translate is the helm reconciler's value translator: the CR's values with its sources

@@ -36,7 +36,7 @@ func TestSourceChangesRateLimitedPerCR(t *testing.T) {
 	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
 	forcedInterval = 200 * time.Millisecond
 	gvk := memcached(nil).GroupVersionKind()
-	v := &valuesSources{gvk: gvk}
+	v := &valuesSources{gvk: gvk, wakes: &perCRInterval{}}
 	index := &capturedIndex{}
 	if err := v.setup(context.Background(), index); err != nil {
 		t.Fatal(err)
