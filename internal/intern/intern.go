@@ -7,6 +7,12 @@
 // the cache holds anyway. Strings are immutable, so sharing them cannot let one object's
 // edit show in another.
 //
+// The table keeps a string's canonical copy only while a unique.Handle to it lives, and this
+// package keeps none: a collection empties it, though the cached objects still hold the
+// strings. So the objects decoded between two collections share their strings, and one
+// decoded after a collection gets copies of its own, shared from then on with those that
+// follow it (TestTrimmedObjectsShareStrings holds the collector off for that reason).
+//
 // It costs each watch event about half of what decoding the object cost (BenchmarkValue:
 // 12 µs against 26 µs for one of the benchmark's AppServices), and takes 12% off the
 // manager's live heap at 3000 CRs (docs/bench/findings.md, "Interned strings in the caches").
