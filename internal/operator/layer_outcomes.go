@@ -172,7 +172,12 @@ func (o *outcomes) failed(cr client.Object, f statuscontract.Failure) {
 	if e.failedGeneration != gen {
 		e.failures, e.failedGeneration = statusFailures(cr), gen
 	}
-	e.failures++
+	// A terminal refusal met again at the same generation (a second event of the same
+	// version) is not counted: the first said all, and a new count would write the whole CR
+	// to every watcher again.
+	if !(f.Terminal && e.failures > 0 && e.failure.Terminal && e.failure.Reason == f.Reason) {
+		e.failures++
+	}
 	e.failure = f
 	e.handle(cr)
 	o.mu.Unlock()

@@ -49,6 +49,15 @@ func TestOutcomesCountFailures(t *testing.T) {
 		t.Fatalf("after an edit: %d failures at generation %d, want 1 at 4", got.failures, got.failedGeneration)
 	}
 
+	// A terminal refusal is counted once per generation, however often it is met again.
+	refused := statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: "too many", Terminal: true}
+	o.failed(crAt(5, nil), refused)
+	o.failed(crAt(5, nil), refused)
+	if got, _ := o.get(key, "uid-1"); got.failures != 1 || got.failedGeneration != 5 {
+		t.Fatalf("a terminal refusal met twice: %d failures at generation %d, want 1 at 5", got.failures, got.failedGeneration)
+	}
+	o.failed(crAt(4, nil), f)
+
 	// Success clears the count and records the handled request.
 	ok := crAt(4, nil)
 	ok.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: "now"})
