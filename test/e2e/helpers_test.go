@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -64,6 +65,19 @@ func getCR(ctx context.Context, like *unstructured.Unstructured) (*unstructured.
 	cr.SetGroupVersionKind(like.GroupVersionKind())
 	err := env.Client.Get(ctx, client.ObjectKeyFromObject(like), cr)
 	return cr, err
+}
+
+// getReadyCR gets the CR like names, and fails unless its condition Ready is True: the shape of
+// most waits for a CR to converge.
+func getReadyCR(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	cr, err := getCR(ctx, like)
+	if err != nil {
+		return nil, err
+	}
+	if status, reason, msg := framework.Condition(cr, statuscontract.Ready); status != "True" {
+		return nil, fmt.Errorf("Ready=%q %s: %s", status, reason, msg)
+	}
+	return cr, nil
 }
 
 func mustGetCR(t testing.TB, like *unstructured.Unstructured) *unstructured.Unstructured {

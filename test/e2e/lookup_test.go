@@ -46,14 +46,8 @@ func TestLookupKeepsGeneratedPassword(t *testing.T) {
 	ready := func() {
 		t.Helper()
 		framework.Eventually(t, converge, func(ctx context.Context) error {
-			got, err := getCR(ctx, cr)
-			if err != nil {
-				return err
-			}
-			if status, reason, msg := framework.Condition(got, statuscontract.Ready); status != "True" {
-				return fmt.Errorf("Ready=%q %s: %s", status, reason, msg)
-			}
-			return nil
+			_, err := getReadyCR(ctx, cr)
+			return err
 		})
 	}
 	password := func() string {

@@ -107,12 +107,9 @@ func TestValuesFrom(t *testing.T) {
 	ready := func(cr *unstructured.Unstructured, sources ...client.Object) {
 		t.Helper()
 		framework.Eventually(t, converge, func(ctx context.Context) error {
-			got, err := getCR(ctx, cr)
+			got, err := getReadyCR(ctx, cr)
 			if err != nil {
 				return err
-			}
-			if status, reason, msg := framework.Condition(got, statuscontract.Ready); status != "True" {
-				return fmt.Errorf("Ready=%q %s: %s", status, reason, msg)
 			}
 			list, _, _ := unstructured.NestedSlice(got.Object, "status", "valuesFrom")
 			if len(list) != len(sources) {
@@ -358,12 +355,8 @@ func TestSourceChangeReadyWaitsForTheRollout(t *testing.T) {
 	d := deployment(cr, cr.GetName())
 	var first string
 	framework.Eventually(t, converge, func(ctx context.Context) error {
-		got, err := getCR(ctx, cr)
-		if err != nil {
+		if _, err := getReadyCR(ctx, cr); err != nil {
 			return err
-		}
-		if status, reason, msg := framework.Condition(got, statuscontract.Ready); status != "True" {
-			return fmt.Errorf("Ready=%q %s: %s", status, reason, msg)
 		}
 		if err := get(ctx, d); err != nil {
 			return err
