@@ -7,16 +7,15 @@
 // over the release's Deployments, StatefulSets and DaemonSets, and the
 // RolledOut condition: whether every one of them has rolled out, for the
 // generation and the release revision the manager last deployed. The
-// manager's Ready depends on it
-// (docs/status.md). It works for every kind in watches.yaml without per-kind
-// code.
+// manager's Ready depends on it (docs/status.md). It works for every kind in
+// watches.yaml without per-kind code.
 //
 // The StatusReconciler loop, one controller per CR kind:
 //
 //  1. A CR event (create, generation, labels, the manager's observedGeneration
-//     or release revision, or owned status fields changed) or an event on a workload that belongs to
-//     a CR of the kind enqueues the CR's namespace/name, with a short delay that
-//     coalesces bursts.
+//     or release revision, or owned status fields changed) or an event on a
+//     workload that belongs to a CR of the kind enqueues the CR's
+//     namespace/name, with a short delay that coalesces bursts.
 //  2. sync reads the CR and the release's workloads from the informer cache,
 //     skips CRs that are being deleted, fall outside the watches.yaml
 //     selector or have no helm-operator report yet, and computes the desired
