@@ -37,7 +37,7 @@ import (
 // pods' CPU request B edits. Three phases, each timing B's edits from the edit to the
 // Deployment's spec showing it (both operators; for this one also to Ready True at the CR's
 // generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all four, in this
-// order):
+// order), for each operator named in WARPDRIVE_BENCH_VARIANTS (default both, this one first):
 //
 //   - quiet: A idle, B edits 6 times, 10 s apart;
 //   - forced loop: A re-annotates all its CRs with statuscontract.RequestAnnotation, a fresh
@@ -55,7 +55,7 @@ func TestNoisyNeighbour(t *testing.T) {
 	s := loadSettings(t)
 	n := intList(t, "WARPDRIVE_BENCH_FAIRNESS_CRS", "1000")[0]
 	phases := strings.Split(envOr("WARPDRIVE_BENCH_FAIRNESS_PHASES", strings.Join(fairPhases, ",")), ",")
-	ops, err := pickVariants("warpdrive,stock")
+	ops, err := pickVariants(envOr("WARPDRIVE_BENCH_VARIANTS", "warpdrive,stock"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +186,9 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string) fairRun {
 		p.reconciles = reconciles() - r0
 		p.edits = len(edits)
 		p.deploy, p.ready, p.late = b.latencies(edits, fairApplyBound)
-		t.Logf("%s, %s: B's edits in the Deployment p50 %.2f s, max %.2f s (%d late); Ready p50 %.2f s; A's writes %d; reconciles %.0f",
+		t.Logf("%s, %s: B's edits in the Deployment p50 %.2f s, max %.2f s (%d late); Ready p50 %.2f s, max %.2f s; A's writes %d; reconciles %.0f; waves %v",
 			v.name, name, framework.Percentile(p.deploy, 50), framework.Percentile(p.deploy, 100), p.late,
-			framework.Percentile(p.ready, 50), p.writes, p.reconciles)
+			framework.Percentile(p.ready, 50), framework.Percentile(p.ready, 100), p.writes, p.reconciles, p.waves)
 		run.phases = append(run.phases, p)
 		quiet(name)
 	}
