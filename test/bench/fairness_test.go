@@ -34,7 +34,7 @@ import (
 // floods it (make bench-fairness), for this operator's manager and sidecar, then for the
 // stock helm-operator, each on namespaces of its own. Tenant A has
 // WARPDRIVE_BENCH_FAIRNESS_CRS AppServices of 0 replicas (default 1000); tenant B has one, whose
-// pods' CPU request B edits. Three phases, each timing B's edits from the edit to the
+// pods' CPU request B edits. Four phases, each timing B's edits from the edit to the
 // Deployment's spec showing it (both operators; for this one also to Ready True at the CR's
 // generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all four, in this
 // order), for each operator named in WARPDRIVE_BENCH_VARIANTS (default both, this one first):
