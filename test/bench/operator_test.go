@@ -44,7 +44,7 @@ type settings struct {
 	sizes []int         // numbers of CRs (WARPDRIVE_BENCH_N, default "100,1000,10000")
 	idle  time.Duration // idle window (WARPDRIVE_BENCH_IDLE, default 2m)
 	drift int           // hand edits repaired per run
-	out   string        // where the report goes (WARPDRIVE_BENCH_OUT, default docs/bench)
+	out   string        // where the report goes (WARPDRIVE_BENCH_OUT, from the repository's root; default docs/bench)
 	// variants to run, in this order (WARPDRIVE_BENCH_VARIANTS: the start of their names,
 	// comma-separated, default "kubectl,stock,warpdrive"): at 10,000 CRs one variant takes
 	// about an hour, so a run can measure them one at a time, the slowest last.
@@ -79,6 +79,11 @@ func loadSettings(t *testing.T) settings {
 		phaseCap = d
 	}
 	if v := os.Getenv("WARPDRIVE_BENCH_OUT"); v != "" {
+		// Relative to the repository's root, where make and the docs' commands run, not to
+		// this package's directory, where go test runs the benchmark.
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(framework.RepoRoot(), v)
+		}
 		s.out = v
 	}
 	if v := os.Getenv("WARPDRIVE_BENCH_VARIANTS"); v != "" {
