@@ -71,7 +71,7 @@ func TestNoisyNeighbour(t *testing.T) {
 	for _, v := range ops {
 		runs = append(runs, noisyNeighbour(t, v, n, phases, keep))
 		// Written after each operator, so that a run that fails on the second keeps the first.
-		writeTune(t, s, "fairness.md", fairnessReport(measured, n, time.Since(t0), runs))
+		writeTune(t, s, "fairness.md", fairnessReport(measured, n, time.Since(t0), keep, runs))
 	}
 }
 
@@ -119,6 +119,16 @@ type fairPhase struct {
 	waves []time.Duration
 	// fresh: the phase started the operator again, whose reconciles count from 0.
 	fresh bool
+	// For the restart: from the start to the operator's first reconcile (0: none seen), and
+	// each of B's edits on its own, so that those made before and after it can be told apart.
+	served time.Duration
+	each   []fairEditFigures
+}
+
+// fairEditFigures is one of B's edits in the restart phase: when it was made, from the
+// operator's start, and its latencies to the Deployment and to Ready (0: not seen).
+type fairEditFigures struct {
+	made, deploy, ready time.Duration
 }
 
 // noisyNeighbour runs the phases named against operator v at n CRs of tenant A, whose
@@ -204,10 +214,18 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		}
 		p.reconciles = reconciles() - r0
 		p.edits = len(edits)
+		if v.name != stockName && len(edits) > 0 {
+			// Ready follows the Deployment: waited for too, so that the last edit's is counted.
+			b.waitReady(edits[len(edits)-1], fairApplyBound)
+		}
 		p.deploy, p.ready, p.late = b.latencies(edits, fairApplyBound)
 		t.Logf("%s, %s: B's edits in the Deployment p50 %.2f s, max %.2f s (%d late); Ready p50 %.2f s, max %.2f s; A's writes %d; reconciles %.0f; waves %v",
 			v.name, name, framework.Percentile(p.deploy, 50), framework.Percentile(p.deploy, 100), p.late,
 			framework.Percentile(p.ready, 50), framework.Percentile(p.ready, 100), p.writes, p.reconciles, p.waves)
+		if p.each != nil {
+			t.Logf("%s, %s: first reconcile %.1f s after the start; each edit (made, to Deployment, to Ready): %v",
+				v.name, name, p.served.Seconds(), p.each)
+		}
 		run.phases = append(run.phases, p)
 		quiet(name)
 	}
@@ -266,6 +284,8 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		t0 := time.Now()
 		_, _, addr, stop = v.start(t)
 		p.fresh = true
+		served := make(chan time.Duration, 1)
+		go func() { served <- waitFirstReconcile(reconciles, t0, fairApplyBound) }()
 		time.Sleep(fairWaveLead)
 		var edits []fairEdit
 		for k := 0; k < fairEdits; k++ {
@@ -276,6 +296,11 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		if waitStartupPass(addr, max(fairApplyBound, time.Duration(n)*fairPassPerCR), fairPassStall) {
 			p.waves = append(p.waves, time.Since(t0))
 		}
+		if v.name != stockName {
+			b.waitReady(edits[len(edits)-1], fairApplyBound)
+		}
+		p.served = <-served
+		p.each = b.each(edits, t0)
 		return edits
 	})
 	return run
@@ -301,6 +326,19 @@ func waitStartupPass(metricsAddr string, bound, stall time.Duration) bool {
 		time.Sleep(2 * time.Second)
 	}
 	return false
+}
+
+// waitFirstReconcile polls the operator's count of reconciles until it is above 0, for at most
+// bound, and returns how long after t0 that was; 0 if it was not. The operator starts
+// reconciling once its caches are filled: an edit made before then waits for them.
+func waitFirstReconcile(reconciles func() float64, t0 time.Time, bound time.Duration) time.Duration {
+	for time.Since(t0) < bound {
+		if reconciles() > 0 {
+			return time.Since(t0)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return 0
 }
 
 // tenantClient is tenant A's client, with a rate limit of its own (the suites' 100 requests
@@ -459,6 +497,32 @@ func (b *tenantB) waitApplied(e fairEdit, bound time.Duration) {
 	}
 }
 
+// waitReady waits until e's generation, or a later one, is Ready, or for bound.
+func (b *tenantB) waitReady(e fairEdit, bound time.Duration) {
+	for t0 := time.Now(); time.Since(t0) < bound; time.Sleep(100 * time.Millisecond) {
+		if _, r := b.applied(e); !r.IsZero() {
+			return
+		}
+	}
+}
+
+// each is every edit's figures, its time made taken from t0.
+func (b *tenantB) each(edits []fairEdit, t0 time.Time) []fairEditFigures {
+	var out []fairEditFigures
+	for _, e := range edits {
+		d, r := b.applied(e)
+		f := fairEditFigures{made: e.at.Sub(t0)}
+		if !d.IsZero() {
+			f.deploy = max(0, d.Sub(e.at))
+		}
+		if !r.IsZero() {
+			f.ready = max(0, r.Sub(e.at))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // waitCPU waits until the Deployment shows milli millicores, or for bound; false if it did not.
 func (b *tenantB) waitCPU(milli int64, bound time.Duration) bool {
 	b.waitApplied(fairEdit{milli: milli}, bound)
@@ -484,12 +548,16 @@ func (b *tenantB) latencies(edits []fairEdit, bound time.Duration) (deploy, read
 }
 
 // fairnessReport is fairness.md of runs.
-func fairnessReport(measured string, n int, took time.Duration, runs []fairRun) string {
+func fairnessReport(measured string, n int, took time.Duration, keep bool, runs []fairRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# A noisy neighbour: what a quiet tenant gets\n\n"+
 		"Measured by `make bench-fairness` (TestNoisyNeighbour in test/bench), %s, on this machine's %d cores, "+
 		"with WARPDRIVE_BENCH_FAIRNESS_CRS=%d; the run took %.0f minutes.\n\n", cmp.Or(measured, "(date not recorded)"),
 		runtime.NumCPU(), n, took.Minutes())
+	if keep {
+		b.WriteString("Tenant A's namespace was kept from an earlier run (WARPDRIVE_BENCH_FAIRNESS_KEEP=1): " +
+			"its CRs were installed then, and the run's time does not count their install.\n\n")
+	}
 	fmt.Fprintf(&b, "Tenant A has %d AppService CRs of 0 replicas in its namespace; tenant B has one, whose pods' CPU "+
 		"request it edits (a change of the rendered Deployment that needs no pod). Each operator gets namespaces of its own "+
 		"and installs them, then:\n\n"+
@@ -522,6 +590,7 @@ func fairnessReport(measured string, n int, took time.Duration, runs []fairRun) 
 			}
 		}
 	}
+	b.WriteString(restartEditsTable(runs))
 	b.WriteString("\nB's edits are applied by this operator's manager through a work queue that serves namespaces in turn " +
 		"(internal/fairqueue): B's one request waits for at most one request of each busy namespace, whatever A has queued. " +
 		"The stock helm-operator has one first-in first-out queue per kind: B's edit waits behind every request of A's " +
@@ -535,6 +604,42 @@ func fairnessReport(measured string, n int, took time.Duration, runs []fairRun) 
 		"The control plane, kwok and the operator share the machine's cores, so the figures are noisy. " +
 		"The latencies are the report's, never a failure of the test.\n")
 	return b.String()
+}
+
+// restartEditsTable is each of B's edits in the restart phase, for each operator that ran it:
+// the goal of a quiet tenant's edit to Ready counts from when the operator serves, so the
+// edits made before its first reconcile are told from those after.
+func restartEditsTable(runs []fairRun) string {
+	var b strings.Builder
+	for _, r := range runs {
+		for _, p := range r.phases {
+			if p.name != "restart" || len(p.each) == 0 {
+				continue
+			}
+			served := "none seen"
+			if p.served > 0 {
+				served = figure(p.served.Seconds()) + " s after its start"
+			}
+			if b.Len() == 0 {
+				b.WriteString("\nThe restart, each of B's edits: when it was made, from the operator's start, and its latencies " +
+					"(\"-\": not seen).\n")
+			}
+			fmt.Fprintf(&b, "\n%s, first reconcile %s:\n\n| edit made | to the Deployment | to Ready |\n|---|---|---|\n",
+				r.operator, served)
+			for _, e := range p.each {
+				fmt.Fprintf(&b, "| %s s | %s | %s |\n", figure(e.made.Seconds()), orDash(e.deploy), orDash(e.ready))
+			}
+		}
+	}
+	return b.String()
+}
+
+// orDash is d in seconds, or "-" if it is 0.
+func orDash(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return figure(d.Seconds()) + " s"
 }
 
 // fairRow is one phase × operator row of the table.
