@@ -183,7 +183,8 @@ func (o *Options) Manager() ctrl.Options {
 
 // NewManager creates the manager of opts against the cluster of the kubeconfig (or the
 // pod's), watching the namespaces of WATCH_NAMESPACE as the stock helm-operator reads it
-// (empty: all), with /healthz and /readyz checks that answer while the process runs.
+// (empty: all), with a /healthz check that answers while the process runs and a /readyz one
+// that answers once its cache is filled (cacheSynced).
 func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	helmmgr.ConfigureWatchNamespaces(&opts, log)
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
@@ -193,7 +194,7 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
 		return nil, fmt.Errorf("adding the ready check: %w", err)
 	}
 	return mgr, nil
