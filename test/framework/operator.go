@@ -24,6 +24,8 @@ type ProcessOptions struct {
 	Stock bool
 	// MetricsAddr is where the process serves its metrics; empty or "0": nowhere.
 	MetricsAddr string
+	// ProbeAddr is where it serves /healthz and /readyz; empty or "0": nowhere.
+	ProbeAddr string
 	// SecureMetrics serves them as the pod does, over HTTPS to authorized scrapers only;
 	// without it, over plain HTTP, for the suites to read without a token.
 	SecureMetrics bool
@@ -156,6 +158,7 @@ func (e *Env) hostArgs(pod []string, o ProcessOptions) ([]string, error) {
 	host := podargs.Host{
 		WatchesFile:    cmp.Or(o.WatchesFile, "watches.yaml"), // the processes run in e.Root
 		MetricsAddr:    o.MetricsAddr,
+		ProbeAddr:      o.ProbeAddr,
 		SecureMetrics:  o.SecureMetrics,
 		LeaseNamespace: e.LeaseNamespace,
 	}

@@ -259,3 +259,15 @@ func TestSuitesRunWithThePodsMemoryLimit(t *testing.T) {
 		t.Errorf("the stock helm-operator gets %q; its scaffold sets no variable", got)
 	}
 }
+
+// ProbeAddr serves the probes where the caller says, as it does the metrics.
+func TestProbeAddr(t *testing.T) {
+	e := &Env{PodArgs: map[string][]string{podargs.Manager: {"--leader-elect", "--health-probe-bind-address=:8081"}}, LeaseNamespace: "ns"}
+	args, err := e.ManagerArgs(ProcessOptions{ProbeAddr: "127.0.0.1:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--health-probe-bind-address=127.0.0.1:2") {
+		t.Errorf("args %v: no probe address", args)
+	}
+}
