@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -35,7 +36,7 @@ import (
 // floods it (make bench-fairness), for this operator's manager and sidecar, then for the
 // stock helm-operator, each on namespaces of its own. Tenant A has
 // WARPDRIVE_BENCH_FAIRNESS_CRS AppServices of 0 replicas (default 1000); tenant B has one, whose
-// pods' CPU request B edits. Four phases, each timing B's edits from the edit to the
+// pods' CPU request B edits. Five phases, each timing B's edits from the edit to the
 // Deployment's spec showing it (both operators; for this one also to Ready True at the CR's
 // generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all four, in this
 // order), for each operator named in WARPDRIVE_BENCH_VARIANTS (default both, this one first):
@@ -48,7 +49,10 @@ import (
 //   - edit wave: A edits the spec of all its CRs at once and B edits 1 s later, 3 times, each
 //     wave waited for;
 //   - restart: the operator is stopped and started again, and B edits 1 s after the start, 6
-//     times, 10 s apart, while the start-up pass reconciles A's CRs.
+//     times, 10 s apart, while the start-up pass reconciles A's CRs;
+//   - rolling restart: the same, but a new operator is started beside the old one, which is
+//     stopped once the new one's processes answer /readyz, as a Deployment's rolling update
+//     does (one pod more, none unavailable).
 //
 // The figures go to fairness.md in WARPDRIVE_BENCH_OUT. Latencies are the report's, never a
 // failure; only a setup that does not come up fails the test.
@@ -76,7 +80,7 @@ func TestNoisyNeighbour(t *testing.T) {
 }
 
 // fairPhases are the phases, in the order they run.
-var fairPhases = []string{"quiet", "forced loop", "edit wave", "restart"}
+var fairPhases = []string{"quiet", "forced loop", "edit wave", "restart", "rolling restart"}
 
 // Tenant B's edits per phase, and how far apart; tenant A's writers in the forced loop, and for
 // how long they write.
@@ -119,10 +123,11 @@ type fairPhase struct {
 	waves []time.Duration
 	// fresh: the phase started the operator again, whose reconciles count from 0.
 	fresh bool
-	// For the restart: from the start to the operator's first reconcile (0: none seen), and
-	// each of B's edits on its own, so that those made before and after it can be told apart.
-	served time.Duration
-	each   []fairEditFigures
+	// For the restarts: from the start to the operator's first reconcile (0: none seen), and
+	// each of B's edits on its own, so that those made before and after it can be told apart;
+	// for the rolling restart, from the start to the old operator's stop.
+	served, oldStopped time.Duration
+	each               []fairEditFigures
 }
 
 // fairEditFigures is one of B's edits in the restart phase: when it was made, from the
@@ -163,7 +168,7 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 	defer b.stop()
 	a := tenantClient(t)
 
-	_, _, addr, stop := v.start(t)
+	_, _, addr, stop := v.start(t, nil)
 	// Deferred last, so run first: the operator stops before the namespaces go, rather than
 	// uninstall each release. The restart phase replaces stop.
 	defer func() { stop() }()
@@ -279,10 +284,9 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		return edits
 	})
 
-	measure("restart", func(p *fairPhase) []fairEdit {
-		stop()
-		t0 := time.Now()
-		_, _, addr, stop = v.start(t)
+	// restartEdits is B's edits while a new operator starts at t0, the start-up pass after them,
+	// and the phase's figures.
+	restartEdits := func(p *fairPhase, t0 time.Time) []fairEdit {
 		p.fresh = true
 		served := make(chan time.Duration, 1)
 		go func() { served <- waitFirstReconcile(reconciles, t0, fairApplyBound) }()
@@ -301,6 +305,30 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		}
 		p.served = <-served
 		p.each = b.each(edits, t0)
+		return edits
+	}
+
+	measure("restart", func(p *fairPhase) []fairEdit {
+		stop()
+		t0 := time.Now()
+		_, _, addr, stop = v.start(t, nil)
+		return restartEdits(p, t0)
+	})
+
+	measure("rolling restart", func(p *fairPhase) []fairEdit {
+		probes := []string{freeAddr(t), freeAddr(t)}
+		old := stop
+		t0 := time.Now()
+		_, _, addr, stop = v.start(t, probes)
+		stopped := make(chan time.Duration, 1)
+		go func() {
+			// The Deployment controller stops the old pod once the new one is ready.
+			waitReadyz(probes, fairApplyBound)
+			old()
+			stopped <- time.Since(t0)
+		}()
+		edits := restartEdits(p, t0)
+		p.oldStopped = <-stopped
 		return edits
 	})
 	return run
@@ -339,6 +367,23 @@ func waitFirstReconcile(reconciles func() float64, t0 time.Time, bound time.Dura
 		time.Sleep(250 * time.Millisecond)
 	}
 	return 0
+}
+
+// waitReadyz waits until every process probed at addrs answers /readyz with 200 OK, or for
+// bound.
+func waitReadyz(addrs []string, bound time.Duration) {
+	hc := http.Client{Timeout: 2 * time.Second}
+	for _, a := range addrs {
+		for t0 := time.Now(); time.Since(t0) < bound; time.Sleep(250 * time.Millisecond) {
+			resp, err := hc.Get("http://" + a + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+		}
+	}
 }
 
 // tenantClient is tenant A's client, with a rate limit of its own (the suites' 100 requests
@@ -569,7 +614,9 @@ func fairnessReport(measured string, n int, took time.Duration, keep bool, runs 
 		"%d times, each wave waited for (at most %.0f minutes).\n"+
 		"- *restart*: the operator is stopped and started again; B edits %.0f s after the start, %d times, %.0f s apart, "+
 		"while the start-up pass reconciles A's CRs. Its last column is the start-up pass, from the start to an empty work queue "+
-		"(\"-\": not empty within %.0f ms per CR, or its depth not falling for %.0f minutes).\n\n",
+		"(\"-\": not empty within %.0f ms per CR, or its depth not falling for %.0f minutes).\n"+
+		"- *rolling restart*: the same, but the new operator is started beside the old one, which is stopped once the new "+
+		"one's processes answer `/readyz`, as a Deployment's rolling update (one pod more, none unavailable) does.\n\n",
 		n, fairEdits, fairEditEvery.Seconds(), fairWriters, statuscontract.RequestAnnotation, fairForcedFor.Seconds(),
 		fairEdits, fairEditEvery.Seconds(), fairEditLead.Seconds(), fairWaveLead.Seconds(), fairWaves, fairApplyBound.Minutes(),
 		fairWaveLead.Seconds(), fairEdits, fairEditEvery.Seconds(), float64(fairPassPerCR.Milliseconds()), fairPassStall.Minutes())
@@ -606,26 +653,29 @@ func fairnessReport(measured string, n int, took time.Duration, keep bool, runs 
 	return b.String()
 }
 
-// restartEditsTable is each of B's edits in the restart phase, for each operator that ran it:
+// restartEditsTable is each of B's edits in the restart phases, for each operator that ran them:
 // the goal of a quiet tenant's edit to Ready counts from when the operator serves, so the
 // edits made before its first reconcile are told from those after.
 func restartEditsTable(runs []fairRun) string {
 	var b strings.Builder
 	for _, r := range runs {
 		for _, p := range r.phases {
-			if p.name != "restart" || len(p.each) == 0 {
+			if len(p.each) == 0 {
 				continue
 			}
 			served := "none seen"
 			if p.served > 0 {
 				served = figure(p.served.Seconds()) + " s after its start"
 			}
+			if p.oldStopped > 0 {
+				served += ", the old one stopped " + figure(p.oldStopped.Seconds()) + " s after it"
+			}
 			if b.Len() == 0 {
-				b.WriteString("\nThe restart, each of B's edits: when it was made, from the operator's start, and its latencies " +
+				b.WriteString("\nThe restarts, each of B's edits: when it was made, from the new operator's start, and its latencies " +
 					"(\"-\": not seen).\n")
 			}
-			fmt.Fprintf(&b, "\n%s, first reconcile %s:\n\n| edit made | to the Deployment | to Ready |\n|---|---|---|\n",
-				r.operator, served)
+			fmt.Fprintf(&b, "\n%s, %s, first reconcile %s:\n\n| edit made | to the Deployment | to Ready |\n|---|---|---|\n",
+				p.name, r.operator, served)
 			for _, e := range p.each {
 				fmt.Fprintf(&b, "| %s s | %s | %s |\n", figure(e.made.Seconds()), orDash(e.deploy), orDash(e.ready))
 			}

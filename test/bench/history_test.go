@@ -93,7 +93,7 @@ func historyVariants(limits []int) []historyVariant {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _, addr, stop := stock[0].start(t)
+			_, _, addr, stop := stock[0].start(t, nil)
 			return []string{addr}, stop
 		}},
 	}

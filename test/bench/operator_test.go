@@ -185,29 +185,39 @@ func TestCompare(t *testing.T) {
 // variant is one way of running the workload.
 type variant struct {
 	name string
-	// start runs the operator's processes; nil for plain kubectl apply.
-	start func(t *testing.T) (procs processes, sidecar processes, metricsAddr string, stop func())
+	// start runs the operator's processes, each serving its probes at the address of
+	// probeAddrs in turn (the manager, then the sidecar; none past the end); nil for plain
+	// kubectl apply.
+	start func(t *testing.T, probeAddrs []string) (procs processes, sidecar processes, metricsAddr string, stop func())
 }
 
 var variants = []variant{
 	{name: "kubectl apply"},
-	{name: "stock helm-operator", start: func(t *testing.T) (processes, processes, string, func()) {
+	{name: "stock helm-operator", start: func(t *testing.T, probeAddrs []string) (processes, processes, string, func()) {
 		addr := freeAddr(t)
-		p, err := env.StartManager(framework.ProcessOptions{Name: "bench-stock", Stock: true, MetricsAddr: addr})
+		p, err := env.StartManager(framework.ProcessOptions{Name: "bench-stock", Stock: true, MetricsAddr: addr, ProbeAddr: nth(probeAddrs, 0)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return processes{p.Pid()}, nil, addr, p.Stop
 	}},
-	{name: "warpdrive-operator", start: func(t *testing.T) (processes, processes, string, func()) {
+	{name: "warpdrive-operator", start: func(t *testing.T, probeAddrs []string) (processes, processes, string, func()) {
 		addr := freeAddr(t)
-		op, err := env.StartOperator(framework.ProcessOptions{Name: "bench-manager", MetricsAddr: addr},
-			framework.ProcessOptions{Name: "bench-sidecar"})
+		op, err := env.StartOperator(framework.ProcessOptions{Name: "bench-manager", MetricsAddr: addr, ProbeAddr: nth(probeAddrs, 0)},
+			framework.ProcessOptions{Name: "bench-sidecar", ProbeAddr: nth(probeAddrs, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return processes{op.Manager.Pid(), op.Sidecar.Pid()}, processes{op.Sidecar.Pid()}, addr, op.Stop
 	}},
+}
+
+// nth is s[i], or "" past its end.
+func nth(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return ""
 }
 
 // env is the local cluster, nil unless WARPDRIVE_BENCH=1: without it only the tests of the
@@ -283,7 +293,7 @@ func run(t *testing.T, s settings, v variant, n int, save func(result)) result {
 	if v.start == nil {
 		return runKubectl(t, tr, ns, n, r, ed, save)
 	}
-	procs, sidecar, metricsAddr, stop := v.start(t)
+	procs, sidecar, metricsAddr, stop := v.start(t, nil)
 	defer stop()
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
 	// phase runs one phase: change, then wait until done, recording the operator's queue; false

@@ -307,7 +307,7 @@ func exhaustionTest[R any](t *testing.T, title string, measure func(*testing.T, 
 // startOperator starts operator v's processes, the manager first, and returns them with the
 // manager's metrics address once their caches have synced, before any CR comes.
 func startOperator(t *testing.T, v variant) (procs processes, addr string, stop func()) {
-	procs, _, addr, stop = v.start(t)
+	procs, _, addr, stop = v.start(t, nil)
 	time.Sleep(3 * time.Second)
 	return procs, addr, stop
 }
