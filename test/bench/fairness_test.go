@@ -38,7 +38,7 @@ import (
 // WARPDRIVE_BENCH_FAIRNESS_CRS AppServices of 0 replicas (default 1000); tenant B has one, whose
 // pods' CPU request B edits. Five phases, each timing B's edits from the edit to the
 // Deployment's spec showing it (both operators; for this one also to Ready True at the CR's
-// generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all four, in this
+// generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all five, in this
 // order), for each operator named in WARPDRIVE_BENCH_VARIANTS (default both, this one first):
 //
 //   - quiet: A idle, B edits 6 times, 10 s apart;
@@ -121,8 +121,9 @@ type fairPhase struct {
 	// waves: each of A's waves to all its Deployments; for the restart, the start-up pass,
 	// from the start to an empty work queue.
 	waves []time.Duration
-	// fresh: the phase started the operator again, whose reconciles count from 0.
-	fresh bool
+	// restarted: when the phase started the operator again (zero: it did not), whose
+	// reconciles then count from 0.
+	restarted time.Time
 	// For the restarts: from the start to the operator's first reconcile (0: none seen), and
 	// each of B's edits on its own, so that those made before and after it can be told apart;
 	// for the rolling restart, from the start to the old operator's stop.
@@ -130,7 +131,7 @@ type fairPhase struct {
 	each               []fairEditFigures
 }
 
-// fairEditFigures is one of B's edits in the restart phase: when it was made, from the
+// fairEditFigures is one of B's edits in a restart phase: when it was made, from the
 // operator's start, and its latencies to the Deployment and to Ready (0: not seen).
 type fairEditFigures struct {
 	made, deploy, ready time.Duration
@@ -214,7 +215,7 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		p := fairPhase{name: name}
 		r0 := reconciles()
 		edits := body(&p)
-		if p.fresh {
+		if !p.restarted.IsZero() {
 			r0 = 0
 		}
 		p.reconciles = reconciles() - r0
@@ -224,6 +225,9 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 			b.waitReady(edits[len(edits)-1], fairApplyBound)
 		}
 		p.deploy, p.ready, p.late = b.latencies(edits, fairApplyBound)
+		if !p.restarted.IsZero() {
+			p.each = b.each(edits, p.restarted)
+		}
 		t.Logf("%s, %s: B's edits in the Deployment p50 %.2f s, max %.2f s (%d late); Ready p50 %.2f s, max %.2f s; A's writes %d; reconciles %.0f; waves %v",
 			v.name, name, framework.Percentile(p.deploy, 50), framework.Percentile(p.deploy, 100), p.late,
 			framework.Percentile(p.ready, 50), framework.Percentile(p.ready, 100), p.writes, p.reconciles, p.waves)
@@ -284,10 +288,10 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		return edits
 	})
 
-	// restartEdits is B's edits while a new operator starts at t0, the start-up pass after them,
-	// and the phase's figures.
+	// restartEdits is B's edits while a new operator starts at t0, and the start-up pass after
+	// them; measure waits for their Ready and takes each edit's figures.
 	restartEdits := func(p *fairPhase, t0 time.Time) []fairEdit {
-		p.fresh = true
+		p.restarted = t0
 		served := make(chan time.Duration, 1)
 		go func() { served <- waitFirstReconcile(reconciles, t0, fairApplyBound) }()
 		time.Sleep(fairWaveLead)
@@ -300,11 +304,7 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		if waitStartupPass(addr, max(fairApplyBound, time.Duration(n)*fairPassPerCR), fairPassStall) {
 			p.waves = append(p.waves, time.Since(t0))
 		}
-		if v.name != stockName {
-			b.waitReady(edits[len(edits)-1], fairApplyBound)
-		}
 		p.served = <-served
-		p.each = b.each(edits, t0)
 		return edits
 	}
 
