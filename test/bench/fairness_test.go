@@ -38,8 +38,9 @@ import (
 // WARPDRIVE_BENCH_FAIRNESS_CRS AppServices of 0 replicas (default 1000); tenant B has one, whose
 // pods' CPU request B edits. Five phases, each timing B's edits from the edit to the
 // Deployment's spec showing it (both operators; for this one also to Ready True at the CR's
-// generation), each phase named in WARPDRIVE_BENCH_FAIRNESS_PHASES (default all five, in this
-// order), for each operator named in WARPDRIVE_BENCH_VARIANTS (default both, this one first):
+// generation and, in the restarts, to each step between), each phase named in
+// WARPDRIVE_BENCH_FAIRNESS_PHASES (default all five, in this order), for each operator named in
+// WARPDRIVE_BENCH_VARIANTS (default both, this one first):
 //
 //   - quiet: A idle, B edits 6 times, 10 s apart;
 //   - forced loop: A re-annotates all its CRs with statuscontract.RequestAnnotation, a fresh
@@ -132,9 +133,12 @@ type fairPhase struct {
 }
 
 // fairEditFigures is one of B's edits in a restart phase: when it was made, from the
-// operator's start, and its latencies to the Deployment and to Ready (0: not seen).
+// operator's start, and its latencies (0: not seen) to each step on its way to Ready: the
+// Deployment written (the manager's helm reconciler), status.observedGeneration at its
+// generation (the manager's readiness controller), RolledOut True at it (the sidecar), and
+// Ready (readiness again).
 type fairEditFigures struct {
-	made, deploy, ready time.Duration
+	made, deploy, recorded, rolledOut, ready time.Duration
 }
 
 // noisyNeighbour runs the phases named against operator v at n CRs of tenant A, whose
@@ -440,7 +444,10 @@ type tenantB struct {
 	mu      sync.Mutex
 	cpuAt   map[int64]time.Time // the Deployment's pods' CPU request, millicores -> first seen in its spec
 	readyAt map[int64]time.Time // generation -> first seen Ready True with observedGeneration equal to it
-	cancel  context.CancelFunc
+	// The steps between the Deployment and Ready, generation -> first seen: the manager's
+	// status.observedGeneration, the sidecar's RolledOut True on the release it records.
+	recordedAt, rolledAt map[int64]time.Time
+	cancel               context.CancelFunc
 }
 
 func watchTenantB(t *testing.T, ns string) *tenantB {
@@ -453,7 +460,8 @@ func watchTenantB(t *testing.T, ns string) *tenantB {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &tenantB{ns: ns, cpuAt: map[int64]time.Time{}, readyAt: map[int64]time.Time{}, cancel: cancel}
+	b := &tenantB{ns: ns, cpuAt: map[int64]time.Time{}, readyAt: map[int64]time.Time{},
+		recordedAt: map[int64]time.Time{}, rolledAt: map[int64]time.Time{}, cancel: cancel}
 	deployInf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns)).Apps().V1().Deployments().Informer()
 	_, _ = deployInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    b.deployment,
@@ -487,20 +495,32 @@ func (b *tenantB) deployment(obj any) {
 	}
 }
 
-// cr records when this operator's status contract said the CR's generation was applied.
+// cr records when this operator's status contract said the CR's generation was applied, and
+// the steps on the way.
 func (b *tenantB) cr(obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
 	}
+	now := time.Now()
 	observed, _, _ := unstructured.NestedInt64(u.Object, "status", statuscontract.FieldObservedGeneration)
-	if status, _, _ := framework.Condition(u, statuscontract.Ready); status != "True" || observed != u.GetGeneration() {
-		return
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, seen := b.readyAt[observed]; !seen {
-		b.readyAt[observed] = time.Now()
+	first := func(at map[int64]time.Time, gen int64) {
+		if _, seen := at[gen]; !seen && gen > 0 {
+			at[gen] = now
+		}
+	}
+	first(b.recordedAt, observed)
+	// The sidecar's word counts once it is on the release the manager recorded, as Ready's.
+	c := statuscontract.Find(statuscontract.Conditions(u), statuscontract.RolledOut)
+	if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == observed {
+		if revision, _ := statuscontract.JudgedRevision(c); revision == statuscontract.DeployedRevision(u) {
+			first(b.rolledAt, observed)
+		}
+	}
+	if status, _, _ := framework.Condition(u, statuscontract.Ready); status == "True" && observed == u.GetGeneration() {
+		first(b.readyAt, observed)
 	}
 }
 
@@ -556,14 +576,17 @@ func (b *tenantB) each(edits []fairEdit, t0 time.Time) []fairEditFigures {
 	var out []fairEditFigures
 	for _, e := range edits {
 		d, r := b.applied(e)
-		f := fairEditFigures{made: e.at.Sub(t0)}
-		if !d.IsZero() {
-			f.deploy = max(0, d.Sub(e.at))
+		b.mu.Lock()
+		recorded, rolled := firstAtLeast(b.recordedAt, e.gen), firstAtLeast(b.rolledAt, e.gen)
+		b.mu.Unlock()
+		since := func(at time.Time) time.Duration {
+			if at.IsZero() {
+				return 0
+			}
+			return max(0, at.Sub(e.at))
 		}
-		if !r.IsZero() {
-			f.ready = max(0, r.Sub(e.at))
-		}
-		out = append(out, f)
+		out = append(out, fairEditFigures{made: e.at.Sub(t0), deploy: since(d), recorded: since(recorded),
+			rolledOut: since(rolled), ready: since(r)})
 	}
 	return out
 }
@@ -672,12 +695,16 @@ func restartEditsTable(runs []fairRun) string {
 			}
 			if b.Len() == 0 {
 				b.WriteString("\nThe restarts, each of B's edits: when it was made, from the new operator's start, and its latencies " +
-					"(\"-\": not seen).\n")
+					"to each step on its way to Ready (\"-\": not seen): the Deployment written (the manager's helm reconciler), " +
+					"status.observedGeneration at its generation (the manager's readiness controller), RolledOut True at it " +
+					"(the sidecar), Ready True at it (the readiness controller).\n")
 			}
-			fmt.Fprintf(&b, "\n%s, %s, first reconcile %s:\n\n| edit made | to the Deployment | to Ready |\n|---|---|---|\n",
+			fmt.Fprintf(&b, "\n%s, %s, first reconcile %s:\n\n"+
+				"| edit made | to the Deployment | to observedGeneration | to RolledOut | to Ready |\n|---|---|---|---|---|\n",
 				p.name, r.operator, served)
 			for _, e := range p.each {
-				fmt.Fprintf(&b, "| %s s | %s | %s |\n", figure(e.made.Seconds()), orDash(e.deploy), orDash(e.ready))
+				fmt.Fprintf(&b, "| %s s | %s | %s | %s | %s |\n", figure(e.made.Seconds()), orDash(e.deploy),
+					orDash(e.recorded), orDash(e.rolledOut), orDash(e.ready))
 			}
 		}
 	}

@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestRestartEditsTableTellsEachEdit(t *testing.T) {
 	runs := []fairRun{{operator: "warpdrive-operator", phases: []fairPhase{
 		{name: "quiet", deploy: []time.Duration{time.Second}},
 		{name: "restart", served: 19 * time.Second, each: []fairEditFigures{
-			{made: time.Second, deploy: 20500 * time.Millisecond, ready: 23200 * time.Millisecond},
+			{made: time.Second, deploy: 20500 * time.Millisecond, recorded: 21 * time.Second, rolledOut: 22 * time.Second, ready: 23200 * time.Millisecond},
 			{made: 21 * time.Second, deploy: 2500 * time.Millisecond},
 		}},
 		{name: "rolling restart", served: 21 * time.Second, oldStopped: 20 * time.Second, each: []fairEditFigures{
@@ -21,11 +23,11 @@ func TestRestartEditsTableTellsEachEdit(t *testing.T) {
 	for _, want := range []string{
 		"restart, warpdrive-operator, first reconcile 19 s after its start:",
 		"rolling restart, warpdrive-operator, first reconcile 21 s after its start, the old one stopped 20 s after it:",
-		"| 1 s | 1 s | 2 s |",
-		"| 1 s | 20.5 s | 23.2 s |",
-		"| 21 s | 2.5 s | - |",
+		"| 1 s | 1 s | - | - | 2 s |",
+		"| 1 s | 20.5 s | 21 s | 22 s | 23.2 s |",
+		"| 21 s | 2.5 s | - | - | - |",
 		"restart, " + stockName + ", first reconcile none seen:",
-		"| 1 s | - | - |",
+		"| 1 s | - | - | - | - |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
@@ -36,5 +38,39 @@ func TestRestartEditsTableTellsEachEdit(t *testing.T) {
 	}
 	if restartEditsTable(runs[:0]) != "" {
 		t.Error("no restart phase, yet a table")
+	}
+}
+
+func TestTenantBRecordsEachStepOnce(t *testing.T) {
+	b := &tenantB{cpuAt: map[int64]time.Time{}, readyAt: map[int64]time.Time{},
+		recordedAt: map[int64]time.Time{}, rolledAt: map[int64]time.Time{}}
+	cr := func(observed int64, revision int64, rolledOut string, ready string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"generation": int64(2)},
+			"status": map[string]any{
+				"observedGeneration": observed,
+				"chart":              map[string]any{"revision": revision},
+				"conditions": []any{
+					map[string]any{"type": "RolledOut", "status": "True", "observedGeneration": observed,
+						"message": rolledOut, "reason": "RolledOut", "lastTransitionTime": "2026-11-29T00:00:00Z"},
+					map[string]any{"type": "Ready", "status": ready, "observedGeneration": int64(2),
+						"reason": "Ready", "lastTransitionTime": "2026-11-29T00:00:00Z"},
+				},
+			},
+		}}
+	}
+	// The manager recorded generation 2 at revision 3; the sidecar still names revision 2.
+	b.cr(cr(2, 3, "release revision 2: 1 workload(s) rolled out", "False"))
+	recorded := b.recordedAt[2]
+	if recorded.IsZero() || len(b.rolledAt) != 0 || len(b.readyAt) != 0 {
+		t.Fatalf("after the manager's record: recorded %v, rolled out %v, ready %v", b.recordedAt, b.rolledAt, b.readyAt)
+	}
+	b.cr(cr(2, 3, "release revision 3: 1 workload(s) rolled out", "False"))
+	if b.rolledAt[2].IsZero() || len(b.readyAt) != 0 {
+		t.Fatalf("after the sidecar's word on revision 3: rolled out %v, ready %v", b.rolledAt, b.readyAt)
+	}
+	b.cr(cr(2, 3, "release revision 3: 1 workload(s) rolled out", "True"))
+	if b.readyAt[2].IsZero() || !b.recordedAt[2].Equal(recorded) {
+		t.Fatalf("after Ready: ready %v, recorded %v (first seen %v)", b.readyAt, b.recordedAt, recorded)
 	}
 }
