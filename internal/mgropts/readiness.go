@@ -23,8 +23,9 @@ type syncWaiter interface {
 // objects, and ready from then on (informers added later, as the dependent watches are, do
 // not make the pod unready).
 //
-// The cache fills before leader election (controller-runtime starts it first), so a pod that
-// is ready can take over at once: at 10,000 CRs filling it takes about 20 s on the bench's
+// The cache fills before leader election (controller-runtime starts it first, with the
+// informers added before the manager starts: each process adds those of the types its
+// controllers read), so a pod that is ready can take over at once: at 10,000 CRs filling it takes about 20 s on the bench's
 // machine (docs/bench/restart-10000). A Deployment's rolling update (one surge pod, none
 // unavailable: the default with one replica) keeps the old pod, which keeps serving, until
 // the new one is ready; the old one releases its Lease as it stops, and the new one,
