@@ -8,7 +8,7 @@ import (
 )
 
 // The flags give the manager options both processes rely on: metrics behind authentication
-// with --metrics-secure, a Lease released on exit.
+// with --metrics-secure, a Lease released on exit, controllers warmed up before the Lease.
 func TestManagerOptionsFromFlags(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
@@ -29,6 +29,9 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	if !m.LeaderElection || m.LeaderElectionID != "lease" || m.LeaderElectionNamespace != "ns" ||
 		!m.LeaderElectionReleaseOnCancel || m.LeaderElectionResourceLock != "leases" {
 		t.Errorf("leader election options %+v", m)
+	}
+	if m.Controller.EnableWarmup == nil || !*m.Controller.EnableWarmup {
+		t.Error("controllers do not warm up before their process is leader")
 	}
 
 	o = Options{}

@@ -230,8 +230,9 @@ func TestStatusDoesNotFlap(t *testing.T) {
 // config/manager keeps (cmd/manager/sidecar.go).
 const sidecarLease = "warpdrive-sidecar.transwarp.io"
 
-// TestSidecarFailover: a standby sidecar writes nothing while the leader lives; when the
-// leader is killed it takes the Lease over and status keeps following.
+// TestSidecarFailover: a standby sidecar writes nothing while the leader lives, though its
+// controllers have queued the CRs; when the leader is killed it takes the Lease over and
+// status keeps following.
 func TestSidecarFailover(t *testing.T) {
 	ns := env.Namespace(t)
 	memcached := kinds[4]
@@ -265,6 +266,15 @@ func TestSidecarFailover(t *testing.T) {
 	cr := memcached.newCR(t, ns, "failover", map[string]any{"size": int64(2)})
 	env.Create(t, cr)
 	waitStatus(t, cr, 2) // written by the leader
+	// Warmed up (internal/mgropts): the standby's status controller queues the CRs' events
+	// while the leader lives, so that it has them when it takes the Lease.
+	queue := fmt.Sprintf(`name="status-%s.`, strings.ToLower(memcached.kind))
+	framework.Eventually(t, converge, func(context.Context) error {
+		if n, err := framework.Metric(addr, "workqueue_adds_total", queue); err != nil || n == 0 {
+			return fmt.Errorf("the standby's status controller has queued %v requests (%v)", n, err)
+		}
+		return nil
+	})
 	if n, err := framework.Metric(addr, "controller_runtime_reconcile_total"); err != nil || n != 0 {
 		t.Fatalf("the standby ran %v reconciles while the leader lived (%v)", n, err)
 	}
