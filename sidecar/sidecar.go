@@ -68,14 +68,15 @@ func cacheByObject(opts Options) map[client.Object]cache.ByObject {
 
 // informerGetter is the part of a manager's cache addInformers uses.
 type informerGetter interface {
-	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+	GetInformer(ctx context.Context, obj client.Object,
+		opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
-// addInformers gives the manager's cache c an informer of every type the controllers read, before it
-// starts. controller-runtime otherwise adds a controller's informers as the controller
-// starts, which is on the leader only: a new pod would answer /readyz before listing the CRs
-// and the workloads, and, once leader, list them while the CRs' status waits (19 s at
-// 10,000 CRs, docs/bench/restart-10000). Added here, they are listed as the process
+// addInformers gives the manager's cache c an informer of every type the controllers read,
+// before it starts. controller-runtime otherwise adds a controller's informers as the
+// controller starts, which is on the leader only: a new pod would answer /readyz before
+// listing the CRs and the workloads, and, once leader, list them while the CRs' status waits
+// (19 s at 10,000 CRs, docs/bench/restart-10000). Added here, they are listed as the process
 // starts, and /readyz waits for them (internal/mgropts).
 func addInformers(ctx context.Context, c informerGetter, opts Options) error {
 	for obj := range cacheByObject(opts) {

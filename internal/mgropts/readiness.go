@@ -25,12 +25,13 @@ type syncWaiter interface {
 //
 // The cache fills before leader election (controller-runtime starts it first, with the
 // informers added before the manager starts: each process adds those of the types its
-// controllers read), so a pod that is ready can take over at once: at 10,000 CRs filling it takes about 20 s on the bench's
-// machine (docs/bench/restart-10000). A Deployment's rolling update (one surge pod, none
-// unavailable: the default with one replica) keeps the old pod, which keeps serving, until
-// the new one is ready; the old one releases its Lease as it stops, and the new one,
-// retrying every 2 s, takes it with its cache full. A check that answered at once would
-// have the old pod stopped while the new one had yet to list everything.
+// controllers read), so a pod that is ready can take over at once: at 10,000 CRs filling it
+// takes about 20 s on the bench's machine (docs/bench/restart-10000). A Deployment's
+// rolling update (one surge pod, none unavailable: the default with one replica) keeps the
+// old pod, which keeps serving, until the new one is ready; the old one releases its Lease
+// as it stops, and the new one, retrying every 2 s, takes it with its cache full. A check
+// that answered at once would have the old pod stopped while the new one had yet to list
+// everything.
 func cacheSynced(c syncWaiter) healthz.Checker {
 	var synced atomic.Bool
 	return func(req *http.Request) error {
