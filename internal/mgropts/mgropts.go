@@ -172,6 +172,11 @@ func SetMemoryLimit() int64 {
 // it, the leader hands each of its informers' objects to each controller's handlers first:
 // at 10,000 CRs the sidecar's controllers started 19 s after it took the Lease, and the
 // status of an edit made then waited for them (docs/bench/restart-10000).
+//
+// Caches fill from watch streams, client-go's default (WatchListClient), and not from lists,
+// though a list takes less CPU: it is decoded whole before the caches' transforms trim an
+// object, which raised the processes' peak memory by 41-84% at 2000 CRs
+// (docs/bench/findings.md, "The initial list as a watch stream").
 func (o *Options) Manager() ctrl.Options {
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.SecureMetrics}
 	if o.SecureMetrics {
