@@ -30,24 +30,16 @@ KIND=${KIND:-AppService}
 SECONDS_PROFILED=${PROFILE_SECONDS:-30}
 LEASE_NS=${LEASE_NS:-default} K=$ROOT/bin/kubectl
 cd "$ROOT"
+. hack/pod-processes.sh
 mkdir -p "$OUT"
 "$K" get namespace "$LEASE_NS" >/dev/null 2>&1 || "$K" create namespace "$LEASE_NS" >/dev/null
-podargs() { go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" -container="$@"; }
-mapfile -t margs < <(podargs manager -metrics-bind-address=127.0.0.1:16062)
-mapfile -t sargs < <(podargs sidecar)
-# The variables the kubelet gives each container from its resources (MEMORY_LIMIT).
-mapfile -t menv < <(podargs manager -env)
-mapfile -t senv < <(podargs sidecar -env)
-read -ra extra <<<"${ENV:-}"
+read -ra extra_env <<<"${ENV:-}"
 # cpu prints a process's CPU time so far, in hundredths of a second (/proc/PID/stat).
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 apiserver=$(pgrep -f "^$ROOT/bin/kube-apiserver .*--secure-port=$(sed -n 's/.*server: https:\/\/[^:]*:\([0-9]*\).*/\1/p' "$KUBECONFIG")" | head -1)
 etcd=$(pgrep -f "^$ROOT/bin/etcd .*$(basename "$(dirname "$KUBECONFIG")")/etcd" | head -1)
 a0=$(cpu "$apiserver") e0=$(cpu "$etcd") t0=$(date +%s.%N)
-env "${menv[@]}" "${extra[@]}" bin/manager "${margs[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
-m=$!
-env "${senv[@]}" "${extra[@]}" bin/manager "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
-s=$!
+start_pod "$OUT"
 trap 'kill $m $s 2>/dev/null || true' EXIT
 until curl -sf "http://127.0.0.1:16060/debug/pprof/" >/dev/null && curl -sf "http://127.0.0.1:16061/debug/pprof/" >/dev/null; do sleep 0.1; done
 curl -sf "http://127.0.0.1:16060/debug/pprof/profile?seconds=$SECONDS_PROFILED" -o "$OUT/manager-cpu.pb.gz" &

@@ -41,21 +41,13 @@ REPLICAS=${REPLICAS:-2}
 OUT=${OUT:-$ROOT/.cluster/wave-profile}
 NS=wave-profile LEASE_NS=warpdrive-operator-system K=$ROOT/bin/kubectl
 cd "$ROOT"
+. hack/pod-processes.sh
 mkdir -p "$OUT"
 "$K" apply --server-side --force-conflicts -f config/crd/bases >/dev/null
 "$K" get namespace "$LEASE_NS" >/dev/null 2>&1 || "$K" create namespace "$LEASE_NS" >/dev/null
 "$K" create namespace "$NS" >/dev/null
-podargs() { go run ./hack/podargs -kustomize=bin/kustomize -leader-election-namespace="$LEASE_NS" -container="$@"; }
-mapfile -t margs < <(podargs manager -metrics-bind-address=127.0.0.1:16062)
-mapfile -t sargs < <(podargs sidecar)
-# The variables the kubelet gives each container from its resources (MEMORY_LIMIT).
-mapfile -t menv < <(podargs manager -env)
-mapfile -t senv < <(podargs sidecar -env)
-read -ra extra <<<"${MANAGER_FLAGS:-}"
-env "${menv[@]}" bin/manager "${margs[@]}" "${extra[@]}" --pprof-bind-address=127.0.0.1:16060 >"$OUT/manager.log" 2>&1 &
-m=$!
-env "${senv[@]}" bin/manager "${sargs[@]}" --pprof-bind-address=127.0.0.1:16061 >"$OUT/sidecar.log" 2>&1 &
-s=$!
+read -ra manager_flags <<<"${MANAGER_FLAGS:-}"
+start_pod "$OUT"
 trap 'kill $m $s 2>/dev/null || true; "$K" delete namespace $NS --wait=false >/dev/null 2>&1 || true' EXIT
 sleep 8
 pprof() { curl -sf "http://127.0.0.1:16060/debug/pprof/$1" -o "$OUT/$2"; }
