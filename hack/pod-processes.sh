@@ -11,6 +11,7 @@
 # last of a flag wins) measure another setting; either may be left unset.
 start_pod() {
   local out=$1
+  out_dir=$out
   local -a margs sargs menv senv
   mapfile -t margs < <(pod_args manager -metrics-bind-address=127.0.0.1:16062)
   mapfile -t sargs < <(pod_args sidecar)
@@ -23,6 +24,19 @@ start_pod() {
   env "${senv[@]}" "${extra_env[@]}" bin/manager "${sargs[@]}" \
     --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
   s=$!
+}
+
+# running fails once the manager or the sidecar has exited, printing the end of its log, so
+# that a wait on either ends with it.
+running() {
+  local name pid
+  for name in manager:$m sidecar:$s; do
+    pid=${name#*:} name=${name%%:*}
+    kill -0 "$pid" 2>/dev/null && continue
+    echo "the $name exited; the end of its log:" >&2
+    tail -n 20 "$out_dir/$name.log" >&2
+    return 1
+  done
 }
 
 # pod_args CONTAINER [FLAG...] prints a container's arguments, one per line (with -env, its

@@ -41,7 +41,10 @@ etcd=$(pgrep -f "^$ROOT/bin/etcd .*$(basename "$(dirname "$KUBECONFIG")")/etcd" 
 a0=$(cpu "$apiserver") e0=$(cpu "$etcd") t0=$(date +%s.%N)
 start_pod "$OUT"
 trap 'kill $m $s 2>/dev/null || true' EXIT
-until curl -sf "http://127.0.0.1:16060/debug/pprof/" >/dev/null && curl -sf "http://127.0.0.1:16061/debug/pprof/" >/dev/null; do sleep 0.1; done
+until curl -sf "http://127.0.0.1:16060/debug/pprof/" >/dev/null && curl -sf "http://127.0.0.1:16061/debug/pprof/" >/dev/null; do
+  running || exit 1
+  sleep 0.1
+done
 curl -sf "http://127.0.0.1:16060/debug/pprof/profile?seconds=$SECONDS_PROFILED" -o "$OUT/manager-cpu.pb.gz" &
 p1=$!
 curl -sf "http://127.0.0.1:16061/debug/pprof/profile?seconds=$SECONDS_PROFILED" -o "$OUT/sidecar-cpu.pb.gz" &
@@ -55,7 +58,10 @@ reconciled() {
   curl -sf http://127.0.0.1:16062/metrics |
     awk -v c="controller=\"$controller\"" 'index($0, "controller_runtime_reconcile_total{" c) == 1 { n += $NF } END { exit !(n > 0) }'
 }
-until reconciled; do sleep 0.2; done
+until reconciled; do
+  running || exit 1
+  sleep 0.2
+done
 first=$(echo "$(date +%s.%N) - $t0" | bc)
 # seconds PID [BASE] prints a process's CPU time less BASE, in seconds.
 seconds() { echo "($(cpu "$1") - ${2:-0}) / 100" | bc -l | xargs printf '%.2f'; }
