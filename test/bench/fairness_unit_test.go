@@ -5,14 +5,20 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 func TestRestartEditsTableTellsEachEdit(t *testing.T) {
 	runs := []fairRun{{operator: "warpdrive-operator", phases: []fairPhase{
 		{name: "quiet", deploy: []time.Duration{time.Second}},
 		{name: "restart", served: 19 * time.Second, each: []fairEditFigures{
-			{made: time.Second, deploy: 20500 * time.Millisecond, recorded: 21 * time.Second, rolledOut: 22 * time.Second, ready: 23200 * time.Millisecond},
+			{made: time.Second, deploy: 20500 * time.Millisecond, deployDone: 21500 * time.Millisecond, recorded: 21 * time.Second,
+				rolledOut: 22 * time.Second, ready: 23200 * time.Millisecond},
 			{made: 21 * time.Second, deploy: 2500 * time.Millisecond},
 		}},
 		{name: "rolling restart", served: 21 * time.Second, oldStopped: 20 * time.Second, each: []fairEditFigures{
@@ -23,11 +29,12 @@ func TestRestartEditsTableTellsEachEdit(t *testing.T) {
 	for _, want := range []string{
 		"restart, warpdrive-operator, first reconcile 19 s after its start:",
 		"rolling restart, warpdrive-operator, first reconcile 21 s after its start, the old one stopped 20 s after it:",
-		"| 1 s | 1 s | - | - | 2 s |",
-		"| 1 s | 20.5 s | 21 s | 22 s | 23.2 s |",
-		"| 21 s | 2.5 s | - | - | - |",
+		"| 1 s | 1 s | - | - | - | 2 s | - |",
+		// Ready less the Deployment's rollout of 1 s.
+		"| 1 s | 20.5 s | 21.5 s | 21 s | 22 s | 23.2 s | 22.2 s |",
+		"| 21 s | 2.5 s | - | - | - | - | - |",
 		"restart, " + stockName + ", first reconcile none seen:",
-		"| 1 s | - | - | - | - |",
+		"| 1 s | - | - | - | - | - | - |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
@@ -72,5 +79,55 @@ func TestTenantBRecordsEachStepOnce(t *testing.T) {
 	b.cr(cr(2, 3, "release revision 3: 1 workload(s) rolled out", "True"))
 	if b.readyAt[2].IsZero() || !b.recordedAt[2].Equal(recorded) {
 		t.Fatalf("after Ready: ready %v, recorded %v (first seen %v)", b.readyAt, b.recordedAt, recorded)
+	}
+}
+
+func TestTenantBRecordsTheDeploymentsRolloutDone(t *testing.T) {
+	b := &tenantB{cpuAt: map[int64]time.Time{}, doneAt: map[int64]time.Time{}}
+	// deployment is B's Deployment with the pods' CPU request milli at generation 3, which the
+	// deployment controller has seen at observed, its Progressing condition at reason.
+	deployment := func(milli, observed int64, reason string) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "app-0000", Generation: 3},
+			// The API server defaults progressDeadlineSeconds to 600; without it kstatus takes
+			// the rollout for progressing whatever its condition says.
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), ProgressDeadlineSeconds: ptr.To[int32](600), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI)}}}},
+			}}},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: reason},
+			}},
+		}
+	}
+	// The spec of 60m written; the deployment controller has seen only the previous generation.
+	b.deployment(deployment(60, 2, "NewReplicaSetAvailable"))
+	if b.cpuAt[60].IsZero() || len(b.doneAt) != 0 {
+		t.Fatalf("spec written, not yet seen by the deployment controller: cpu %v, done %v", b.cpuAt, b.doneAt)
+	}
+	b.deployment(deployment(60, 3, "ReplicaSetUpdated"))
+	if len(b.doneAt) != 0 {
+		t.Fatalf("rollout under way, yet recorded done: %v", b.doneAt)
+	}
+	b.deployment(deployment(60, 3, "NewReplicaSetAvailable"))
+	done := b.doneAt[60]
+	if done.IsZero() {
+		t.Fatalf("rollout done, not recorded: %v", b.doneAt)
+	}
+	b.deployment(deployment(60, 3, "NewReplicaSetAvailable"))
+	if !b.doneAt[60].Equal(done) {
+		t.Errorf("a later update moved the rollout's time: %v, first %v", b.doneAt[60], done)
+	}
+}
+
+func TestReadyLessRollout(t *testing.T) {
+	e := fairEditFigures{deploy: 2 * time.Second, deployDone: 3500 * time.Millisecond, ready: 5 * time.Second}
+	if got := e.readyLessRollout(); got != 3500*time.Millisecond {
+		t.Errorf("Ready 5 s less a rollout of 1.5 s: got %v", got)
+	}
+	e.deployDone = 0
+	if got := e.readyLessRollout(); got != 0 {
+		t.Errorf("rollout not seen: got %v, want 0 (shown as -)", got)
 	}
 }
