@@ -6,12 +6,12 @@
 # arguments and environment of config/default's Deployment (hack/podargs, the one source of
 # them, as make run uses), the Lease in LEASE_NS, and pprof on loopback: the manager's on
 # 127.0.0.1:16060 and its metrics on 16062, the sidecar's pprof on 16061. It logs to
-# OUT/manager.log and OUT/sidecar.log and sets m and s to the two PIDs. The arrays extra_env
-# (variables for both processes) and manager_flags (flags after the manager's own, where the
-# last of a flag wins) measure another setting; either may be left unset.
+# OUT/manager.log and OUT/sidecar.log, and sets m and s to the two PIDs and out_dir to OUT.
+# The arrays extra_env (variables for both processes) and manager_flags (flags after the
+# manager's own, where the last of a flag wins) measure another setting; either may be left
+# unset.
 start_pod() {
-  local out=$1
-  out_dir=$out
+  out_dir=$1
   local -a margs sargs menv senv
   mapfile -t margs < <(pod_args manager -metrics-bind-address=127.0.0.1:16062)
   mapfile -t sargs < <(pod_args sidecar)
@@ -19,10 +19,10 @@ start_pod() {
   mapfile -t menv < <(pod_args manager -env)
   mapfile -t senv < <(pod_args sidecar -env)
   env "${menv[@]}" "${extra_env[@]}" bin/manager "${margs[@]}" "${manager_flags[@]}" \
-    --pprof-bind-address=127.0.0.1:16060 >"$out/manager.log" 2>&1 &
+    --pprof-bind-address=127.0.0.1:16060 >"$out_dir/manager.log" 2>&1 &
   m=$!
   env "${senv[@]}" "${extra_env[@]}" bin/manager "${sargs[@]}" \
-    --pprof-bind-address=127.0.0.1:16061 >"$out/sidecar.log" 2>&1 &
+    --pprof-bind-address=127.0.0.1:16061 >"$out_dir/sidecar.log" 2>&1 &
   s=$!
 }
 
