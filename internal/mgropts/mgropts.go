@@ -175,7 +175,7 @@ func SetMemoryLimit() int64 {
 //
 // Caches fill from watch streams, client-go's default (WatchListClient), and not from lists,
 // though a list takes less CPU: it is decoded whole before the caches' transforms trim an
-// object, which raised the processes' peak memory by 41-84% at 2000 CRs
+// object, which at 10,000 CRs took the sidecar's peak memory to twice its limit
 // (docs/bench/findings.md, "The initial list as a watch stream").
 func (o *Options) Manager() ctrl.Options {
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.SecureMetrics}
