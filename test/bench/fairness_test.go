@@ -127,15 +127,16 @@ type fairPhase struct {
 	// restarted: when the phase started the operator again (zero: it did not), whose
 	// reconciles then count from 0.
 	restarted time.Time
-	// For the restarts: from the start to the operator's first reconcile (0: none seen), and
-	// each of B's edits on its own, so that those made before and after it can be told apart;
-	// for the rolling restart, from the start to the old operator's stop.
+	// For the restarts: from the start to the operator's first reconcile (0: none seen), so
+	// that B's edits made before and after it can be told apart; for the rolling restart,
+	// from the start to the old operator's stop.
 	served, oldStopped time.Duration
-	each               []fairEditFigures
+	// Each of B's edits on its own, with the steps on its way to Ready.
+	each []fairEditFigures
 }
 
-// fairEditFigures is one of B's edits in a restart phase: when it was made, from the
-// operator's start, and its latencies (0: not seen) to each step on its way to Ready: the
+// fairEditFigures is one of B's edits: when it was made, from the phase's start (for a
+// restart, from the operator's), and its latencies (0: not seen) to each step on its way to Ready: the
 // Deployment written (the manager's helm reconciler), the Deployment's rollout done (the
 // deployment controller), status.observedGeneration at its generation (the manager's
 // readiness controller), RolledOut True at it (the sidecar), and Ready (readiness again).
@@ -229,7 +230,7 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 			return
 		}
 		p := fairPhase{name: name}
-		r0 := reconciles()
+		r0, started := reconciles(), time.Now()
 		edits := body(&p)
 		if !p.restarted.IsZero() {
 			r0 = 0
@@ -241,16 +242,12 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 			b.waitReady(edits[len(edits)-1], fairApplyBound)
 		}
 		p.deploy, p.ready, p.late = b.latencies(edits, fairApplyBound)
-		if !p.restarted.IsZero() {
-			p.each = b.each(edits, p.restarted)
-		}
+		p.each = b.each(edits, cmp.Or(p.restarted, started))
 		t.Logf("%s, %s: B's edits in the Deployment p50 %.2f s, max %.2f s (%d late); Ready p50 %.2f s, max %.2f s; A's writes %d; reconciles %.0f; waves %v",
 			v.name, name, framework.Percentile(p.deploy, 50), framework.Percentile(p.deploy, 100), p.late,
 			framework.Percentile(p.ready, 50), framework.Percentile(p.ready, 100), p.writes, p.reconciles, p.waves)
-		if p.each != nil {
-			t.Logf("%s, %s: first reconcile %.1f s after the start; each edit (made, to the Deployment, to its rollout done, to observedGeneration, to RolledOut, to Ready): %v",
-				v.name, name, p.served.Seconds(), p.each)
-		}
+		t.Logf("%s, %s: first reconcile %.1f s after the start (0: not restarted); each edit (made, to the Deployment, "+
+			"to its rollout done, to observedGeneration, to RolledOut, to Ready): %v", v.name, name, p.served.Seconds(), p.each)
 		run.phases = append(run.phases, p)
 		quiet(name)
 	}
@@ -696,7 +693,7 @@ func fairnessReport(measured string, n int, took time.Duration, keep bool, runs 
 			}
 		}
 	}
-	b.WriteString(restartEditsTable(runs))
+	b.WriteString(editsTables(runs))
 	b.WriteString("\nB's edits are applied by this operator's manager through a work queue that serves namespaces in turn " +
 		"(internal/fairqueue): B's one request waits for at most one request of each busy namespace, whatever A has queued. " +
 		"The stock helm-operator has one first-in first-out queue per kind: B's edit waits behind every request of A's " +
@@ -712,36 +709,40 @@ func fairnessReport(measured string, n int, took time.Duration, keep bool, runs 
 	return b.String()
 }
 
-// restartEditsTable is each of B's edits in the restart phases, for each operator that ran them:
-// the goal of a quiet tenant's edit to Ready counts from when the operator serves, so the
-// edits made before its first reconcile are told from those after.
-func restartEditsTable(runs []fairRun) string {
+// editsTables is each of B's edits in each phase, for each operator: the steps of an edit's
+// way to Ready tell the operator's part from the deployment controller's, which the goal of a
+// quiet tenant's edit (Ready within 5 s plus its rollout's time) leaves out; in the restarts,
+// the edits made before the operator's first reconcile are told from those after.
+func editsTables(runs []fairRun) string {
 	var b strings.Builder
 	for _, r := range runs {
 		for _, p := range r.phases {
 			if len(p.each) == 0 {
 				continue
 			}
-			served := "none seen"
-			if p.served > 0 {
-				served = figure(p.served.Seconds()) + " s after its start"
-			}
-			if p.oldStopped > 0 {
-				served += ", the old one stopped " + figure(p.oldStopped.Seconds()) + " s after it"
-			}
 			if b.Len() == 0 {
-				b.WriteString("\nThe restarts, each of B's edits: when it was made, from the new operator's start, and its latencies " +
-					"to each step on its way to Ready (\"-\": not seen): the Deployment written (the manager's helm reconciler), " +
-					"its rollout done (the deployment controller; kstatus Current), " +
+				b.WriteString("\nEach of B's edits: when it was made, from the phase's start (in a restart, from the new operator's " +
+					"start), and its latencies to each step on its way to Ready (\"-\": not seen): the Deployment written " +
+					"(the manager's helm reconciler), its rollout done (the deployment controller; kstatus Current), " +
 					"status.observedGeneration at its generation (the manager's readiness controller), RolledOut True at it " +
 					"(the sidecar), Ready True at it (the readiness controller); then the latency to Ready less the " +
 					"Deployment's rollout, from its spec written to its rollout done, which the goal of 5 s plus the " +
 					"rollout's time judges.\n")
 			}
-			fmt.Fprintf(&b, "\n%s, %s, first reconcile %s:\n\n"+
+			title := p.name + ", " + r.operator
+			if !p.restarted.IsZero() {
+				served := "none seen"
+				if p.served > 0 {
+					served = figure(p.served.Seconds()) + " s after its start"
+				}
+				if p.oldStopped > 0 {
+					served += ", the old one stopped " + figure(p.oldStopped.Seconds()) + " s after it"
+				}
+				title += ", first reconcile " + served
+			}
+			fmt.Fprintf(&b, "\n%s:\n\n"+
 				"| edit made | to the Deployment | to its rollout done | to observedGeneration | to RolledOut | to Ready | "+
-				"Ready less the rollout |\n|---|---|---|---|---|---|---|\n",
-				p.name, r.operator, served)
+				"Ready less the rollout |\n|---|---|---|---|---|---|---|\n", title)
 			for _, e := range p.each {
 				fmt.Fprintf(&b, "| %s s | %s | %s | %s | %s | %s | %s |\n", figure(e.made.Seconds()), orDash(e.deploy),
 					orDash(e.deployDone), orDash(e.recorded), orDash(e.rolledOut), orDash(e.ready), orDash(e.readyLessRollout()))

@@ -13,20 +13,28 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestRestartEditsTableTellsEachEdit(t *testing.T) {
+func TestEditsTablesTellEachEdit(t *testing.T) {
+	start := time.Now()
 	runs := []fairRun{{operator: "warpdrive-operator", phases: []fairPhase{
 		{name: "quiet", deploy: []time.Duration{time.Second}},
-		{name: "restart", served: 19 * time.Second, each: []fairEditFigures{
+		{name: "edit wave", each: []fairEditFigures{
+			{made: 2 * time.Second, deploy: 3 * time.Second, deployDone: 5 * time.Second, recorded: 4 * time.Second,
+				rolledOut: 6 * time.Second, ready: 6500 * time.Millisecond},
+		}},
+		{name: "restart", restarted: start, served: 19 * time.Second, each: []fairEditFigures{
 			{made: time.Second, deploy: 20500 * time.Millisecond, deployDone: 21500 * time.Millisecond, recorded: 21 * time.Second,
 				rolledOut: 22 * time.Second, ready: 23200 * time.Millisecond},
 			{made: 21 * time.Second, deploy: 2500 * time.Millisecond},
 		}},
-		{name: "rolling restart", served: 21 * time.Second, oldStopped: 20 * time.Second, each: []fairEditFigures{
+		{name: "rolling restart", restarted: start, served: 21 * time.Second, oldStopped: 20 * time.Second, each: []fairEditFigures{
 			{made: time.Second, deploy: time.Second, ready: 2 * time.Second},
 		}},
-	}}, {operator: stockName, phases: []fairPhase{{name: "restart", each: []fairEditFigures{{made: time.Second}}}}}}
-	got := restartEditsTable(runs)
+	}}, {operator: stockName, phases: []fairPhase{{name: "restart", restarted: start, each: []fairEditFigures{{made: time.Second}}}}}}
+	got := editsTables(runs)
 	for _, want := range []string{
+		"\nedit wave, warpdrive-operator:\n",
+		// Ready at 6.5 s less the Deployment's rollout of 2 s.
+		"| 2 s | 3 s | 5 s | 4 s | 6 s | 6.5 s | 4.5 s |",
 		"restart, warpdrive-operator, first reconcile 19 s after its start:",
 		"rolling restart, warpdrive-operator, first reconcile 21 s after its start, the old one stopped 20 s after it:",
 		"| 1 s | 1 s | - | - | - | 2 s | - |",
@@ -40,11 +48,11 @@ func TestRestartEditsTableTellsEachEdit(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Count(got, "| edit made |") != 3 {
-		t.Errorf("want one table per restart phase, none for the quiet phase:\n%s", got)
+	if strings.Count(got, "| edit made |") != 4 {
+		t.Errorf("want one table per phase with edits, none for the quiet phase without:\n%s", got)
 	}
-	if restartEditsTable(runs[:0]) != "" {
-		t.Error("no restart phase, yet a table")
+	if editsTables(runs[:0]) != "" {
+		t.Error("no phase, yet a table")
 	}
 }
 
