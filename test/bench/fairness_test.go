@@ -136,10 +136,11 @@ type fairPhase struct {
 }
 
 // fairEditFigures is one of B's edits: when it was made, from the phase's start (for a
-// restart, from the operator's), and its latencies (0: not seen) to each step on its way to Ready: the
-// Deployment written (the manager's helm reconciler), the Deployment's rollout done (the
-// deployment controller), status.observedGeneration at its generation (the manager's
-// readiness controller), RolledOut True at it (the sidecar), and Ready (readiness again).
+// restart, from the operator's), and its latencies (0: not seen) to each step on its way to
+// Ready: the Deployment written (the manager's helm reconciler), the Deployment's rollout
+// done (the deployment controller), status.observedGeneration at its generation (the
+// manager's readiness controller), RolledOut True at it (the sidecar), and Ready (readiness
+// again).
 type fairEditFigures struct {
 	made, deploy, deployDone, recorded, rolledOut, ready time.Duration
 }
