@@ -290,7 +290,10 @@ func TestReadmeCredentialsExample(t *testing.T) {
 	if cr == nil || source == nil {
 		t.Fatal("the README's example has no Memcached or no Secret")
 	}
-	authFile := func(want string) string {
+	// authFile waits until the rendered auth file is want and the pods' template carries a
+	// checksum of it other than before: Helm writes the Secret before the Deployment, so the
+	// Secret alone does not say that the upgrade has reached the template.
+	authFile := func(want, before string) string {
 		t.Helper()
 		var checksum string
 		framework.Eventually(t, converge, func(ctx context.Context) error {
@@ -309,11 +312,14 @@ func TestReadmeCredentialsExample(t *testing.T) {
 				return fmt.Errorf("memcached runs with %v, without its auth file", args)
 			}
 			checksum = d.Spec.Template.Annotations["checksum/auth"]
+			if checksum == before {
+				return fmt.Errorf("the pods' template has the auth file's checksum %q, want another", before)
+			}
 			return nil
 		})
 		return checksum
 	}
-	first := authFile("app:change-me\n")
+	first := authFile("app:change-me\n", "")
 	waitCondition(t, cr, statuscontract.Ready, "True")
 
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(source), source); err != nil {
@@ -323,9 +329,8 @@ func TestReadmeCredentialsExample(t *testing.T) {
 	if err := env.Client.Update(ctx, source); err != nil {
 		t.Fatal(err)
 	}
-	if authFile("app:changed-at-last\n") == first {
-		t.Error("the new password did not change the pods' template")
-	}
+	// Fails unless the new password changes the pods' template.
+	authFile("app:changed-at-last\n", first)
 	got := mustGetCR(t, cr)
 	if data, _ := json.Marshal(got.Object); strings.Contains(string(data), "change-me") || strings.Contains(string(data), "changed-at-last") {
 		t.Errorf("the CR holds the password: %s", data)
