@@ -39,7 +39,9 @@
 // releasesign.Keys.VerifyMetadata): from the cache's metadata where it reads by name, and
 // where the API server must answer, from a LIST of metadata, then a GET of each record worth
 // reading. What it holds at once is the records it keeps, one record being read, and a page of
-// metadata.
+// metadata. Of the records it reads, it keeps for the reconcile those whose signature holds on
+// their metadata (Vouched), so that the reconcile's later lists read again only the records
+// written since; a record it deletes is forgotten.
 package releaserecords
 
 import (
@@ -48,6 +50,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,11 +105,37 @@ type Client struct {
 
 	meta  metadata.ResourceInterface // the namespace's Secrets as metadata; nil: LIST them whole
 	worth Worth                      // nil: every record is worth reading
+
+	// read holds the vouched records this client has read whole, by name, as read: a later
+	// list that finds one at the same resourceVersion (in a LIST of metadata, or in the
+	// cache) takes it from here instead of reading it again. A client serves one reconcile, whose Helm actions ask
+	// for the same records several times (the reconciler's look-up, the dry-run upgrade's last
+	// and deployed revisions, the upgrade's, its history's pruning), and each write forgets
+	// the lists remembered above it (secretmemo), not the records: through a wave of upgrades
+	// in a namespace of a thousand releases that was 8.5 GETs of records per upgrade
+	// (docs/bench/findings.md, "Each record read once per reconcile"). Only vouched records
+	// are kept, so what it holds is the one release's own records, at most as many as its
+	// history, never a Secret a namespace editor planted.
+	mu   sync.Mutex
+	read map[string]*corev1.Secret
 }
 
 // Worth says whether a record is worth reading whole, by its metadata. The signed storage
-// answers false for a record whose signature does not hold on its metadata, and reports it.
-type Worth func(metav1.Object) bool
+// answers Skip for a record whose signature does not hold on its metadata, and reports it.
+type Worth func(metav1.Object) Verdict
+
+// Verdict is what a record's metadata says of it.
+type Verdict int
+
+const (
+	// Skip: not worth reading; its metadata already refuses it.
+	Skip Verdict = iota
+	// Read: worth reading whole, where only its data can tell (a signature of a legacy layout).
+	Read
+	// Vouched: its signature holds on its metadata, so it is read whole, and the client may
+	// keep it for the reconcile: a namespace editor cannot make a Secret of their own vouched.
+	Vouched
+)
 
 // metadataPage is how many Secrets' metadata a LIST reads at a time: a namespace editor may
 // give a Secret up to 256 KiB of annotations, so a page is bounded too.
@@ -125,8 +154,13 @@ func (c *Client) MetadataFirst(meta metadata.ResourceInterface, worth Worth) *Cl
 	return c
 }
 
-// worthReading applies c.worth, if any.
-func (c *Client) worthReading(m metav1.Object) bool { return c.worth == nil || c.worth(m) }
+// verdict applies c.worth; without it every record is worth reading, none vouched.
+func (c *Client) verdict(m metav1.Object) Verdict {
+	if c.worth == nil {
+		return Read
+	}
+	return c.worth(m)
+}
 
 // List answers a list of one release's records (name=<release> and owner=helm, any other
 // label terms) by reading them by name where that costs the API server less (Census); every
@@ -166,10 +200,11 @@ func (c *Client) listWorth(ctx context.Context, sel labels.Selector, selector st
 			return nil, err
 		}
 		for i := range page.Items {
-			if !c.worthReading(&page.Items[i]) {
+			v := c.verdict(&page.Items[i])
+			if v == Skip {
 				continue
 			}
-			s, err := c.SecretInterface.Get(ctx, page.Items[i].Name, metav1.GetOptions{})
+			s, err := c.getAt(ctx, &page.Items[i], v == Vouched)
 			if apierrors.IsNotFound(err) {
 				continue // deleted since the LIST
 			}
@@ -186,6 +221,42 @@ func (c *Client) listWorth(ctx context.Context, sel labels.Selector, selector st
 		}
 		opts.Continue = page.Continue
 	}
+}
+
+// getAt reads the record m lists whole, or, if this client has kept it at m's resourceVersion,
+// returns a copy of what it read then: the same object. It keeps what it reads if keep.
+func (c *Client) getAt(ctx context.Context, m *metav1.PartialObjectMetadata, keep bool) (*corev1.Secret, error) {
+	c.mu.Lock()
+	held, ok := c.read[m.Name]
+	c.mu.Unlock()
+	if ok && m.ResourceVersion != "" && held.ResourceVersion == m.ResourceVersion {
+		return held.DeepCopy(), nil
+	}
+	s, err := c.SecretInterface.Get(ctx, m.Name, metav1.GetOptions{})
+	if err != nil || !keep {
+		return s, err
+	}
+	c.keep(s)
+	return s.DeepCopy(), nil
+}
+
+// keep holds s, read whole and vouched, for getAt; s is not to be changed after.
+func (c *Client) keep(s *corev1.Secret) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.read == nil {
+		c.read = map[string]*corev1.Secret{}
+	}
+	c.read[s.Name] = s
+}
+
+// Delete deletes the Secret name and forgets it: the cache may still hold it for a while,
+// and the by-name reads must then find it gone on the API server (a pruned revision).
+func (c *Client) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	c.mu.Lock()
+	delete(c.read, name)
+	c.mu.Unlock()
+	return c.SecretInterface.Delete(ctx, name, opts)
 }
 
 // oneRelease says whether opts lists one release's records, and which. A first page (a
@@ -220,24 +291,28 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 	if err != nil {
 		return nil, false, nil
 	}
-	var worth []*metav1.PartialObjectMetadata
+	type candidate struct {
+		m       *metav1.PartialObjectMetadata
+		vouched bool
+	}
+	var worth []candidate
 	for i := range cached.Items {
-		if c.worthReading(&cached.Items[i]) {
-			worth = append(worth, &cached.Items[i])
+		if v := c.verdict(&cached.Items[i]); v != Skip {
+			worth = append(worth, candidate{&cached.Items[i], v == Vouched})
 		}
 	}
 	if len(worth) > MaxRecords || c.census.listCheaper(c.namespace, len(worth)) {
 		return nil, false, nil
 	}
 	newest := 0
-	for _, s := range worth {
-		if v, ok := version(release, s.Name); ok && v > newest {
+	for _, w := range worth {
+		if v, ok := version(release, w.m.Name); ok && v > newest {
 			newest = v
 		}
 	}
 	var found []*corev1.Secret
 	for _, w := range worth {
-		s, err := c.SecretInterface.Get(ctx, w.Name, metav1.GetOptions{})
+		s, err := c.getAt(ctx, w.m, w.vouched)
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil // the cache is behind a deletion
 		}
@@ -259,7 +334,10 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 		if err != nil {
 			return nil, false, err
 		}
-		if c.worthReading(s) {
+		if v := c.verdict(s); v != Skip {
+			if v == Vouched {
+				c.keep(s.DeepCopy())
+			}
 			found = append(found, s)
 		}
 	}

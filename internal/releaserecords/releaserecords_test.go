@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -273,12 +274,12 @@ func TestOnlyRecordsWorthReadingAreRead(t *testing.T) {
 		meta = append(meta, metadataOf(planted))
 	}
 	var refused []string
-	worth := func(m metav1.Object) bool {
+	worth := func(m metav1.Object) Verdict {
 		if m.GetAnnotations()["signed"] == "yes" {
-			return true
+			return Vouched
 		}
 		refused = append(refused, m.GetName())
-		return false
+		return Skip
 	}
 	var secrets []runtime.Object
 	for _, o := range objs {
@@ -324,4 +325,106 @@ func TestOnlyRecordsWorthReadingAreRead(t *testing.T) {
 // metadataOf is s as a LIST of metadata returns it.
 func metadataOf(s *corev1.Secret) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: s.ObjectMeta}
+}
+
+// A reconcile lists a release's records several times, and a write between two lists (the
+// upgrade's new record) forgets the lists remembered above this client, not what it read:
+// through LISTs of metadata, a vouched record at the resourceVersion read before is not read
+// again, one whose resourceVersion moved is, and a record only its data can judge (a legacy
+// signature) is read every time, never kept.
+func TestVouchedRecordsAreReadOncePerResourceVersion(t *testing.T) {
+	vouched := record("ns", "r", 1, "superseded")
+	vouched.Annotations = map[string]string{"signed": "yes"}
+	vouched.ResourceVersion = "10"
+	legacy := record("ns", "r", 2, "deployed")
+	legacy.ResourceVersion = "20"
+	worth := func(m metav1.Object) Verdict {
+		if m.GetAnnotations()["signed"] == "yes" {
+			return Vouched
+		}
+		return Read
+	}
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	metaOf := func(objs ...*corev1.Secret) metadata.ResourceInterface {
+		var meta []runtime.Object
+		for _, o := range objs {
+			meta = append(meta, metadataOf(o))
+		}
+		return metadatafake.NewSimpleMetadataClient(scheme, meta...).Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace("ns")
+	}
+	cs := fake.NewClientset(vouched, legacy)
+	c := New(cs.CoreV1().Secrets("ns"), failingReader{}, nil, "ns").MetadataFirst(metaOf(vouched, legacy), worth)
+	for range 2 {
+		if got := names(list(t, c, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 1), Name("r", 2)}) {
+			t.Fatalf("records %v, want both", got)
+		}
+	}
+	want := []string{"get " + Name("r", 1), "get " + Name("r", 2), "get " + Name("r", 2)}
+	if got := requests(cs); !slices.Equal(got, want) {
+		t.Errorf("two lists: requests %v, want %v", got, want)
+	}
+
+	// The vouched record is written again: its new version is read.
+	moved := vouched.DeepCopy()
+	moved.ResourceVersion, moved.Labels["status"] = "30", "deployed"
+	if _, err := cs.CoreV1().Secrets("ns").Update(context.Background(), moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	c.MetadataFirst(metaOf(moved, legacy), worth)
+	l := list(t, c, "name=r,owner=helm,status=deployed")
+	if got := names(l); !slices.Equal(got, []string{Name("r", 1), Name("r", 2)}) {
+		t.Errorf("after the write: records %v, want both, the moved one at its new status", got)
+	}
+	want = []string{"get " + Name("r", 1), "get " + Name("r", 2)}
+	if got := requests(cs); !slices.Equal(got, want) {
+		t.Errorf("after the write: requests %v, want %v", got, want)
+	}
+
+	// What a list returns is a copy: changing it changes nothing kept.
+	l.Items[0].Labels["status"] = "changed"
+	cs.ClearActions()
+	if got := list(t, c, "name=r,owner=helm,status=deployed"); len(got.Items) != 2 || got.Items[0].Labels["status"] != "deployed" {
+		t.Errorf("after a caller changed what it was given: %v", got.Items)
+	}
+}
+
+// Read by name, a vouched record the cache holds at the resourceVersion read before is not read
+// again; one the client deleted (a pruned revision) is forgotten, so the next list finds the
+// cache behind the deletion and asks the API server's LIST.
+func TestVouchedRecordsReadByNameAreReadOnce(t *testing.T) {
+	v1, v2 := record("ns", "r", 1, "superseded"), record("ns", "r", 2, "deployed")
+	for _, s := range []*corev1.Secret{v1, v2} {
+		s.Annotations, s.ResourceVersion = map[string]string{"signed": "yes"}, "7"
+	}
+	cs := fake.NewClientset(v1, v2)
+	c := New(cs.CoreV1().Secrets("ns"), cacheOf(v1.DeepCopy(), v2.DeepCopy()), nil, "ns").MetadataFirst(nil, func(m metav1.Object) Verdict {
+		if m.GetAnnotations()["signed"] == "yes" {
+			return Vouched
+		}
+		return Skip
+	})
+	for range 2 {
+		if got := names(list(t, c, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 1), Name("r", 2)}) {
+			t.Fatalf("records %v, want both", got)
+		}
+	}
+	want := []string{"get " + Name("r", 1), "get " + Name("r", 2), "get " + Name("r", 3), "get " + Name("r", 3)}
+	if got := requests(cs); !slices.Equal(got, want) {
+		t.Errorf("two lists: requests %v, want %v", got, want)
+	}
+
+	if err := c.Delete(context.Background(), Name("r", 1), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	if got := names(list(t, c, "name=r,owner=helm")); !slices.Equal(got, []string{Name("r", 2)}) {
+		t.Errorf("after deleting v1: records %v, want v2 alone", got)
+	}
+	if got := requests(cs); len(got) == 0 || got[0] != "get "+Name("r", 1) || got[len(got)-1] != "list" {
+		t.Errorf("after deleting v1: requests %v, want v1 read again, then a LIST", got)
+	}
 }

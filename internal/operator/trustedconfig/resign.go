@@ -115,12 +115,15 @@ func (t *Configs) recordSecrets(ns string, keys releasesign.Keys, refuse release
 	if t.metaSecrets == nil {
 		return c
 	}
-	return c.MetadataFirst(t.metaSecrets.Namespace(ns), func(m metav1.Object) bool {
-		err := keys.VerifyMetadata(ns, m)
-		if err != nil && !errors.Is(err, releasesign.ErrNeedsData) {
+	return c.MetadataFirst(t.metaSecrets.Namespace(ns), func(m metav1.Object) releaserecords.Verdict {
+		switch err := keys.VerifyMetadata(ns, m); {
+		case err == nil:
+			return releaserecords.Vouched
+		case errors.Is(err, releasesign.ErrNeedsData):
+			return releaserecords.Read
+		default:
 			refuse(m.GetName(), err)
-			return false
+			return releaserecords.Skip
 		}
-		return true
 	})
 }
