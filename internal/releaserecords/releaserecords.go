@@ -250,6 +250,15 @@ func (c *Client) keep(s *corev1.Secret) {
 	c.read[s.Name] = s
 }
 
+// Forget drops every record kept: the next lists read what they list from the API server, for
+// a reader that must see other clients' writes from now on (one that has just taken the lock
+// such writers hold, as the release guard does; secretmemo.Memo.Forget above this client).
+func (c *Client) Forget() {
+	c.mu.Lock()
+	clear(c.read)
+	c.mu.Unlock()
+}
+
 // Delete deletes the Secret name and forgets it: the cache may still hold it for a while,
 // and the by-name reads must then find it gone on the API server (a pruned revision).
 func (c *Client) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {

@@ -393,8 +393,8 @@ func TestVouchedRecordsAreReadOncePerResourceVersion(t *testing.T) {
 }
 
 // Read by name, a vouched record the cache holds at the resourceVersion read before is not read
-// again; one the client deleted (a pruned revision) is forgotten, so the next list finds the
-// cache behind the deletion and asks the API server's LIST.
+// again, until Forget; one the client deleted (a pruned revision) is forgotten, so the next
+// list finds the cache behind the deletion and asks the API server's LIST.
 func TestVouchedRecordsReadByNameAreReadOnce(t *testing.T) {
 	v1, v2 := record("ns", "r", 1, "superseded"), record("ns", "r", 2, "deployed")
 	for _, s := range []*corev1.Secret{v1, v2} {
@@ -415,6 +415,15 @@ func TestVouchedRecordsReadByNameAreReadOnce(t *testing.T) {
 	want := []string{"get " + Name("r", 1), "get " + Name("r", 2), "get " + Name("r", 3), "get " + Name("r", 3)}
 	if got := requests(cs); !slices.Equal(got, want) {
 		t.Errorf("two lists: requests %v, want %v", got, want)
+	}
+
+	// Forgotten, as the release guard asks once it holds the release's lock: read again.
+	c.Forget()
+	cs.ClearActions()
+	list(t, c, "name=r,owner=helm")
+	want = []string{"get " + Name("r", 1), "get " + Name("r", 2), "get " + Name("r", 3)}
+	if got := requests(cs); !slices.Equal(got, want) {
+		t.Errorf("after Forget: requests %v, want %v", got, want)
 	}
 
 	if err := c.Delete(context.Background(), Name("r", 1), metav1.DeleteOptions{}); err != nil {

@@ -205,6 +205,7 @@ func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	d := &SignedDriver{refused: &refusals{}}
 	records := t.recordSecrets(ns, key, d.Refuse)
+	d.kept, _ = records.(*releaserecords.Client)
 	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 	d.lists = secretmemo.New(releasesign.NewSecretClient(releasechunks.New(secrets), ns, key, d.Refuse))
 	d.Secrets = driver.NewSecrets(d.lists)
@@ -217,6 +218,7 @@ type SignedDriver struct {
 	*driver.Secrets
 	refused *refusals
 	lists   *secretmemo.Memo
+	kept    *releaserecords.Client // the records it keeps for the reconcile; nil: none
 }
 
 // NewSignedDriver is a SignedDriver over records that lists serves as they are (nil: none),
@@ -233,7 +235,7 @@ func NewSignedDriver(lists *secretmemo.Memo) *SignedDriver {
 func (d *SignedDriver) Refuse(secret string, reason error) { d.refused.add(secret, reason) }
 
 // FreshReleaseReads makes the storage of c read the API server again from now on, instead
-// of answering a list from one it made earlier in the reconcile: the release guard calls it
+// of answering a list from one it made earlier in the reconcile, or a record from one it read: the release guard calls it
 // once it holds a release name's lock, so that what it reads under the lock includes what
 // another kind's reconcile wrote before releasing it.
 func FreshReleaseReads(c helmclient.ActionInterface) {
@@ -241,8 +243,15 @@ func FreshReleaseReads(c helmclient.ActionInterface) {
 	if cfg == nil || cfg.Releases == nil {
 		return
 	}
-	if s, ok := cfg.Releases.Driver.(*SignedDriver); ok && s.lists != nil {
+	s, ok := cfg.Releases.Driver.(*SignedDriver)
+	if !ok {
+		return
+	}
+	if s.lists != nil {
 		s.lists.Forget()
+	}
+	if s.kept != nil {
+		s.kept.Forget()
 	}
 }
 
