@@ -108,14 +108,14 @@ type Client struct {
 
 	// read holds the vouched records this client has read whole, by name, as read: a later
 	// list that finds one at the same resourceVersion (in a LIST of metadata, or in the
-	// cache) takes it from here instead of reading it again. A client serves one reconcile, whose Helm actions ask
-	// for the same records several times (the reconciler's look-up, the dry-run upgrade's last
-	// and deployed revisions, the upgrade's, its history's pruning), and each write forgets
-	// the lists remembered above it (secretmemo), not the records: through a wave of upgrades
-	// in a namespace of a thousand releases that was 8.5 GETs of records per upgrade
-	// (docs/bench/findings.md, "Each record read once per reconcile"). Only vouched records
-	// are kept, so what it holds is the one release's own records, at most as many as its
-	// history, never a Secret a namespace editor planted.
+	// cache) takes it from here instead of reading it again. A client serves one reconcile,
+	// whose Helm actions ask for the same records several times (the reconciler's look-up,
+	// the dry-run upgrade's last and deployed revisions, the upgrade's, its history's
+	// pruning), and each write forgets the lists remembered above it (secretmemo), not the
+	// records: through a wave of upgrades in a namespace of a thousand releases that was 8.5
+	// GETs of records per upgrade (docs/bench/findings.md, "Each record read once per
+	// reconcile"). Only vouched records are kept, so what it holds is the one release's own
+	// records, at most as many as its history, never a Secret a namespace editor planted.
 	mu   sync.Mutex
 	read map[string]*corev1.Secret
 }
