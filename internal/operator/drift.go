@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +33,9 @@ import (
 // The manager caches release objects as metadata only (filteringCache.GetInformer): at 1000
 // CRs it would otherwise hold 1000 Deployments, spec and all, that only this check reads. So
 // an update is first judged from its metadata: an object that has a generation (Deployments,
-// StatefulSets, PodDisruptionBudgets) whose generation, labels, annotations, owners and
-// finalizers did not change had only its status written, and is dropped. Any other update is
+// StatefulSets, PodDisruptionBudgets) whose generation, labels, annotations (but the
+// deployment controller's, statusOnly), owners and finalizers did not change had only its
+// status or its controller's bookkeeping written, and is dropped. Any other update is
 // held for settleDelay, then the object is read from the API server and passed on only if it
 // differs from the release's manifest in a field the manifest sets; or if that cannot be told
 // (no owning CR, no manifest, the object not in it). The delay lets the reconciler that
@@ -176,9 +178,10 @@ func (i driftCheckingInformer) mayBeOwned(obj *unstructured.Unstructured) bool {
 	return i.ownerName(obj) != "" || obj.GetAnnotations()[libhandler.TypeAnnotation] == i.owner.GroupKind().String()
 }
 
-// statusOnly reports whether an update, seen as metadata, wrote only the status: the object
-// has a generation (bumped by every change of its spec), and neither it nor the labels,
-// annotations, owners, finalizers or deletion changed.
+// statusOnly reports whether an update, seen as metadata, wrote only the status or the
+// workload controllers' bookkeeping: the object has a generation (bumped by every change of
+// its spec), and neither it nor the labels, annotations (but controllerAnnotations), owners,
+// finalizers or deletion changed.
 func statusOnly(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(metav1.Object)
 	n, ok2 := newObj.(metav1.Object)
@@ -186,10 +189,24 @@ func statusOnly(oldObj, newObj any) bool {
 		return false
 	}
 	return o.GetGeneration() == n.GetGeneration() &&
-		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) &&
+		maps.Equal(withoutControllerAnnotations(o.GetAnnotations()), withoutControllerAnnotations(n.GetAnnotations())) &&
 		reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
 		slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
 		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+}
+
+// controllerAnnotations is the prefix of the annotations the deployment controller keeps on
+// a Deployment (deployment.kubernetes.io/revision, moved at each new template): every
+// upgrade that changes the pods is followed by such an update, and a drift check of it
+// would cost a GET to find what the release says, since no chart sets these.
+const controllerAnnotations = "deployment.kubernetes.io/"
+
+// withoutControllerAnnotations is annotations without those under controllerAnnotations.
+func withoutControllerAnnotations(annotations map[string]string) map[string]string {
+	out := maps.Clone(annotations)
+	maps.DeleteFunc(out, func(k, _ string) bool { return strings.HasPrefix(k, controllerAnnotations) })
+	return out
 }
 
 // unstructured is obj (of the metadata informer) as the reconciler's handlers take it: an

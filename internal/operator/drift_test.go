@@ -232,6 +232,12 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 	}
 	disowned := meta("2", 3, nil)
 	disowned.OwnerReferences = nil
+	annotated := func(rv string, annotations map[string]string) *metav1.PartialObjectMetadata {
+		m := meta(rv, 2, nil)
+		m.Annotations = annotations
+		return m
+	}
+	revision := func(r string) map[string]string { return map[string]string{"deployment.kubernetes.io/revision": r} }
 	for _, tc := range []struct {
 		name     string
 		old, new *metav1.PartialObjectMetadata
@@ -242,6 +248,10 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 		{"spec edited (generation), drifted", meta("1", 2, nil), meta("2", 3, nil), liveDeployment(5, "m"), 1},
 		{"spec edited (generation), as the release says", meta("1", 2, nil), meta("2", 3, nil), liveDeployment(3, "m"), 0},
 		{"labels edited", meta("1", 2, nil), meta("2", 2, map[string]string{"x": "y"}), liveDeployment(5, "m"), 1},
+		{"revision annotation moved by the deployment controller: dropped unread", annotated("1", revision("1")),
+			annotated("2", revision("2")), liveDeployment(5, "m"), 0},
+		{"revision annotation and another moved", annotated("1", revision("1")),
+			annotated("2", map[string]string{"deployment.kubernetes.io/revision": "2", "x": "y"}), liveDeployment(5, "m"), 1},
 		{"no generation (a ConfigMap): read", meta("1", 0, nil), meta("2", 0, nil), liveDeployment(5, "m"), 1},
 		{"owner reference removed (a person's helm upgrade)", meta("1", 2, nil), disowned, liveDeployment(5, ""), 1},
 	} {
