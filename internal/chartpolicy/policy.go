@@ -102,3 +102,14 @@ func HasHooks(c *chart.Chart) bool {
 	}
 	return false
 }
+
+// crdKind is the kind of a CustomResourceDefinition.
+var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+// InstallsCRDs reports whether c (or one of its dependencies) installs
+// CustomResourceDefinitions: from its crds/ directories, or from templates, which must then
+// declare the kind among clusterKinds (ClusterScopedKinds). Its templates may ask
+// .Capabilities for an API its own release has just added.
+func InstallsCRDs(c *chart.Chart, clusterKinds []schema.GroupKind) bool {
+	return c != nil && (len(c.CRDObjects()) > 0 || slices.Contains(clusterKinds, crdKind))
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // TemplateFunctions reads the declaration as make add-kind writes it and as a person may
@@ -55,5 +56,24 @@ metadata:
 	parent.AddDependency(withHook)
 	if !HasHooks(parent) {
 		t.Error("HasHooks missed a hook template of a subchart")
+	}
+}
+
+// InstallsCRDs sees CRDs in a subchart's crds/ directory and a declared CRD kind, and none in
+// a chart with neither.
+func TestInstallsCRDs(t *testing.T) {
+	plain := &chart.Chart{Metadata: &chart.Metadata{Name: "plain"}}
+	if InstallsCRDs(plain, []schema.GroupKind{{Group: "storage.k8s.io", Kind: "StorageClass"}}) {
+		t.Error("a chart without CRDs installs some")
+	}
+	if !InstallsCRDs(plain, []schema.GroupKind{{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}}) {
+		t.Error("a chart that declares the CRD kind installs none")
+	}
+	sub := &chart.Chart{Metadata: &chart.Metadata{Name: "sub"},
+		Files: []*chart.File{{Name: "crds/widgets.yaml", Data: []byte("kind: CustomResourceDefinition\n")}}}
+	parent := &chart.Chart{Metadata: &chart.Metadata{Name: "parent"}}
+	parent.AddDependency(sub)
+	if !InstallsCRDs(parent, nil) {
+		t.Error("a chart whose subchart has crds/ installs none")
 	}
 }

@@ -39,6 +39,10 @@ type KindPolicy struct {
 	Chart        string // the chart's name, as release records carry it
 	ClusterKinds []schema.GroupKind
 	Hooks        bool // the chart has Helm hooks; without them no hook of any record runs
+	// InstallsCRDs: the chart installs CustomResourceDefinitions, so its templates may ask
+	// .Capabilities for an API the same action has just added. Its releases read the
+	// capabilities afresh for each action, as Helm does, never the shared ones.
+	InstallsCRDs bool
 }
 
 // Configs hands out Helm action configurations whose release storage is signed
@@ -74,6 +78,9 @@ type Configs struct {
 	keyMissingLogged bool
 	// recorder records on each CR that its reconcile failed for want of the key.
 	recorder record.EventRecorder
+	// capabilities serve the configurations of every release but those of charts that
+	// install CRDs (KindPolicy.InstallsCRDs).
+	capabilities sharedCapabilities
 }
 
 // reasonKeyMissing is the reason of the Warning Event of a CR not reconciled for want of the
@@ -182,6 +189,9 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 	// The release is named after its CR (helm-operator-plugins' reconciler).
 	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName(),
 		clusterKinds: policy.ClusterKinds}
+	if !policy.InstallsCRDs {
+		cfg.Capabilities = t.capabilities.get(cfg.RESTClientGetter)
+	}
 	return cfg, nil
 }
 

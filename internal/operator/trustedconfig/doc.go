@@ -8,6 +8,8 @@
 //   - lookup.go: what the templates read with `lookup` (also through `tpl`, whose string a
 //     namespace editor may write) is confined to the release's namespace, and of its Secrets to
 //     the release's own and those labelled chart-readable; everything else reads as absent;
+//   - capabilities.go: the cluster's capabilities (.Capabilities) are read once per
+//     capabilitiesTTL for every release, but those of charts that install CRDs;
 //   - takeover.go: once per cluster, the unsigned records an earlier version of the operator
 //     wrote are taken over, if they name only what their CR's chart could render.
 //
