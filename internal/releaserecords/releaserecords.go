@@ -268,6 +268,16 @@ func (c *Client) Delete(ctx context.Context, name string, opts metav1.DeleteOpti
 	return c.SecretInterface.Delete(ctx, name, opts)
 }
 
+// Update writes s and forgets what was kept of it: the cache may still list it at the
+// version kept for a while, and the by-name reads must then read what was written (Helm
+// marks the previous revision superseded within the upgrade).
+func (c *Client) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
+	c.mu.Lock()
+	delete(c.read, s.Name)
+	c.mu.Unlock()
+	return c.SecretInterface.Update(ctx, s, opts)
+}
+
 // oneRelease says whether opts lists one release's records, and which. A first page (a
 // Limit, no Continue: the signed storage pages its lists, internal/releasesign) is answered
 // whole, as a LIST may answer it; a page after it belongs to a LIST already begun.

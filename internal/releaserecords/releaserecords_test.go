@@ -426,6 +426,17 @@ func TestVouchedRecordsReadByNameAreReadOnce(t *testing.T) {
 		t.Errorf("after Forget: requests %v, want %v", got, want)
 	}
 
+	// Written through the client while the cache still lists the version kept: what was
+	// written is read.
+	updated := v2.DeepCopy()
+	updated.Labels["status"] = "superseded"
+	if _, err := c.Update(context.Background(), updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(t, c, "name=r,owner=helm"); len(got.Items) != 2 || got.Items[1].Labels["status"] != "superseded" {
+		t.Errorf("after an update of v2: records %v, want v2 as written", got.Items)
+	}
+
 	if err := c.Delete(context.Background(), Name("r", 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
