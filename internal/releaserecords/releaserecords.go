@@ -118,6 +118,13 @@ type Client struct {
 	// records, at most as many as its history, never a Secret a namespace editor planted.
 	mu   sync.Mutex
 	read map[string]*corev1.Secret
+	// fresh are the names of the records read since the last Forget. A by-name list takes
+	// the versions it asks for from the cache, which may be behind a write another client
+	// made before the reader took its lock: it reuses only these. A LIST of metadata names
+	// the versions the API server holds now, so every record kept at one is the same object,
+	// and Forget costs it nothing (the release guard forgets at each lock it takes, before
+	// the upgrade's own reads of the records).
+	fresh map[string]bool
 }
 
 // Worth says whether a record is worth reading whole, by its metadata. The signed storage
@@ -204,7 +211,7 @@ func (c *Client) listWorth(ctx context.Context, sel labels.Selector, selector st
 			if v == Skip {
 				continue
 			}
-			s, err := c.getAt(ctx, &page.Items[i], v == Vouched)
+			s, err := c.getAt(ctx, &page.Items[i], v == Vouched, true)
 			if apierrors.IsNotFound(err) {
 				continue // deleted since the LIST
 			}
@@ -224,10 +231,13 @@ func (c *Client) listWorth(ctx context.Context, sel labels.Selector, selector st
 }
 
 // getAt reads the record m lists whole, or, if this client has kept it at m's resourceVersion,
-// returns a copy of what it read then: the same object. It keeps what it reads if keep.
-func (c *Client) getAt(ctx context.Context, m *metav1.PartialObjectMetadata, keep bool) (*corev1.Secret, error) {
+// returns a copy of what it read then: the same object. Where m is the cache's (not listed
+// by the API server), only a record read since the last Forget is taken (fresh). It keeps
+// what it reads if keep.
+func (c *Client) getAt(ctx context.Context, m *metav1.PartialObjectMetadata, keep, listed bool) (*corev1.Secret, error) {
 	c.mu.Lock()
 	held, ok := c.read[m.Name]
+	ok = ok && (listed || c.fresh[m.Name])
 	c.mu.Unlock()
 	if ok && m.ResourceVersion != "" && held.ResourceVersion == m.ResourceVersion {
 		return held.DeepCopy(), nil
@@ -245,26 +255,34 @@ func (c *Client) keep(s *corev1.Secret) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.read == nil {
-		c.read = map[string]*corev1.Secret{}
+		c.read, c.fresh = map[string]*corev1.Secret{}, map[string]bool{}
 	}
-	c.read[s.Name] = s
+	c.read[s.Name], c.fresh[s.Name] = s, true
 }
 
-// Forget drops every record kept: the next lists read what they list from the API server, for
-// a reader that must see other clients' writes from now on (one that has just taken the lock
-// such writers hold, as the release guard does; secretmemo.Memo.Forget above this client).
+// Forget makes the next lists read what they list from the API server, for a reader that
+// must see other clients' writes from now on (one that has just taken the lock such writers
+// hold, as the release guard does; secretmemo.Memo.Forget above this client): a by-name list
+// reads every record again, once; a LIST of metadata, whose versions are the API server's,
+// still takes the records kept at them.
 func (c *Client) Forget() {
 	c.mu.Lock()
-	clear(c.read)
+	clear(c.fresh)
+	c.mu.Unlock()
+}
+
+// forget drops the record name kept.
+func (c *Client) forget(name string) {
+	c.mu.Lock()
+	delete(c.read, name)
+	delete(c.fresh, name)
 	c.mu.Unlock()
 }
 
 // Delete deletes the Secret name and forgets it: the cache may still hold it for a while,
 // and the by-name reads must then find it gone on the API server (a pruned revision).
 func (c *Client) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	c.mu.Lock()
-	delete(c.read, name)
-	c.mu.Unlock()
+	c.forget(name)
 	return c.SecretInterface.Delete(ctx, name, opts)
 }
 
@@ -272,9 +290,7 @@ func (c *Client) Delete(ctx context.Context, name string, opts metav1.DeleteOpti
 // version kept for a while, and the by-name reads must then read what was written (Helm
 // marks the previous revision superseded within the upgrade).
 func (c *Client) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
-	c.mu.Lock()
-	delete(c.read, s.Name)
-	c.mu.Unlock()
+	c.forget(s.Name)
 	return c.SecretInterface.Update(ctx, s, opts)
 }
 
@@ -331,7 +347,7 @@ func (c *Client) records(ctx context.Context, release string) (_ []*corev1.Secre
 	}
 	var found []*corev1.Secret
 	for _, w := range worth {
-		s, err := c.getAt(ctx, w.m, w.vouched)
+		s, err := c.getAt(ctx, w.m, w.vouched, false)
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil // the cache is behind a deletion
 		}

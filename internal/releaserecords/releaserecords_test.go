@@ -367,6 +367,16 @@ func TestVouchedRecordsAreReadOncePerResourceVersion(t *testing.T) {
 		t.Errorf("two lists: requests %v, want %v", got, want)
 	}
 
+	// Forget, as the release guard asks once it holds the release's lock, costs the LIST
+	// nothing: the versions it lists are the API server's.
+	c.Forget()
+	cs.ClearActions()
+	list(t, c, "name=r,owner=helm")
+	if got, want := requests(cs), []string{"get " + Name("r", 2)}; !slices.Equal(got, want) {
+		t.Errorf("a list after Forget: requests %v, want %v", got, want)
+	}
+	cs.ClearActions()
+
 	// The vouched record is written again: its new version is read.
 	moved := vouched.DeepCopy()
 	moved.ResourceVersion, moved.Labels["status"] = "30", "deployed"

@@ -245,9 +245,10 @@ func NewSignedDriver(lists *secretmemo.Memo) *SignedDriver {
 func (d *SignedDriver) Refuse(secret string, reason error) { d.refused.add(secret, reason) }
 
 // FreshReleaseReads makes the storage of c read the API server again from now on, instead
-// of answering a list from one it made earlier in the reconcile, or a record from one it
-// read: the release guard calls it once it holds a release name's lock, so that what it reads
-// under the lock includes what another kind's reconcile wrote before releasing it.
+// of answering a list from one it made earlier in the reconcile, or a record named by the
+// cache from one it read (releaserecords.Client.Forget): the release guard calls it once it
+// holds a release name's lock, so that what it reads under the lock includes what another
+// kind's reconcile wrote before releasing it.
 func FreshReleaseReads(c helmclient.ActionInterface) {
 	cfg := c.Config()
 	if cfg == nil || cfg.Releases == nil {
