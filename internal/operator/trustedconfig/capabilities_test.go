@@ -8,7 +8,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
@@ -78,15 +77,7 @@ func TestCapabilitiesNotSharedWithChartsThatInstallCRDs(t *testing.T) {
 	configs := &Configs{inner: fixedGetter{g}, policies: map[schema.GroupVersionKind]KindPolicy{
 		appGVK: {GVK: appGVK}, crdGVK: {GVK: crdGVK, InstallsCRDs: true}}}
 	for gvk, shared := range map[schema.GroupVersionKind]bool{appGVK: true, crdGVK: false} {
-		cr := &unstructured.Unstructured{}
-		cr.SetGroupVersionKind(gvk)
-		cr.SetNamespace("t1")
-		cr.SetName("x")
-		cfg, err := configs.ActionConfigFor(context.Background(), cr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := cfg.Capabilities != nil; got != shared {
+		if got := configFor(t, configs, gvk, "x").Capabilities != nil; got != shared {
 			t.Errorf("%s: shared capabilities set %v, want %v", gvk.Kind, got, shared)
 		}
 	}

@@ -176,10 +176,16 @@ func releaseConfig(t *testing.T, server *rest.Config) *action.Configuration {
 	t.Helper()
 	configs := &Configs{inner: configGetter{server}, policies: map[schema.GroupVersionKind]KindPolicy{
 		appGVK: {GVK: appGVK, ClusterKinds: []schema.GroupKind{storageClassGK}}}}
+	return configFor(t, configs, appGVK, "app")
+}
+
+// configFor is the action configuration configs hands out for the CR t1/name of kind gvk.
+func configFor(t *testing.T, configs *Configs, gvk schema.GroupVersionKind, name string) *action.Configuration {
+	t.Helper()
 	cr := &unstructured.Unstructured{}
-	cr.SetGroupVersionKind(appGVK)
+	cr.SetGroupVersionKind(gvk)
 	cr.SetNamespace("t1")
-	cr.SetName("app")
+	cr.SetName(name)
 	cfg, err := configs.ActionConfigFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
