@@ -190,7 +190,7 @@ func statusOnly(oldObj, newObj any) bool {
 	}
 	return o.GetGeneration() == n.GetGeneration() &&
 		maps.Equal(o.GetLabels(), n.GetLabels()) &&
-		maps.Equal(withoutControllerAnnotations(o.GetAnnotations()), withoutControllerAnnotations(n.GetAnnotations())) &&
+		equalBesideControllerAnnotations(o.GetAnnotations(), n.GetAnnotations()) &&
 		reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
 		slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
 		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
@@ -202,11 +202,26 @@ func statusOnly(oldObj, newObj any) bool {
 // would cost a GET to find what the release says, since no chart sets these.
 const controllerAnnotations = "deployment.kubernetes.io/"
 
-// withoutControllerAnnotations is annotations without those under controllerAnnotations.
-func withoutControllerAnnotations(annotations map[string]string) map[string]string {
-	out := maps.Clone(annotations)
-	maps.DeleteFunc(out, func(k, _ string) bool { return strings.HasPrefix(k, controllerAnnotations) })
-	return out
+// equalBesideControllerAnnotations is whether a and b hold the same annotations, those under
+// controllerAnnotations aside. It compares in place: it runs for every metadata update of a
+// rendered kind in the cluster, before the owner is known.
+func equalBesideControllerAnnotations(a, b map[string]string) bool {
+	counted := 0
+	for k, v := range a {
+		if strings.HasPrefix(k, controllerAnnotations) {
+			continue
+		}
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+		counted++
+	}
+	for k := range b {
+		if !strings.HasPrefix(k, controllerAnnotations) {
+			counted--
+		}
+	}
+	return counted == 0
 }
 
 // unstructured is obj (of the metadata informer) as the reconciler's handlers take it: an

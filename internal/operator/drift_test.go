@@ -353,3 +353,29 @@ func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
 		t.Errorf("%d updates passed on, want 41, each object once", got)
 	}
 }
+
+// TestEqualBesideControllerAnnotations: the deployment controller's annotations are skipped
+// wherever they are, and every other annotation added, removed or changed counts.
+func TestEqualBesideControllerAnnotations(t *testing.T) {
+	const rev = "deployment.kubernetes.io/revision"
+	for _, tc := range []struct {
+		name string
+		a, b map[string]string
+		want bool
+	}{
+		{"none", nil, nil, true},
+		{"revision only on one side", map[string]string{rev: "1"}, nil, true},
+		{"revision moved, the rest kept", map[string]string{rev: "1", "x": "y"}, map[string]string{"x": "y", rev: "2"}, true},
+		{"annotation added", map[string]string{rev: "1"}, map[string]string{rev: "1", "x": "y"}, false},
+		{"annotation removed", map[string]string{"x": "y", rev: "1"}, map[string]string{rev: "1"}, false},
+		{"annotation changed", map[string]string{"x": "y"}, map[string]string{"x": "z"}, false},
+		{"annotation renamed", map[string]string{"x": "y"}, map[string]string{"w": "y"}, false},
+	} {
+		if got := equalBesideControllerAnnotations(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		if got := equalBesideControllerAnnotations(tc.b, tc.a); got != tc.want {
+			t.Errorf("%s, reversed: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
