@@ -164,22 +164,33 @@ func (b *Books) Usage(class string) Usage {
 	return b.ledger.Usage(class)
 }
 
-// Verify compares the books with a recount of claims. It returns "" when they agree, or
-// what differs. With replace, books that differ are replaced by the recount.
-func (b *Books) Verify(claims []Claim, replace bool) string {
-	fresh := Recount(claims)
+// Verify compares the books with a recount of the claims list returns. It returns "" when
+// they agree, or what differs. With replace, books that differ are replaced by the recount.
+//
+// list is called with the books locked, so that no claim event reaches the books between
+// the list and the replacement: the informer updates its cache before it hands an event to
+// the books, so an event the books took before the list is in the list, and one the list
+// lacks reaches the books after the replacement, and applies to the recount. A list taken
+// before the lock would lose an event the books took in between: a deletion lost so stays
+// counted until the next recount.
+func (b *Books) Verify(list func() ([]Claim, error), replace bool) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	claims, err := list()
+	if err != nil {
+		return "", err
+	}
+	fresh := Recount(claims)
 	if diff := b.ledger.CheckTotals(); diff != "" {
 		// The running totals are not the sum of the entries: a bug in the arithmetic.
 		if replace {
 			b.ledger = fresh
 		}
-		return "running totals: " + diff
+		return "running totals: " + diff, nil
 	}
 	diff := b.ledger.Diff(fresh)
 	if diff != "" && replace {
 		b.ledger = fresh
 	}
-	return diff
+	return diff, nil
 }

@@ -415,19 +415,19 @@ func TestBooksVerify(t *testing.T) {
 		b.OnAdd(c, false)
 		recount = append(recount, ClaimOf(c))
 	}
-	if diff := b.Verify(recount, true); diff != "" {
+	if diff := verifyList(b, recount, true); diff != "" {
 		t.Fatalf("books equal to the claims reported a difference: %s", diff)
 	}
 	// An event the books never got.
 	lost := pvc("3", "team", "a", "4Gi", corev1.ClaimPending)
 	recount = append(recount, ClaimOf(lost))
-	if diff := b.Verify(recount, false); diff == "" {
+	if diff := verifyList(b, recount, false); diff == "" {
 		t.Fatal("a missed claim went unnoticed")
 	}
 	if b.Usage("a").Pending != 1 {
 		t.Fatal("Verify without replace changed the books")
 	}
-	if diff := b.Verify(recount, true); diff == "" {
+	if diff := verifyList(b, recount, true); diff == "" {
 		t.Fatal("a missed claim went unnoticed")
 	}
 	if u := b.Usage("a"); u.Pending != 2 || canonical(u.Allocated, resource.BinarySI) != "1Gi" || canonical(u.Requested, resource.BinarySI) != "6Gi" {
@@ -439,6 +439,12 @@ func TestBooksVerify(t *testing.T) {
 	if u := b.Usage("a"); u.Bound != 0 || u.Pending != 2 || canonical(u.Allocated, resource.BinarySI) != "0" || canonical(u.Requested, resource.BinarySI) != "6Gi" {
 		t.Errorf("events after the repair: %+v", u)
 	}
+}
+
+// verifyList is Books.Verify of claims.
+func verifyList(b *Books, claims []Claim, replace bool) string {
+	diff, _ := b.Verify(func() ([]Claim, error) { return claims, nil }, replace)
+	return diff
 }
 
 // fakeRegistration is a handler registration whose initial replay ends when told.
@@ -502,5 +508,51 @@ func TestVerifierRepairsTheBooks(t *testing.T) {
 	v.verify(context.Background())
 	if u := b.Usage("a"); woken != 1 || u.Pending != 1 || canonical(u.Allocated, resource.BinarySI) != "1Gi" || canonical(u.Requested, resource.BinarySI) != "2Gi" {
 		t.Errorf("after the repair: woken %d times, usage %+v", woken, u)
+	}
+}
+
+// A claim event the informer delivers while the verifier recounts is not undone by the
+// repair: the recount is of a list taken with the books locked, so that an event either is
+// in the books before the list, and so in the list, or reaches them after the repair. Here
+// a Pending 3Gi claim is deleted just after the list: had the event reached the books
+// before the repair, the repair would bring the claim back until the next recount.
+func TestVerifierRepairKeepsEventsDuringTheRecount(t *testing.T) {
+	claims := []*corev1.PersistentVolumeClaim{
+		pvc("1", "team", "a", "1Gi", corev1.ClaimBound),
+		pvc("2", "team", "a", "3Gi", corev1.ClaimPending),
+		pvc("3", "team", "a", "2Gi", corev1.ClaimPending),
+	}
+	b := NewBooks()
+	b.OnAdd(claims[0], false)
+	b.OnAdd(claims[1], false) // claim 3 missed: both recounts differ, and the second repairs
+	var lists int
+	delivered := make(chan struct{})
+	reader := interceptor.NewClient(fake.NewClientBuilder().WithObjects(claims[0], claims[1], claims[2]).Build(),
+		interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if lists++; lists != 2 {
+				return nil
+			}
+			// The informer deletes claim 2 from the cache, then hands the event to the books.
+			if err := c.Delete(ctx, claims[1]); err != nil {
+				return err
+			}
+			if b.mu.TryLock() { // the books are not locked: the event reaches them now
+				b.mu.Unlock()
+				b.OnDelete(claims[1])
+				close(delivered)
+				return nil
+			}
+			go func() { b.OnDelete(claims[1]); close(delivered) }()
+			return nil
+		}})
+	v := &Verifier{Reader: reader, Books: b, RecheckDelay: time.Millisecond}
+	v.verify(context.Background())
+	<-delivered
+	if u := b.Usage("a"); u.Pending != 1 || canonical(u.Requested, resource.BinarySI) != "2Gi" {
+		t.Errorf("after the repair and the deletion: %d pending claims request %s, want 1 requesting 2Gi",
+			u.Pending, canonical(u.Requested, resource.BinarySI))
 	}
 }

@@ -38,8 +38,9 @@ func init() {
 // and syncing every pool. This guards against a lost event or a bookkeeping bug; it is not
 // how the books are kept (that is one constant-time update per claim event).
 //
-// Replacing the books with a recount taken while events are in flight is safe: each later
-// event sets its claim's entry to the claim's state, so the books still converge.
+// Replacing the books with a recount taken while events are in flight is safe: the list is
+// taken with the books locked (Books.Verify), so each event the list lacks reaches the
+// books after the replacement and sets its claim's entry to the claim's state.
 type Verifier struct {
 	Reader client.Reader
 	Books  *Books
@@ -71,13 +72,19 @@ func (v *Verifier) Start(ctx context.Context) error {
 
 func (v *Verifier) verify(ctx context.Context) {
 	logger := log.FromContext(ctx).WithName("pool-ledger-verifier")
-	claims, err := v.claims(ctx)
+	var n int
+	list := func() ([]Claim, error) {
+		claims, err := v.claims(ctx)
+		n = len(claims)
+		return claims, err
+	}
+	diff, err := v.Books.Verify(list, false)
 	if err != nil {
 		logger.Error(err, "Listing claims for the recount")
 		return
 	}
-	if diff := v.Books.Verify(claims, false); diff == "" {
-		logger.V(1).Info("Ledger equals the recount", "claims", len(claims))
+	if diff == "" {
+		logger.V(1).Info("Ledger equals the recount", "claims", n)
 		return
 	}
 	select {
@@ -85,13 +92,13 @@ func (v *Verifier) verify(ctx context.Context) {
 		return
 	case <-time.After(cmp.Or(v.RecheckDelay, DefaultRecheckDelay)):
 	}
-	if claims, err = v.claims(ctx); err != nil {
+	if diff, err = v.Books.Verify(list, true); err != nil {
 		logger.Error(err, "Listing claims for the recount")
 		return
 	}
-	if diff := v.Books.Verify(claims, true); diff != "" {
+	if diff != "" {
 		ledgerRepairs.Inc()
-		logger.Error(nil, "Ledger differed from a recount of the claims; replaced it with the recount", "difference", diff, "claims", len(claims))
+		logger.Error(nil, "Ledger differed from a recount of the claims; replaced it with the recount", "difference", diff, "claims", n)
 		if v.Wake != nil {
 			v.Wake()
 		}
