@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,12 +126,35 @@ func (i wrappingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventH
 // each of these events costs one more full reconcile for nothing. What is worth a reconcile
 // is a release Secret deleted by someone else; a new Secret or a changed one is the
 // reconciler's own doing. (At start the CRs' own informer brings every CR anyway.)
+//
+// Nor is the deletion of a superseded record: once a release has --max-release-history
+// revisions, every upgrade deletes the oldest, a superseded one, and its deletion would cost
+// each upgrade a second reconcile. A superseded record is history only: no reconcile reads
+// it, and none could put it back.
 type deletionsOnly struct {
 	toolscache.ResourceEventHandler
 }
 
 func (deletionsOnly) OnAdd(any, bool)   {}
 func (deletionsOnly) OnUpdate(_, _ any) {}
+
+func (h deletionsOnly) OnDelete(obj any) {
+	if supersededRecord(obj) {
+		return
+	}
+	h.ResourceEventHandler.OnDelete(obj)
+}
+
+// supersededRecord is whether obj, a deleted release Secret (or its tombstone), was a record
+// of a superseded revision: a revision Helm never makes current again (a rollback writes a
+// new one).
+func supersededRecord(obj any) bool {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return ok && m.GetLabels()["status"] == release.StatusSuperseded.String()
+}
 
 // skipStatusUpdates passes every event to its handler but updates that cannot change the
 // release (nothingForTheRelease), and holds back forced reconciles that come too often

@@ -195,6 +195,44 @@ func TestFilteringCache(t *testing.T) {
 	}
 }
 
+// TestReleaseSecretDeletions: the deletion of a release's current record reaches the
+// reconciler, so that it puts the release back; that of a superseded one (Helm's own pruning of
+// the history at each upgrade past --max-release-history) does not, nor does its tombstone.
+func TestReleaseSecretDeletions(t *testing.T) {
+	var added toolscache.ResourceEventHandler
+	c := filteringCache{Cache: stubCache{added: &added}, gvk: memcachedGVK}
+	inf, err := c.GetInformer(context.Background(), &corev1.Secret{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &capturing{}
+	if _, err := inf.AddEventHandlerWithOptions(rec, toolscache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	record := func(version, status string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns",
+			Name:   "sh.helm.release.v1.m.v" + version,
+			Labels: map[string]string{"owner": "helm", "name": "m", "status": status, "version": version}}}
+	}
+	added.OnDelete(record("1", "superseded"))
+	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/sh.helm.release.v1.m.v2", Obj: record("2", "superseded")})
+	added.OnDelete(record("3", "deployed"))
+	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/sh.helm.release.v1.m.v4", Obj: record("4", "failed")})
+	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/sh.helm.release.v1.m.v5"})
+	var got []string
+	for _, obj := range rec.got {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			got = append(got, tomb.Key)
+			continue
+		}
+		got = append(got, obj.(metav1.Object).GetName())
+	}
+	want := []string{"sh.helm.release.v1.m.v3", "ns/sh.helm.release.v1.m.v4", "ns/sh.helm.release.v1.m.v5"}
+	if !slices.Equal(got, want) {
+		t.Errorf("deletions passed on: %v, want %v", got, want)
+	}
+}
+
 // A reconcile forced by the request annotation passes at most once per forcedInterval and
 // CR: requests that come sooner wait, and only the latest of them passes; a spec edit never
 // waits.
