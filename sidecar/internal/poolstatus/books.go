@@ -50,8 +50,21 @@ func (b *Books) OnAdd(obj any, _ bool) {
 	}
 }
 
-// OnUpdate records a claim's new state (size, phase or class).
-func (b *Books) OnUpdate(_, obj any) { b.OnAdd(obj, false) }
+// OnUpdate records a claim's new state (size, phase or class). After a relist, the update may
+// be of a claim deleted and created again under the same name while the watch was down: the
+// informer then delivers no deletion, so the old claim (its UID) is forgotten here.
+func (b *Books) OnUpdate(oldObj, obj any) {
+	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	old, ok := oldObj.(*corev1.PersistentVolumeClaim)
+	if !ok || old.UID == pvc.UID {
+		b.OnAdd(pvc, false)
+		return
+	}
+	b.apply(func(l *Ledger) []string { return append(l.Remove(old.UID), l.Apply(ClaimOf(pvc))...) })
+}
 
 // OnDelete forgets a claim; a tombstone (a deletion the watch missed) carries its last
 // known state.

@@ -556,3 +556,22 @@ func TestVerifierRepairKeepsEventsDuringTheRecount(t *testing.T) {
 			u.Pending, canonical(u.Requested, resource.BinarySI))
 	}
 }
+
+// A claim deleted and created again under its name while the watch was down comes back from
+// the relist as an update with another UID, and no deletion: the old claim leaves the books.
+func TestBooksUpdateOfAClaimCreatedAgain(t *testing.T) {
+	b := NewBooks()
+	old := pvc("1", "team", "a", "3Gi", corev1.ClaimPending)
+	b.OnAdd(old, false)
+	again := pvc("2", "team", "a", "1Gi", corev1.ClaimPending)
+	again.Name = old.Name
+	b.OnUpdate(old, again)
+	if u := b.Usage("a"); u.Pending != 1 || canonical(u.Requested, resource.BinarySI) != "1Gi" {
+		t.Errorf("after the claim was created again: %d pending claims request %s, want 1 requesting 1Gi",
+			u.Pending, canonical(u.Requested, resource.BinarySI))
+	}
+	b.OnDelete(again)
+	if u := b.Usage("a"); u.Pending != 0 || !u.Requested.IsZero() {
+		t.Errorf("after its deletion: %d pending claims request %s, want none", u.Pending, canonical(u.Requested, resource.BinarySI))
+	}
+}
