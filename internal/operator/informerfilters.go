@@ -44,9 +44,10 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, drift driftPolicy, budget *perCRInterval) ctrl.Manager {
+func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, drift driftPolicy,
+	budget *perCRInterval, signedRecord func(metav1.Object) bool) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
-		gvk: gvk, manifests: manifests, drift: drift, budget: budget}}
+		gvk: gvk, manifests: manifests, drift: drift, budget: budget, signedRecord: signedRecord}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
@@ -59,6 +60,8 @@ type filteringCache struct {
 	manifests *releaseManifests // what the drift filter compares release objects with
 	drift     driftPolicy       // the fields of release objects the drift filter ignores
 	budget    *perCRInterval    // the kind's reconciles that tenants may force, per CR
+	// signedRecord: a release Secret's signature holds on its cached metadata (deletionsOnly)
+	signedRecord func(metav1.Object) bool
 }
 
 // GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
@@ -88,7 +91,7 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 			return inf, err
 		}
 		return wrappingInformer{Informer: inf, wrap: func(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
-			return deletionsOnly{h}
+			return deletionsOnly{ResourceEventHandler: h, signed: c.signedRecord}
 		}}, nil
 	}
 	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
@@ -130,30 +133,33 @@ func (i wrappingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventH
 // Nor is the deletion of a superseded record: once a release has --max-release-history
 // revisions, every upgrade deletes the oldest, a superseded one, and its deletion would cost
 // each upgrade a second reconcile. A superseded record is history only: no reconcile reads
-// it, and none could put it back.
+// it, and none could put it back. The status is taken from a record only while its signature
+// holds (signed), which covers Helm's labels: a namespace editor who relabels their current
+// record "superseded" before deleting it still has it put back at once.
 type deletionsOnly struct {
 	toolscache.ResourceEventHandler
+	signed func(metav1.Object) bool // the record's signature holds on its metadata
 }
 
 func (deletionsOnly) OnAdd(any, bool)   {}
 func (deletionsOnly) OnUpdate(_, _ any) {}
 
 func (h deletionsOnly) OnDelete(obj any) {
-	if supersededRecord(obj) {
+	if h.supersededRecord(obj) {
 		return
 	}
 	h.ResourceEventHandler.OnDelete(obj)
 }
 
-// supersededRecord is whether obj, a deleted release Secret (or its tombstone), was a record
-// of a superseded revision: a revision Helm never makes current again (a rollback writes a
-// new one).
-func supersededRecord(obj any) bool {
+// supersededRecord is whether obj, a deleted release Secret (or its tombstone), was a signed
+// record of a superseded revision: a revision Helm never makes current again (a rollback
+// writes a new one).
+func (h deletionsOnly) supersededRecord(obj any) bool {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
 	m, ok := obj.(metav1.Object)
-	return ok && m.GetLabels()["status"] == release.StatusSuperseded.String()
+	return ok && m.GetLabels()["status"] == release.StatusSuperseded.String() && h.signed(m)
 }
 
 // skipStatusUpdates passes every event to its handler but updates that cannot change the

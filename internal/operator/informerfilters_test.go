@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -197,10 +199,15 @@ func TestFilteringCache(t *testing.T) {
 
 // TestReleaseSecretDeletions: the deletion of a release's current record reaches the
 // reconciler, so that it puts the release back; that of a superseded one (Helm's own pruning of
-// the history at each upgrade past --max-release-history) does not, nor does its tombstone.
+// the history at each upgrade past --max-release-history) does not, nor does its tombstone. A
+// record's status counts only while its signature holds: a current record a namespace editor
+// relabelled "superseded", or an unsigned one, still reaches the reconciler.
 func TestReleaseSecretDeletions(t *testing.T) {
+	keys := releasesign.Keys{Current: releasesign.Key(bytes.Repeat([]byte("k"), releasesign.MinKeySize))}
 	var added toolscache.ResourceEventHandler
-	c := filteringCache{Cache: stubCache{added: &added}, gvk: memcachedGVK}
+	c := filteringCache{Cache: stubCache{added: &added}, gvk: memcachedGVK, signedRecord: func(m metav1.Object) bool {
+		return keys.VerifyMetadata(m.GetNamespace(), m) == nil
+	}}
 	inf, err := c.GetInformer(context.Background(), &corev1.Secret{})
 	if err != nil {
 		t.Fatal(err)
@@ -209,16 +216,29 @@ func TestReleaseSecretDeletions(t *testing.T) {
 	if _, err := inf.AddEventHandlerWithOptions(rec, toolscache.HandlerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	record := func(version, status string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns",
-			Name:   "sh.helm.release.v1.m.v" + version,
-			Labels: map[string]string{"owner": "helm", "name": "m", "status": status, "version": version}}}
+	// record is the cached metadata of revision version, signed with status signedAs unless
+	// that is "", and labelled status.
+	record := func(version, signedAs, status string) *metav1.PartialObjectMetadata {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sh.helm.release.v1.m.v" + version,
+			Labels: map[string]string{"owner": "helm", "name": "m", "status": signedAs, "version": version}},
+			Type: releasesign.RecordType, Data: map[string][]byte{"release": []byte("r" + version)}}
+		if signedAs != "" {
+			keys.Sign("ns", s)
+		}
+		s.Labels["status"] = status
+		return &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}
 	}
-	added.OnDelete(record("1", "superseded"))
-	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/sh.helm.release.v1.m.v2", Obj: record("2", "superseded")})
-	added.OnDelete(record("3", "deployed"))
-	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/sh.helm.release.v1.m.v4", Obj: record("4", "failed")})
+	tomb := func(r *metav1.PartialObjectMetadata) toolscache.DeletedFinalStateUnknown {
+		return toolscache.DeletedFinalStateUnknown{Key: "ns/" + r.Name, Obj: r}
+	}
+	added.OnDelete(record("1", "superseded", "superseded"))
+	added.OnDelete(tomb(record("2", "superseded", "superseded")))
+	added.OnDelete(record("3", "deployed", "deployed"))
+	added.OnDelete(tomb(record("4", "failed", "failed")))
 	added.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/sh.helm.release.v1.m.v5"})
+	added.OnDelete(record("6", "deployed", "superseded")) // relabelled by a namespace editor
+	added.OnDelete(tomb(record("7", "deployed", "superseded")))
+	added.OnDelete(record("8", "", "superseded")) // unsigned
 	var got []string
 	for _, obj := range rec.got {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -227,7 +247,8 @@ func TestReleaseSecretDeletions(t *testing.T) {
 		}
 		got = append(got, obj.(metav1.Object).GetName())
 	}
-	want := []string{"sh.helm.release.v1.m.v3", "ns/sh.helm.release.v1.m.v4", "ns/sh.helm.release.v1.m.v5"}
+	want := []string{"sh.helm.release.v1.m.v3", "ns/sh.helm.release.v1.m.v4", "ns/sh.helm.release.v1.m.v5",
+		"sh.helm.release.v1.m.v6", "ns/sh.helm.release.v1.m.v7", "sh.helm.release.v1.m.v8"}
 	if !slices.Equal(got, want) {
 		t.Errorf("deletions passed on: %v, want %v", got, want)
 	}

@@ -150,7 +150,8 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err != nil {
 		return nil, fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 	}
-	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, drift, budget)); err != nil {
+	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, drift, budget,
+		s.configs.SignedRecord)); err != nil {
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}
 	k.readiness = &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind,

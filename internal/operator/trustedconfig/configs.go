@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
@@ -69,6 +70,9 @@ type Configs struct {
 
 	mu  sync.Mutex
 	key releasesign.Keys // loaded once: Current is nil until then
+	// loadedKey is key once loaded, for the informers' handlers, which must not wait on mu
+	// while a first reconcile loads the key and takes records over (SignedRecord).
+	loadedKey atomic.Pointer[releasesign.Keys]
 	// previousFields are the fields of the key Secret holding the previous keys, by key id.
 	previousFields map[string]string
 	// loaded is closed once the keys are: the re-signing of records of previous keys
@@ -164,6 +168,7 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 		return releasesign.Keys{}, err
 	}
 	t.key = keys
+	t.loadedKey.Store(&keys)
 	t.previousFields = releasesign.PreviousFields(keySecret.Data)
 	if t.loaded != nil {
 		close(t.loaded)
@@ -325,6 +330,15 @@ func (t *Configs) StoredRelease(ctx context.Context, cr *unstructured.Unstructur
 		return nil, err
 	}
 	return storage.Init(d).Get(cr.GetName(), revision)
+}
+
+// SignedRecord reports whether m, the cached metadata of a release Secret, carries a
+// signature of the operator's keys that holds on its metadata, and so whether its labels
+// (its status among them) are as the operator wrote them. It is false until the keys are
+// loaded, and for a signature of a legacy layout, which only the record's data verifies.
+func (t *Configs) SignedRecord(m metav1.Object) bool {
+	keys := t.loadedKey.Load()
+	return keys != nil && keys.VerifyMetadata(m.GetNamespace(), m) == nil
 }
 
 // ReleaseChart is the name of the chart a release record says it is of, "" if none.

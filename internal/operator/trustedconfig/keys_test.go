@@ -194,3 +194,27 @@ func TestKeyNotCreatedWhereRecordsWereSigned(t *testing.T) {
 		}
 	}
 }
+
+// SignedRecord, which the reconcilers' filter of release Secret deletions asks, holds for a
+// record signed by the loaded keys only: never before the keys are loaded, nor for a record
+// whose labels changed after it was signed.
+func TestSignedRecord(t *testing.T) {
+	keys := releasesign.Keys{Current: releasesign.Key("0123456789abcdef0123456789abcdef")}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sh.helm.release.v1.m.v1",
+		Labels: map[string]string{"owner": "helm", "name": "m", "status": "superseded", "version": "1"}},
+		Type: releasesign.RecordType, Data: map[string][]byte{"release": []byte("r")}}
+	keys.Sign("ns", s)
+	cached := &metav1.PartialObjectMetadata{ObjectMeta: *s.ObjectMeta.DeepCopy()}
+	var c Configs
+	if c.SignedRecord(cached) {
+		t.Error("signed before the keys are loaded")
+	}
+	c.loadedKey.Store(&keys)
+	if !c.SignedRecord(cached) {
+		t.Error("a record signed by the loaded key is not")
+	}
+	cached.Labels["status"] = "deployed"
+	if c.SignedRecord(cached) {
+		t.Error("a record relabelled after it was signed is still signed")
+	}
+}
