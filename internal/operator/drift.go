@@ -39,8 +39,10 @@ import (
 // held for settleDelay, then the object is read from the API server and passed on only if it
 // differs from the release's manifest in a field the manifest sets; or if that cannot be told
 // (no owning CR, no manifest, the object not in it). The delay lets the reconciler that
-// applied the change record the new release in the CR's status first (the revision;
-// releasemanifests.go reads its manifest). A deleted object is passed on at once, unless its
+// applied the change finish its Helm operation first: the manifest compared with is that of
+// the newer of the revision in the CR's status and the one Helm last handed the reconciler,
+// and a check waits while an operation holds the release (releasemanifests.go,
+// maxReleaseWaits). A deleted object is passed on at once, unless its
 // CR is being deleted (the uninstall deleted it); everything else passes unchanged.
 var settleDelay = 500 * time.Millisecond
 
@@ -88,10 +90,20 @@ type driftChecks struct {
 }
 
 // pendingCheck is an object waiting for its drift check: its latest version (new) and, of its
-// version before the updates (was), what tied it to a CR (ownedBy).
+// version before the updates (was), what tied it to a CR (ownedBy); and how many times its
+// check waited for a Helm operation on the release (waits).
 type pendingCheck struct {
 	new, was *unstructured.Unstructured
+	waits    int
 }
+
+// maxReleaseWaits is how many times, settleDelay apart, a drift check waits for a Helm
+// operation that holds the object's release (releaseManifests.changing) before it checks
+// anyway: an upgrade changes the release's objects before its revision is known, so a check
+// during it would find drift in the upgrade's own changes. 20 s is longer than an upgrade of
+// these charts takes on a loaded machine; a release held longer (a chart's hooks) is
+// checked, and its drift passed on, as without the wait.
+const maxReleaseWaits = 40
 
 // check runs the drift checks as they come due, and passes on the updates of objects that
 // drifted.
@@ -105,6 +117,10 @@ func (h onlyDrift) check() {
 		p, ok := h.checks.latest[key]
 		delete(h.checks.latest, key)
 		h.checks.mu.Unlock()
+		if ok && p.waits < maxReleaseWaits && h.inf.manifests.changing(key.Namespace, h.inf.ownerName(p.new)) {
+			h.checkLater(key, p)
+			continue
+		}
 		if ok && h.inf.drifted(context.Background(), key) {
 			// The reconciler's update predicate passes an update only if the two versions
 			// differ beyond status and resourceVersion, and these hold only metadata: an
@@ -115,6 +131,20 @@ func (h onlyDrift) check() {
 		}
 		h.checks.queue.Done(key)
 	}
+}
+
+// checkLater puts p's check back, settleDelay later, as one more wait. An update that came
+// meanwhile is merged into it: the check is of its version, the ties of p's.
+func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
+	h.checks.mu.Lock()
+	if q, newer := h.checks.latest[key]; newer {
+		p.new = q.new
+	}
+	p.waits++
+	h.checks.latest[key] = p
+	h.checks.mu.Unlock()
+	h.checks.queue.Done(key)
+	h.checks.queue.AddAfter(key, settleDelay)
 }
 
 func (h onlyDrift) OnAdd(obj any, initial bool) {

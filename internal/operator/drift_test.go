@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,7 +186,7 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 			return nil, fmt.Errorf("no record of %s revision %d", cr.GetName(), revision)
 		}
 		return &release.Release{Name: "m", Version: 2, Manifest: manifest}, nil
-	})
+	}, nil, nil)
 	for _, tc := range []struct {
 		name    string
 		objects []client.Object
@@ -211,6 +212,93 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 		inf := driftCheckingInformer{reader: readerWith(cr, liveDeployment(3, "m")), manifests: m, owner: memcachedGVK, gvk: deploymentGVK}
 		if !inf.drifted(context.Background(), key) {
 			t.Errorf("%s: drifted = false, want true (cannot tell)", name)
+		}
+	}
+}
+
+// A reconcile writes the CR's status after the upgrade it records: until then the release's
+// objects are compared with the revision Helm handed the reconciler, when it is newer than the
+// status's, so that the upgrade's own changes are not drift.
+func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	scaled := strings.Replace(manifest, "replicas: 3", "replicas: 5", 1)
+	record := func(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
+		return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: manifest},
+			2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
+	}
+	atRevision := func(r int64) *unstructured.Unstructured {
+		return memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": r}})
+	}
+	for _, tc := range []struct {
+		name      string
+		status    int64 // the revision the CR's status names
+		handedOut int   // the revision last handed to the reconciler; 0: none
+		replicas  int64 // live
+		want      bool
+	}{
+		{"status not yet written: as revision 2 says", 1, 2, 5, false},
+		{"status not yet written: scaled back by hand", 1, 2, 3, true},
+		{"nothing handed out since the start", 1, 0, 5, true},
+		{"status written", 2, 2, 5, false},
+		{"an older revision handed out (a Get after a restart)", 2, 1, 5, false},
+	} {
+		versions := newReleaseVersions()
+		if tc.handedOut > 0 {
+			rel, _ := record(context.Background(), nil, tc.handedOut)
+			versions.record(rel)
+		}
+		inf := driftCheckingInformer{reader: readerWith(atRevision(tc.status), liveDeployment(tc.replicas, "m")),
+			manifests: newReleaseManifests(record, versions, nil), owner: memcachedGVK, gvk: deploymentGVK}
+		if got := inf.drifted(context.Background(), key); got != tc.want {
+			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// While a Helm operation holds the release, a drift check waits for it to end, and then
+// compares the object with the revision it handed out: the upgrade's own change is no drift.
+// A hand edit made meanwhile is passed on once the release is free, and so is any drift of a
+// release held past maxReleaseWaits.
+func TestDriftCheckWaitsForTheRelease(t *testing.T) {
+	defer func(d time.Duration) { settleDelay = d }(settleDelay)
+	settleDelay = 5 * time.Millisecond
+	scaled := strings.Replace(manifest, "replicas: 3", "replicas: 5", 1)
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
+	record := func(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
+		return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: manifest},
+			2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
+	}
+	update := func(h toolscache.ResourceEventHandler) {
+		h.OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas int64         // live, once the release is free
+		held     time.Duration // how long the release is held after the update
+		want     int32
+	}{
+		{"the upgrade to revision 2 scaled it", 5, 30 * settleDelay, 0},
+		{"scaled by hand during the upgrade", 7, 30 * settleDelay, 1},
+		{"held past the waits: checked against revision 1", 5, time.Duration(maxReleaseWaits+20) * settleDelay, 1},
+	} {
+		versions, locks := newReleaseVersions(), newKeyedMutex()
+		unlock := locks.lock(releaseKey("ns", "m"))
+		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(liveDeployment(tc.replicas, "m")),
+			manifests: newReleaseManifests(record, versions, locks), owner: memcachedGVK, gvk: deploymentGVK}
+		h := &countingHandler{}
+		update(inf.wrap(h))
+		time.Sleep(tc.held)
+		if tc.held < maxReleaseWaits*settleDelay {
+			if got := h.updates.Load(); got != 0 {
+				t.Errorf("%s: %d updates passed on while the release was held, want none", tc.name, got)
+			}
+			rel, _ := record(context.Background(), nil, 2)
+			versions.record(rel)
+		}
+		unlock()
+		time.Sleep(20 * settleDelay)
+		if got := h.updates.Load(); got != tc.want {
+			t.Errorf("%s: %d updates passed on, want %d", tc.name, got, tc.want)
 		}
 	}
 }

@@ -136,6 +136,13 @@ type keyedLock struct {
 
 func newKeyedMutex() *keyedMutex { return &keyedMutex{locks: map[string]*keyedLock{}} }
 
+// held reports whether key is held or awaited.
+func (m *keyedMutex) held(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.locks[key] != nil
+}
+
 // lock locks key and returns the func that unlocks it.
 func (m *keyedMutex) lock(key string) (unlock func()) {
 	m.mu.Lock()

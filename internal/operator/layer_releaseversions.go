@@ -57,6 +57,15 @@ func (v *releaseVersions) forget(namespace, name string) {
 	delete(v.m, releaseKey(namespace, name))
 }
 
+// revision is the revision of the release last handed out, if any: newer than its CR's status
+// says from the end of an upgrade until the status is written.
+func (v *releaseVersions) revision(namespace, name string) (int, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	rv, ok := v.m[releaseKey(namespace, name)]
+	return rv.revision, ok
+}
+
 // lookup returns the revision and chart version of the release whose manifest is manifest,
 // if it is the one last handed out.
 func (v *releaseVersions) lookup(namespace, name, manifest string) (releaseVersion, bool) {

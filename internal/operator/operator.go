@@ -121,10 +121,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
-	s.locks = newKeyedMutex()                                  // one release name, across kinds: see layer_releaseguard.go
-	s.manifests = newReleaseManifests(s.configs.StoredRelease) // for the drift filter: see drift.go
-	s.metrics = newFleetSeries(opts.MaxCRMetrics)              // the per-CR series: see metrics.go
-	if s.sources, err = newSourcesCache(mgr); err != nil {     // spec.valuesFrom: see valuessources.go
+	s.locks = newKeyedMutex()                                                     // one release name, across kinds: see layer_releaseguard.go
+	s.manifests = newReleaseManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see drift.go
+	s.metrics = newFleetSeries(opts.MaxCRMetrics)                                 // the per-CR series: see metrics.go
+	if s.sources, err = newSourcesCache(mgr); err != nil {                        // spec.valuesFrom: see valuessources.go
 		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)
 	}
 	if err := registerFleet(s.metrics); err != nil {

@@ -24,18 +24,34 @@ import (
 // passes the event on (a reconcile, which is what every event did without the filter).
 // Parsed manifests are kept for the last few revisions read: a rollout updates each object of
 // a release several times in a few seconds, and each update is checked.
+//
+// The status is written after the upgrade it records, by the same reconcile: on a loaded API
+// server, seconds after the upgrade's objects changed. Compared with the status's revision,
+// those objects would look drifted, and each such update cost a second, no-op reconcile. So the
+// revision is the newer of the status's and the one Helm last handed a reconciler (versions),
+// and while a Helm operation holds the release (locks), its manifest is about to change
+// (changing): the drift filter waits for it to end.
 type releaseManifests struct {
 	// record reads revision of the release of cr from the signed storage.
-	record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)
-	parsed *lru.Cache // of []*unstructured.Unstructured, by CR UID, namespace, name and revision
+	record   func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)
+	versions *releaseVersions // the revisions Helm last handed the reconcilers
+	locks    *keyedMutex      // the releases a Helm operation holds (layer_releaseguard.go)
+	parsed   *lru.Cache       // of []*unstructured.Unstructured, by CR UID, namespace, name and revision
 }
 
 // manifestCacheSize bounds the parsed manifests kept: enough for the releases rolling out
 // at once (--max-concurrent-reconciles per kind), a few KiB each for the charts here.
 const manifestCacheSize = 64
 
-func newReleaseManifests(record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)) *releaseManifests {
-	return &releaseManifests{record: record, parsed: lru.New(manifestCacheSize)}
+func newReleaseManifests(record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error),
+	versions *releaseVersions, locks *keyedMutex) *releaseManifests {
+	return &releaseManifests{record: record, versions: versions, locks: locks, parsed: lru.New(manifestCacheSize)}
+}
+
+// changing reports whether a Helm operation holds the release of the CR named name in
+// namespace (its release is named after it).
+func (m *releaseManifests) changing(namespace, name string) bool {
+	return m != nil && m.locks != nil && name != "" && m.locks.held(releaseKey(namespace, name))
 }
 
 // object returns the object of kind gvk named name in the deployed release of cr, if known.
@@ -46,8 +62,13 @@ func (m *releaseManifests) object(ctx context.Context, cr *unstructured.Unstruct
 	if m == nil {
 		return nil
 	}
-	revision, ok, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldDeployedRelease, "revision")
-	if !ok || revision < 1 {
+	revision, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldDeployedRelease, "revision")
+	if m.versions != nil {
+		if handedOut, known := m.versions.revision(cr.GetNamespace(), cr.GetName()); known && int64(handedOut) > revision {
+			revision = int64(handedOut)
+		}
+	}
+	if revision < 1 {
 		return nil
 	}
 	key := fmt.Sprintf("%s/%s/%s/%d", cr.GetUID(), cr.GetNamespace(), cr.GetName(), revision)
