@@ -89,15 +89,45 @@ func scan(t *testing.T, files []string, re *regexp.Regexp) []citation {
 	t.Helper()
 	var out []citation
 	for _, f := range files {
-		for _, l := range citingLines(t, f) {
+		lines := citingLines(t, f)
+		for i, l := range lines {
 			for _, m := range re.FindAllStringSubmatch(l.text, -1) {
-				what := m[1]
-				if len(m) > 2 {
-					what += "#" + m[2]
+				out = append(out, citation{cited(m), fmt.Sprintf("%s:%d", f, l.n)})
+			}
+			// A citation a Markdown paragraph wraps, cut at its line's end, is found in
+			// the line and the next joined.
+			if !strings.HasSuffix(f, ".md") || i+1 == len(lines) {
+				continue
+			}
+			joined := l.text + " " + strings.TrimLeft(lines[i+1].text, " \t>")
+			for _, m := range re.FindAllStringSubmatchIndex(joined, -1) {
+				if m[0] < len(l.text) && m[1] > len(l.text) {
+					out = append(out, citation{cited(submatches(joined, m)), fmt.Sprintf("%s:%d", f, l.n)})
 				}
-				out = append(out, citation{what, fmt.Sprintf("%s:%d", f, l.n)})
 			}
 		}
+	}
+	return out
+}
+
+// cited is what a match of a citation's pattern cites: its first group, then "#" and its
+// second, if any.
+func cited(m []string) string {
+	if len(m) > 2 {
+		return m[1] + "#" + m[2]
+	}
+	return m[1]
+}
+
+// submatches are the groups of text that the indexes m of a match name.
+func submatches(text string, m []int) []string {
+	out := make([]string, 0, len(m)/2)
+	for i := 0; i+1 < len(m); i += 2 {
+		if m[i] < 0 {
+			out = append(out, "")
+			continue
+		}
+		out = append(out, text[m[i]:m[i+1]])
 	}
 	return out
 }
