@@ -172,6 +172,45 @@ func TestDeletedRecords(t *testing.T) {
 	}, editApplies: true}.run(t)
 }
 
+// The tenant relabels its release's deployed record "superseded", the status of the records
+// Helm's pruning of the history deletes at each upgrade, and then deletes it. The label is
+// signed, so the operator still takes it for the deletion of the release's current record and
+// installs the release again at once, not at the CR's next event or periodic reconcile.
+func TestCurrentRecordRelabelledThenDeleted(t *testing.T) {
+	tn := newTenant(t)
+	ctx := context.Background()
+	cr := appService(tn.ns, "x", "x-app", 1)
+	if err := tn.client.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := deployed(cr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := outside(t, tn.ns)
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: tn.ns, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", cr.GetName(), rev)}
+	if err := tn.client.Get(ctx, key, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Labels["status"] = release.StatusSuperseded.String()
+	if err := tn.client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.client.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var v []string
+	if _, err := deployed(cr, 1); err != nil {
+		v = append(v, "the release put back: "+err.Error())
+	}
+	if err := tn.deleteAndWait(cr); err != nil {
+		v = append(v, "deleting the CR: "+err.Error())
+	}
+	v = append(v, before.diff(outside(t, tn.ns))...)
+	report(t, v)
+}
+
 // A record planted before its CR exists, naming another namespace's ConfigMap: when the
 // tenant then creates the CR, Helm would take the planted record as its release and upgrade
 // (and later uninstall) from it.
