@@ -31,17 +31,23 @@ type attack struct {
 	noEdit bool
 }
 
-func (a attack) run(t *testing.T) {
+// deployedAppService is a new tenant with an AppService x, once its release is deployed,
+// and the release's revision.
+func deployedAppService(t *testing.T) (*tenant, *unstructured.Unstructured, int64) {
 	tn := newTenant(t)
-	ctx := context.Background()
 	cr := appService(tn.ns, "x", "x-app", 1)
-	if err := tn.client.Create(ctx, cr); err != nil {
+	if err := tn.client.Create(context.Background(), cr); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := deployed(cr, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tn, cr, rev
+}
+
+func (a attack) run(t *testing.T) {
+	tn, cr, rev := deployedAppService(t)
 	before := outside(t, tn.ns)
 	refused := a.plant(t, tn, cr, rev)
 
@@ -177,16 +183,8 @@ func TestDeletedRecords(t *testing.T) {
 // signed, so the operator still takes it for the deletion of the release's current record and
 // installs the release again at once, not at the CR's next event or periodic reconcile.
 func TestCurrentRecordRelabelledThenDeleted(t *testing.T) {
-	tn := newTenant(t)
+	tn, cr, rev := deployedAppService(t)
 	ctx := context.Background()
-	cr := appService(tn.ns, "x", "x-app", 1)
-	if err := tn.client.Create(ctx, cr); err != nil {
-		t.Fatal(err)
-	}
-	rev, err := deployed(cr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := outside(t, tn.ns)
 	s := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: tn.ns, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", cr.GetName(), rev)}
