@@ -216,16 +216,19 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 	}
 }
 
+// twoRevisions reads the records of release ns/m, whose revision 2 scaled its Deployment from
+// 3 replicas to 5.
+func twoRevisions(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
+	scaled := strings.Replace(manifest, "replicas: 3", "replicas: 5", 1)
+	return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: manifest},
+		2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
+}
+
 // A reconcile writes the CR's status after the upgrade it records: until then the release's
 // objects are compared with the revision Helm handed the reconciler, when it is newer than the
 // status's, so that the upgrade's own changes are not drift.
 func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	scaled := strings.Replace(manifest, "replicas: 3", "replicas: 5", 1)
-	record := func(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
-		return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: manifest},
-			2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
-	}
 	atRevision := func(r int64) *unstructured.Unstructured {
 		return memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": r}})
 	}
@@ -244,11 +247,11 @@ func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 	} {
 		versions := newReleaseVersions()
 		if tc.handedOut > 0 {
-			rel, _ := record(context.Background(), nil, tc.handedOut)
+			rel, _ := twoRevisions(context.Background(), nil, tc.handedOut)
 			versions.record(rel)
 		}
 		inf := driftCheckingInformer{reader: readerWith(atRevision(tc.status), liveDeployment(tc.replicas, "m")),
-			manifests: newReleaseManifests(record, versions, nil), owner: memcachedGVK, gvk: deploymentGVK}
+			manifests: newReleaseManifests(twoRevisions, versions, nil), owner: memcachedGVK, gvk: deploymentGVK}
 		if got := inf.drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
 		}
@@ -262,12 +265,7 @@ func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 5 * time.Millisecond
-	scaled := strings.Replace(manifest, "replicas: 3", "replicas: 5", 1)
 	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
-	record := func(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
-		return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: manifest},
-			2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
-	}
 	update := func(h toolscache.ResourceEventHandler) {
 		h.OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
 	}
@@ -284,7 +282,7 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 		versions, locks := newReleaseVersions(), newKeyedMutex()
 		unlock := locks.lock(releaseKey("ns", "m"))
 		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(liveDeployment(tc.replicas, "m")),
-			manifests: newReleaseManifests(record, versions, locks), owner: memcachedGVK, gvk: deploymentGVK}
+			manifests: newReleaseManifests(twoRevisions, versions, locks), owner: memcachedGVK, gvk: deploymentGVK}
 		h := &countingHandler{}
 		update(inf.wrap(h))
 		time.Sleep(tc.held)
@@ -292,7 +290,7 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 			if got := h.updates.Load(); got != 0 {
 				t.Errorf("%s: %d updates passed on while the release was held, want none", tc.name, got)
 			}
-			rel, _ := record(context.Background(), nil, 2)
+			rel, _ := twoRevisions(context.Background(), nil, 2)
 			versions.record(rel)
 		}
 		unlock()
