@@ -260,47 +260,48 @@ func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 
 // While a Helm operation holds the release, a drift check waits for it to end, and then
 // compares the object with the revision it handed out: the upgrade's own change is no drift.
-// A hand edit made meanwhile is passed on once the release is free, and so is any drift of a
-// release held past maxReleaseWaits.
+// A hand edit made meanwhile is passed on once the release is free; and a drift of a release
+// held past maxReleaseWaits is passed on while it is still held.
 func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 5 * time.Millisecond
 	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
-	update := func(h toolscache.ResourceEventHandler) {
-		h.OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
-	}
 	for _, tc := range []struct {
 		name     string
-		replicas int64         // live, once the release is free
-		held     time.Duration // how long the release is held after the update
+		replicas int64 // live
+		freed    bool  // the upgrade to revision 2 ends after 30 checks' delays; else it never does
 		want     int32
 	}{
-		{"the upgrade to revision 2 scaled it", 5, 30 * settleDelay, 0},
-		{"scaled by hand during the upgrade", 7, 30 * settleDelay, 1},
-		{"held past the waits: checked against revision 1", 5, time.Duration(maxReleaseWaits+20) * settleDelay, 1},
+		{"the upgrade to revision 2 scaled it", 5, true, 0},
+		{"scaled by hand during the upgrade", 7, true, 1},
+		{"held past the waits: checked against revision 1", 5, false, 1},
 	} {
 		versions, locks := newReleaseVersions(), newKeyedMutex()
 		unlock := locks.lock(releaseKey("ns", "m"))
 		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(liveDeployment(tc.replicas, "m")),
 			manifests: newReleaseManifests(twoRevisions, versions, locks), owner: memcachedGVK, gvk: deploymentGVK}
 		h := &countingHandler{}
-		update(inf.wrap(h))
-		time.Sleep(tc.held)
-		if tc.held < maxReleaseWaits*settleDelay {
+		inf.wrap(h).OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
+		if tc.freed {
+			time.Sleep(30 * settleDelay)
 			if got := h.updates.Load(); got != 0 {
 				t.Errorf("%s: %d updates passed on while the release was held, want none", tc.name, got)
 			}
 			rel, _ := twoRevisions(context.Background(), nil, 2)
 			versions.record(rel)
+			unlock()
 		}
-		unlock()
-		// A drift passes on within a check or two; no drift is given the time of twenty.
-		for deadline := time.Now().Add(2 * time.Second); h.updates.Load() < tc.want && time.Now().Before(deadline); {
+		// A drift passes on within a check or two of the release's end, or of the last wait;
+		// no drift is given the time of twenty checks more.
+		for deadline := time.Now().Add(5 * time.Second); h.updates.Load() < tc.want && time.Now().Before(deadline); {
 			time.Sleep(settleDelay)
 		}
 		time.Sleep(20 * settleDelay)
 		if got := h.updates.Load(); got != tc.want {
 			t.Errorf("%s: %d updates passed on, want %d", tc.name, got, tc.want)
+		}
+		if !tc.freed {
+			unlock()
 		}
 	}
 }
