@@ -19,8 +19,10 @@
 //  2. sync reads the CR and the release's workloads from the informer cache,
 //     skips CRs that are being deleted, fall outside the watches.yaml
 //     selector or have no helm-operator report yet, and computes the desired
-//     owned status. Before it first says that a generation has rolled out, it
-//     reads the workloads again from the API server.
+//     owned status; while the CR's generation is ahead of observedGeneration
+//     it keeps RolledOut as it is (upgradeUnrecorded). Before it first says
+//     that a generation has rolled out, it reads the workloads again from the
+//     API server.
 //  3. If a field differs, sync applies its fields (server-side apply, field
 //     manager warpdrive-sidecar); otherwise it writes nothing. Errors go back
 //     to the workqueue, which retries with per-item exponential backoff.
@@ -242,6 +244,9 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 	revision := statuscontract.DeployedRevision(cr)
 	desired := ComputeStatus(deployed, revision, workloads)
 	old := statuscontract.Find(statuscontract.Conditions(cr), statuscontract.RolledOut)
+	if upgradeUnrecorded(cr, deployed) && old != nil {
+		desired.RolledOut = *old
+	}
 	if desired.RolledOut.Status == metav1.ConditionTrue && !statuscontract.SameCondition(&desired.RolledOut, old) && r.Live != nil {
 		// Rolled out at a generation for the first time. The cache may not have the
 		// manager's last upgrade of a workload yet, though the manager has already said it
@@ -267,6 +272,24 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 	err = r.Client.Status().Patch(ctx, applyObject(cr, desired), client.Apply,
 		client.FieldOwner(statuscontract.SidecarFieldManager), client.ForceOwnership)
 	return client.IgnoreNotFound(err)
+}
+
+// upgradeUnrecorded reports whether cr's generation is ahead of the one the manager says is
+// deployed: an upgrade is pending or under way, and the workloads may already be its new
+// release's, which the status does not name yet. sync then keeps RolledOut as it is and writes
+// only the live replica counts.
+//
+// Why: a word on the workloads now would be on a release the manager has not recorded, under
+// the old generation, and nothing reads it: statuscontract.Decide looks at RolledOut only once
+// observedGeneration is the CR's generation, whose change brings the CR back here. Yet each
+// such write is a version of the CR sent to every watcher, and it makes the manager's
+// conditional status apply of the same upgrade conflict and wait for its cache. In an edit
+// wave of 1000 CRs the sidecar wrote RolledOut two or three times per upgrade on the
+// generation before, between the Deployment's change and the manager's observedGeneration
+// (docs/bench/memory.md, "An edit wave without the sidecar's word on the generation before
+// (eighteenth)").
+func upgradeUnrecorded(cr *unstructured.Unstructured, deployed int64) bool {
+	return cr.GetGeneration() != deployed
 }
 
 // liveWorkloads reads workloads again from the API server.

@@ -433,6 +433,18 @@ func TestSync(t *testing.T) {
 		name: "spec edited, not deployed yet: no write",
 		objs: []client.Object{newCR(3, upToDate(), rolledOut2), web()},
 	}, {
+		// The upgrade to generation 3 has changed web; the manager has not said so yet.
+		name: "spec edited, its upgrade not recorded, web rolling: RolledOut kept, no write",
+		objs: []client.Object{newCR(3, upToDate(), rolledOut2), func() client.Object {
+			d := web()
+			d.Generation = 2 // its controller has not seen the new spec
+			return d
+		}()},
+	}, {
+		name: "spec edited, its upgrade not recorded, a pod unavailable: the counts written, RolledOut kept",
+		objs: []client.Object{newCR(3, upToDate(), rolledOut2), readyDeployment("web", poolOwner(), nil, 3, 2, 2)},
+		want: []statusApply{sidecarApply(3, 2, 2, "app=web", rolledOutEntry("True", "RolloutComplete", "1 workload(s) rolled out", 2, t0))},
+	}, {
 		name: "a pod became unavailable: RolledOut stays False, its lastTransitionTime is kept",
 		objs: []client.Object{rollingOut(), readyDeployment("web", poolOwner(), nil, 3, 1, 1)},
 		want: []statusApply{sidecarApply(3, 1, 1, "app=web",
