@@ -68,6 +68,15 @@ type rolloutSource interface {
 	status(cr *unstructured.Unstructured) rolloutStatus
 }
 
+// setup builds the controller with controller-runtime's default of one worker.
+//
+// Why one: in an edit wave of 1000 CRs (make bench-fairness, edit wave, on this machine's two
+// cores) that worker is busy all the time and a CR of the editing tenant waits over a minute
+// for its observedGeneration, but more workers cost the other tenant: each wave starts with a
+// thousand status writes (UpgradePending, one per edited CR), and with 2 or 4 workers they
+// went out in the wave's first seconds, beside the upgrades, and B's edits reached their
+// Deployment in 5.0-6.0 s and 6.4-10 s against 3.3-4.9 s with one (docs/bench/memory.md,
+// "An edit wave without the sidecar's word on the generation before (eighteenth)").
 func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(r.gvk)
