@@ -284,7 +284,7 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 // observedGeneration is the CR's generation, whose change brings the CR back here. Yet each
 // such write is a version of the CR sent to every watcher, and it makes the manager's
 // conditional status apply of the same upgrade conflict and wait for its cache. In an edit
-// wave of 1000 CRs the sidecar wrote RolledOut two or three times per upgrade on the
+// wave of 1000 CRs the sidecar wrote RolledOut up to three times per upgrade on the
 // generation before, between the Deployment's change and the manager's observedGeneration
 // (docs/bench/memory.md, "An edit wave without the sidecar's word on the generation before
 // (eighteenth)").
