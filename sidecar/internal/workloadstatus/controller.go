@@ -277,7 +277,7 @@ func (r *StatusReconciler) sync(ctx context.Context, cr *unstructured.Unstructur
 // upgradeUnrecorded reports whether cr's generation is ahead of the one the manager says is
 // deployed: an upgrade is pending or under way, and the workloads may already be its new
 // release's, which the status does not name yet. sync then keeps RolledOut as it is and writes
-// only the live replica counts.
+// only the live replica counts and the selector.
 //
 // Why: a word on the workloads now would be on a release the manager has not recorded, under
 // the old generation, and nothing reads it: statuscontract.Decide looks at RolledOut only once
