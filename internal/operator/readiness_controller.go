@@ -75,8 +75,9 @@ type rolloutSource interface {
 // for its observedGeneration, but more workers cost the other tenant: each wave starts with a
 // thousand status writes (UpgradePending, one per edited CR), and with 2 or 4 workers they
 // went out in the wave's first seconds, beside the upgrades, and B's edits reached their
-// Deployment in 5.0-6.0 s and 6.4-10 s against 3.3-4.9 s with one (docs/bench/memory.md,
-// "An edit wave without the sidecar's word on the generation before (eighteenth)").
+// Deployment in 5.0-6.0 s and 6.4-10 s against 3.3-4.9 s with one (one run each;
+// docs/bench/memory.md, "An edit wave without the sidecar's word on the generation before
+// (eighteenth)").
 func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(r.gvk)
