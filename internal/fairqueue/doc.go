@@ -9,6 +9,11 @@
 // Within a namespace a CR is queued once (client-go's queue merges repeated requests), and
 // the requests go first in, first out.
 //
+// Taking turns orders what is queued, not what the workers already have: a queue made with
+// ForWorkers keeps one of the controller's workers for the other namespaces, so that a
+// tenant who queues a thousand requests at once has all workers but one, and another
+// tenant's request starts as soon as it is queued.
+//
 // Requests carry controller-runtime's priorities: the events of a cache's initial list after
 // a restart, and the requests a chart rollout sends, come at handler.LowPriority and wait
 // while requests of a higher priority are queued, so that after a restart over thousands of

@@ -24,7 +24,31 @@ var _ priorityqueue.PriorityQueue[reconcile.Request] = (*Queue)(nil)
 // New is a Queue for the controller name, whose back-off is limiter's: the signature of a
 // controller's NewQueue option.
 func New(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	o := newOrder()
+	return newWithLimit(name, limiter, 0)
+}
+
+// ForWorkers is New for a controller of that many workers, which keeps one of them for the
+// other namespaces: a namespace has at most workers-1 requests handed out at once.
+//
+// Why: taking turns orders the queued requests, but a worker busy with a request is not free
+// until it is done. When a tenant edits a thousand CRs at once, every worker takes one of
+// them, and another tenant's edit, first in line, waits for the first of those to finish:
+// seconds on a loaded machine, where each reconcile takes longer the more run beside it
+// (docs/bench/memory.md, "An edit wave with four helm workers instead of eight
+// (nineteenth)"). With one worker kept, it starts at once, and the busy tenant loses one
+// worker of its share. With one worker there is nothing to keep.
+func ForWorkers(workers int) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	limit := workers - 1
+	if workers <= 1 {
+		limit = 0
+	}
+	return func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return newWithLimit(name, limiter, limit)
+	}
+}
+
+func newWithLimit(name string, limiter workqueue.TypedRateLimiter[reconcile.Request], limit int) *Queue {
+	o := newOrder(limit)
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[reconcile.Request]{Name: name, Queue: o})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{
 		Name: name, Queue: base})
@@ -73,6 +97,15 @@ func (q *Queue) AddAfter(r reconcile.Request, d time.Duration) {
 func (q *Queue) AddRateLimited(r reconcile.Request) {
 	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, r)
 }
+
+// Done gives back r, handed out: its namespace may have another request handed out.
+func (q *Queue) Done(r reconcile.Request) {
+	q.order.done(r)
+	q.TypedRateLimitingInterface.Done(r)
+}
+
+// Len is the number of queued requests, with those of the namespaces at their limit.
+func (q *Queue) Len() int { return q.order.queuedLen() }
 
 // GetWithPriority hands out the next request and the priority it was queued at.
 func (q *Queue) GetWithPriority() (reconcile.Request, int, bool) {

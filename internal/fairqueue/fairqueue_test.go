@@ -3,6 +3,7 @@ package fairqueue
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,14 @@ func req(ns, name string) reconcile.Request {
 func newQueue(t *testing.T, name string) *Queue {
 	t.Helper()
 	q := New(name, workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*Queue)
+	t.Cleanup(q.ShutDown)
+	return q
+}
+
+// queueFor is ForWorkers' queue for a controller of that many workers.
+func queueFor(t *testing.T, workers int) *Queue {
+	t.Helper()
+	q := ForWorkers(workers)("", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*Queue)
 	t.Cleanup(q.ShutDown)
 	return q
 }
@@ -189,4 +198,101 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	t.Error("no workqueue_depth 2 for fairqueue-test")
+}
+
+// A queue for three workers keeps one for the other namespaces: a namespace with two
+// requests handed out waits, its queued requests still counted in Len, and the next worker
+// takes another namespace's request, even at low priority; given one back, the namespace goes
+// on where it was.
+func TestKeepsAWorkerForOtherNamespaces(t *testing.T) {
+	q := queueFor(t, 3)
+	for i := range 4 {
+		q.Add(req("a", fmt.Sprintf("a%d", i)))
+	}
+	a0, _ := q.Get()
+	a1, _ := q.Get()
+	if a0.String() != "a/a0" || a1.String() != "a/a1" {
+		t.Fatalf("handed out %v and %v", a0, a1)
+	}
+	if q.Len() != 2 {
+		t.Errorf("Len %d with two requests queued", q.Len())
+	}
+	// The third worker waits, for a request of another namespace.
+	third := make(chan string)
+	go func() {
+		r, _, _ := q.GetWithPriority()
+		third <- r.String()
+	}()
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req("b", "b0"))
+	if got := <-third; got != "b/b0" {
+		t.Errorf("the kept worker took %s", got)
+	}
+	q.Done(a0)
+	if got := next(t, q); got != "a/a2" {
+		t.Errorf("after a request given back, handed out %s", got)
+	}
+}
+
+// With one worker there is no worker to keep: the namespace has it.
+func TestOneWorkerIsNotKept(t *testing.T) {
+	q := queueFor(t, 1)
+	q.Add(req("a", "a0"))
+	q.Add(req("a", "a1"))
+	q.Get()
+	if r, _ := q.Get(); r.String() != "a/a1" {
+		t.Errorf("handed out %v", r)
+	}
+}
+
+// Workers that take, work and give back requests as a controller's do, while requests of
+// three namespaces come in: no namespace has more than workers-1 handed out at once, and
+// every request is served, so no worker sleeps while a request it may take waits.
+func TestWorkersServeAllWithinTheLimit(t *testing.T) {
+	const workers, perNamespace = 4, 300
+	q := queueFor(t, workers)
+	var mu sync.Mutex
+	out, most := map[string]int{}, 0
+	served := make(chan string, 3*perNamespace)
+	for range workers {
+		go func() {
+			for {
+				r, _, shutdown := q.GetWithPriority()
+				if shutdown {
+					return
+				}
+				mu.Lock()
+				out[r.Namespace]++
+				most = max(most, out[r.Namespace])
+				mu.Unlock()
+				time.Sleep(100 * time.Microsecond) // the reconcile
+				mu.Lock()
+				out[r.Namespace]--
+				mu.Unlock()
+				q.Done(r)
+				served <- r.String()
+			}
+		}()
+	}
+	for i := range perNamespace {
+		for _, ns := range []string{"a", "b", "c"} {
+			if ns == "a" || i%10 == 0 { // b and c come now and then, a all the time
+				q.Add(req(ns, fmt.Sprint(i)))
+			}
+		}
+	}
+	want := perNamespace + 2*perNamespace/10
+	seen := map[string]bool{}
+	for len(seen) < want {
+		select {
+		case r := <-served:
+			seen[r] = true
+		case <-time.After(30 * time.Second): // not a figure: only a wedged queue takes this long
+			t.Fatalf("%d of %d requests served; %d queued", len(seen), want, q.Len())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > workers-1 {
+		t.Errorf("a namespace had %d requests handed out at once", most)
+	}
 }

@@ -11,8 +11,19 @@ import (
 // first; at one priority, the namespaces in turn; within a namespace, first in, first out.
 // It is the storage of client-go's queue (workqueue.Queue), which calls Push, Touch, Pop and
 // Len under its own lock, and only for requests that are queued and not being processed.
+//
+// With a limit, a namespace that has limit requests handed out waits: its queued requests are
+// not counted in Len and Pop skips them, until Queue.Done gives one back (done). client-go's
+// queue hands out a request only when Len is not 0, so the workers beyond the limit wait for
+// other namespaces. No worker sleeps while a waiting namespace comes free: the worker that
+// gave its request back asks for the next one, and gets it.
 type order struct {
 	mu sync.Mutex
+	// limit is the most requests of one namespace handed out at once; 0 for no limit.
+	limit int
+	// out counts each namespace's requests handed out and not given back; queued, its
+	// queued requests.
+	out, queued map[string]int
 	// wanted is the highest priority each request was added with since it was last
 	// queued: read when client-go's queue pushes or touches it. A request added without a
 	// priority wants 0.
@@ -25,8 +36,9 @@ type order struct {
 	popped map[reconcile.Request]int
 }
 
-func newOrder() *order {
-	return &order{wanted: map[reconcile.Request]int{}, at: map[reconcile.Request]int{},
+func newOrder(limit int) *order {
+	return &order{limit: limit, out: map[string]int{}, queued: map[string]int{},
+		wanted: map[reconcile.Request]int{}, at: map[reconcile.Request]int{},
 		levels: map[int]*level{}, popped: map[reconcile.Request]int{}}
 }
 
@@ -62,6 +74,7 @@ func (o *order) push(r reconcile.Request, p int) {
 	}
 	l.push(r)
 	o.at[r] = p
+	o.queued[r.Namespace]++
 }
 
 // Touch is called for a queued request added again: it moves up if it was added at a higher
@@ -83,34 +96,68 @@ func (o *order) remove(r reconcile.Request, p int) {
 		delete(o.levels, p)
 	}
 	delete(o.at, r)
+	o.unqueue(r.Namespace)
 }
 
-// Pop hands out the next request (see order). client-go's queue calls it only when Len is
-// not 0.
+func (o *order) unqueue(ns string) {
+	if o.queued[ns]--; o.queued[ns] == 0 {
+		delete(o.queued, ns)
+	}
+}
+
+// Pop hands out the next request (see order) of a namespace under its limit. client-go's
+// queue calls it only when Len is not 0, so there is one.
 func (o *order) Pop() reconcile.Request {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	first := true
-	var top int
-	for p := range o.levels {
-		if first || p > top {
+	top, first := 0, true
+	for p, l := range o.levels {
+		if (first || p > top) && l.has(o.open) {
 			top, first = p, false
 		}
 	}
-	r := o.levels[top].pop()
+	r := o.levels[top].pop(o.open)
 	if o.levels[top].empty() {
 		delete(o.levels, top)
 	}
 	delete(o.at, r)
+	o.unqueue(r.Namespace)
+	o.out[r.Namespace]++
 	o.popped[r] = top
 	return r
 }
 
-// Len is the number of queued requests.
+// open says whether a request of namespace ns may be handed out.
+func (o *order) open(ns string) bool { return o.limit == 0 || o.out[ns] < o.limit }
+
+// Len is the number of queued requests that may be handed out: those of the namespaces under
+// their limit.
 func (o *order) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	n := len(o.at)
+	for ns := range o.out { // the namespaces at their limit are among those with requests out
+		if !o.open(ns) {
+			n -= o.queued[ns]
+		}
+	}
+	return n
+}
+
+// queuedLen is the number of queued requests, of every namespace.
+func (o *order) queuedLen() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	return len(o.at)
+}
+
+// done records that r, handed out, is given back.
+func (o *order) done(r reconcile.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.out[r.Namespace]--; o.out[r.Namespace] <= 0 {
+		delete(o.out, r.Namespace)
+	}
 }
 
 // takePopped is the priority r was queued at when it was handed out.
@@ -136,11 +183,17 @@ func (l *level) push(r reconcile.Request) {
 	l.lines[r.Namespace] = append(l.lines[r.Namespace], r)
 }
 
-// pop takes the first request of the namespace whose turn it is; the namespace, if it has
-// more, goes to the end of the turns.
-func (l *level) pop() reconcile.Request {
-	ns := l.turns[0]
-	l.turns = l.turns[1:]
+// has says whether a namespace open for requests has one queued here.
+func (l *level) has(open func(ns string) bool) bool {
+	return slices.ContainsFunc(l.turns, open)
+}
+
+// pop takes the first request of the first open namespace in the turns; that namespace, if it
+// has more, goes to the end of the turns, and the namespaces it passed keep their places.
+func (l *level) pop(open func(ns string) bool) reconcile.Request {
+	i := slices.IndexFunc(l.turns, open)
+	ns := l.turns[i]
+	l.turns = slices.Delete(l.turns, i, i+1)
 	line := l.lines[ns]
 	r := line[0]
 	if len(line) == 1 {
