@@ -10,6 +10,7 @@ import (
 	libhandler "github.com/operator-framework/operator-lib/handler"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -22,14 +23,15 @@ import (
 )
 
 // The controller controller.New makes, which helm-operator-plugins hands to its setup funcs,
-// takes the fair queue: it builds its queue with the fair queue's constructor when it starts.
+// takes the fair queue: it builds its queue with the fair queue's constructor when it starts,
+// and the queue keeps one of its workers (here two) for the other namespaces.
 func TestHelmControllerUsesTheFairQueue(t *testing.T) {
 	c, err := controller.NewUnmanaged("fairqueue-check", controller.Options{
 		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := useFairQueue(c); err != nil {
+	if err := useFairQueue(c, 2); err != nil {
 		t.Fatal(err)
 	}
 	q := newQueueOf(t, c)
@@ -37,7 +39,14 @@ func TestHelmControllerUsesTheFairQueue(t *testing.T) {
 	if _, ok := q.(*fairqueue.Queue); !ok {
 		t.Errorf("the controller's queue is a %T", q)
 	}
-	if err := useFairQueue(&notAController{}); err == nil {
+	q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "a0"}})
+	q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "a1"}})
+	q.Get()
+	q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "b", Name: "b0"}})
+	if r, _ := q.Get(); r.Namespace != "b" {
+		t.Errorf("the second worker took %s, not the other namespace's request", r)
+	}
+	if err := useFairQueue(&notAController{}, 2); err == nil {
 		t.Error("no error for a controller without NewQueue")
 	}
 }
