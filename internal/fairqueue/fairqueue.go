@@ -38,10 +38,7 @@ func New(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) wor
 // (nineteenth)"). With one worker kept, it starts at once, and the busy tenant loses one
 // worker of its share. With one worker there is nothing to keep.
 func ForWorkers(workers int) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	limit := workers - 1
-	if workers <= 1 {
-		limit = 0
-	}
+	limit := max(workers-1, 0) // 0: no limit
 	return func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return newWithLimit(name, limiter, limit)
 	}

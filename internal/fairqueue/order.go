@@ -21,9 +21,8 @@ type order struct {
 	mu sync.Mutex
 	// limit is the most requests of one namespace handed out at once; 0 for no limit.
 	limit int
-	// out counts each namespace's requests handed out and not given back; queued, its
-	// queued requests.
-	out, queued map[string]int
+	// out counts each namespace's requests handed out and not given back.
+	out map[string]int
 	// wanted is the highest priority each request was added with since it was last
 	// queued: read when client-go's queue pushes or touches it. A request added without a
 	// priority wants 0.
@@ -37,7 +36,7 @@ type order struct {
 }
 
 func newOrder(limit int) *order {
-	return &order{limit: limit, out: map[string]int{}, queued: map[string]int{},
+	return &order{limit: limit, out: map[string]int{},
 		wanted: map[reconcile.Request]int{}, at: map[reconcile.Request]int{},
 		levels: map[int]*level{}, popped: map[reconcile.Request]int{}}
 }
@@ -74,7 +73,6 @@ func (o *order) push(r reconcile.Request, p int) {
 	}
 	l.push(r)
 	o.at[r] = p
-	o.queued[r.Namespace]++
 }
 
 // Touch is called for a queued request added again: it moves up if it was added at a higher
@@ -96,13 +94,6 @@ func (o *order) remove(r reconcile.Request, p int) {
 		delete(o.levels, p)
 	}
 	delete(o.at, r)
-	o.unqueue(r.Namespace)
-}
-
-func (o *order) unqueue(ns string) {
-	if o.queued[ns]--; o.queued[ns] == 0 {
-		delete(o.queued, ns)
-	}
 }
 
 // Pop hands out the next request (see order) of a namespace under its limit. client-go's
@@ -121,7 +112,6 @@ func (o *order) Pop() reconcile.Request {
 		delete(o.levels, top)
 	}
 	delete(o.at, r)
-	o.unqueue(r.Namespace)
 	o.out[r.Namespace]++
 	o.popped[r] = top
 	return r
@@ -138,7 +128,9 @@ func (o *order) Len() int {
 	n := len(o.at)
 	for ns := range o.out { // the namespaces at their limit are among those with requests out
 		if !o.open(ns) {
-			n -= o.queued[ns]
+			for _, l := range o.levels {
+				n -= len(l.lines[ns])
+			}
 		}
 	}
 	return n

@@ -138,7 +138,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithPostHook(recordSuccess(k.outcomes)),
 		reconciler.WithPauseReconcileHandler(pauseHandler(k.outcomes)),
 		reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
-			if err := useFairQueue(c, k.concurrency); err != nil { // namespaces served in turn
+			if err := useFairQueue(c, k.concurrency); err != nil { // namespaces in turn, a worker kept
 				return err
 			}
 			if err := c.Watch(k.rollout.wakeSource()); err != nil { // the CRs the rollout admits
