@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -190,7 +192,13 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 	if !ok {
 		return nil, fmt.Errorf("unexpected Helm Kubernetes client %T", cfg.KubeClient)
 	}
-	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds)
+	getter, ok := cfg.RESTClientGetter.(genericclioptions.RESTClientGetter)
+	if !ok {
+		return nil, fmt.Errorf("unexpected Helm REST client getter %T", cfg.RESTClientGetter)
+	}
+	reads := &updateReads{}
+	kc.Factory = cmdutil.NewFactory(updateReadsGetter{RESTClientGetter: getter, reads: reads})
+	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds, reads)
 	// The release is named after its CR (helm-operator-plugins' reconciler).
 	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName(),
 		clusterKinds: policy.ClusterKinds}

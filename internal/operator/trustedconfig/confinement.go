@@ -26,14 +26,17 @@ type confinedKube struct {
 	*kube.Client
 	namespace string
 	cluster   map[schema.GroupKind]bool // cluster-scoped kinds the chart may render
+	// reads answers the repeated reads of an update, through the client's REST configs; nil:
+	// every read goes to the API server.
+	reads *updateReads
 }
 
-func newConfinedKube(c *kube.Client, namespace string, clusterKinds []schema.GroupKind) *confinedKube {
+func newConfinedKube(c *kube.Client, namespace string, clusterKinds []schema.GroupKind, reads *updateReads) *confinedKube {
 	allowed := make(map[schema.GroupKind]bool, len(clusterKinds))
 	for _, gk := range clusterKinds {
 		allowed[gk] = true
 	}
-	return &confinedKube{Client: c, namespace: namespace, cluster: allowed}
+	return &confinedKube{Client: c, namespace: namespace, cluster: allowed, reads: reads}
 }
 
 // outsideReleaseError says that a manifest names an object the release may not touch.
@@ -116,14 +119,23 @@ func (c *confinedKube) Update(original, target kube.ResourceList, force bool) (*
 	if err := c.check(append(append(kube.ResourceList{}, original...), target...)); err != nil {
 		return nil, err
 	}
-	return c.Client.Update(original, target, force)
+	return c.update(func() (*kube.Result, error) { return c.Client.Update(original, target, force) })
 }
 
 func (c *confinedKube) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
 	if err := c.check(append(append(kube.ResourceList{}, original...), target...)); err != nil {
 		return nil, err
 	}
-	return c.Client.UpdateThreeWayMerge(original, target, force)
+	return c.update(func() (*kube.Result, error) { return c.Client.UpdateThreeWayMerge(original, target, force) })
+}
+
+// update runs one of Helm's updates with its repeated reads answered (updateReads).
+func (c *confinedKube) update(run func() (*kube.Result, error)) (res *kube.Result, err error) {
+	if c.reads == nil {
+		return run()
+	}
+	c.reads.during(func() { res, err = run() })
+	return res, err
 }
 
 func (c *confinedKube) Delete(resources kube.ResourceList) (*kube.Result, []error) {

@@ -24,8 +24,8 @@ var (
 // A release touches objects of its namespace and the cluster-scoped kinds its chart
 // declares, and nothing else, whatever manifest it is given.
 func TestConfinedKubeRefusesWhatTheChartCannotRender(t *testing.T) {
-	pool := newConfinedKube(nil, "t1", []schema.GroupKind{storageClassGVK.GroupKind()})
-	app := newConfinedKube(nil, "t1", nil)
+	pool := newConfinedKube(nil, "t1", []schema.GroupKind{storageClassGVK.GroupKind()}, nil)
+	app := newConfinedKube(nil, "t1", nil, nil)
 	cases := []struct {
 		name   string
 		c      *confinedKube

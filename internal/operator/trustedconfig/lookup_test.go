@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -147,6 +148,10 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 type restGetter struct{ cfg *rest.Config }
 
 func (g restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
+
+// ToRawKubeConfigLoader: the release's Helm client is given its namespace (kube.Client's
+// Namespace), as helm-operator-plugins gives it, and reads no kubeconfig.
+func (g restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig { return nil }
 func (g restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
 	return nil, nil
 }
