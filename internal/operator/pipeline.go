@@ -24,7 +24,8 @@ import (
 //     of its Secrets only the release's own and those labelled chart-readable
 //     (trustedconfig/lookup.go), in the dry run too. Within an update, Helm's repeated reads of
 //     an object are answered from the first (trustedconfig/updatereads.go). Hooks run only
-//     for a chart that has them. Install uninstalls a failed install by name; Upgrade rolls a failed upgrade back.
+//     for a chart that has them. Install uninstalls a failed install by name; Upgrade rolls
+//     a failed upgrade back.
 //
 //  1. redaction (redactingClient, layer_redact.go). Every error that quotes a string the
 //     visit in progress read from a Secret of spec.valuesFrom (valuessources.go) has it

@@ -15,9 +15,9 @@ import (
 // Helm's kube.Client.Update (3.21) reads each object of the release two or three times in a
 // row: a GET to see whether it exists, another in createPatch for the three-way merge, and,
 // where the patch is empty, a third to refresh it. An AppService upgrade, whose Deployment
-// changes and whose Service does not, makes five GETs where two say the same, each a round
-// trip to an API server that an edit wave saturates, and three of them before the
-// Deployment's patch. While an update runs (during), the last GET's answer is given again to
+// changes and whose Service does not, makes five GETs before the Deployment's patch, three of
+// them repeating the one before, each a round trip to an API server that an edit wave
+// saturates. While an update runs (during), the last GET's answer is given again to
 // the same GET asked next; any other request forgets it, so a read after a write, or after
 // another object's, goes to the API server. What it holds is one object's answer.
 //
