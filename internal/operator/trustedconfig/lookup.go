@@ -48,15 +48,22 @@ type lookupGetter struct {
 }
 
 func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
-	cfg, err := g.RESTClientGetter.ToRESTConfig()
+	return wrappedRESTConfig(g.RESTClientGetter, func(next http.RoundTripper) http.RoundTripper {
+		return &lookupTransport{next: next, namespace: g.namespace, release: g.release,
+			clusterKinds: g.clusterKinds, kinds: g.RESTClientGetter}
+	})
+}
+
+// wrappedRESTConfig is a copy of getter's REST config whose transport is wrapped by wrap:
+// the getter's own config, shared by every release, is left as it is.
+func wrappedRESTConfig(getter interface{ ToRESTConfig() (*rest.Config, error) },
+	wrap func(http.RoundTripper) http.RoundTripper) (*rest.Config, error) {
+	cfg, err := getter.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return &lookupTransport{next: next, namespace: g.namespace, release: g.release,
-			clusterKinds: g.clusterKinds, kinds: g.RESTClientGetter}
-	})
+	cfg.Wrap(wrap)
 	return cfg, nil
 }
 

@@ -33,7 +33,6 @@ type updateReads struct {
 // keptReply is a GET's answer, kept whole.
 type keptReply struct {
 	key    string
-	status int
 	header http.Header
 	body   []byte
 }
@@ -63,18 +62,25 @@ type updateReadsTransport struct {
 
 func (t *updateReadsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := t.reads
+	r.mu.Lock()
+	if !r.on {
+		// Counted all the same: an answer of an earlier update still on its way must not be
+		// kept past this request by the next update.
+		r.seq++
+		r.mu.Unlock()
+		return t.next.RoundTrip(req)
+	}
 	// The content type asked for is part of the question: Helm's clients ask for JSON or
 	// protobuf by the object's kind.
 	key := req.Method + " " + req.URL.String() + " " + req.Header.Get("Accept")
-	r.mu.Lock()
-	if r.on && req.Method == http.MethodGet && r.last != nil && r.last.key == key {
+	if req.Method == http.MethodGet && r.last != nil && r.last.key == key {
 		kept := r.last
 		r.mu.Unlock()
 		return kept.response(req), nil
 	}
 	r.last = nil
 	r.seq++
-	seq, keep := r.seq, r.on && req.Method == http.MethodGet && !req.URL.Query().Has("watch")
+	seq, keep := r.seq, req.Method == http.MethodGet && !req.URL.Query().Has("watch")
 	r.mu.Unlock()
 
 	resp, err := t.next.RoundTrip(req)
@@ -86,7 +92,7 @@ func (t *updateReadsTransport) RoundTrip(req *http.Request) (*http.Response, err
 	if err != nil {
 		return nil, err
 	}
-	kept := &keptReply{key: key, status: resp.StatusCode, header: resp.Header.Clone(), body: body}
+	kept := &keptReply{key: key, header: resp.Header.Clone(), body: body}
 	r.mu.Lock()
 	if r.on && r.seq == seq {
 		r.last = kept
@@ -96,11 +102,11 @@ func (t *updateReadsTransport) RoundTrip(req *http.Request) (*http.Response, err
 	return resp, nil
 }
 
-// response is the kept answer, for req.
+// response is the kept answer, for req: a 200, the only status kept.
 func (k *keptReply) response(req *http.Request) *http.Response {
 	return &http.Response{
-		Status:        http.StatusText(k.status),
-		StatusCode:    k.status,
+		Status:        "200 OK",
+		StatusCode:    http.StatusOK,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -119,11 +125,5 @@ type updateReadsGetter struct {
 }
 
 func (g updateReadsGetter) ToRESTConfig() (*rest.Config, error) {
-	cfg, err := g.RESTClientGetter.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(g.reads.wrap)
-	return cfg, nil
+	return wrappedRESTConfig(g.RESTClientGetter, g.reads.wrap)
 }
