@@ -1,9 +1,20 @@
 package operator
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -49,5 +60,92 @@ func TestManagerStatusAfterAnUpgradeWithNoNewGeneration(t *testing.T) {
 	f = managerStatus(written, upgraded, now, rs, "")
 	if ready := statuscontract.Find(f.conditions, statuscontract.Ready); ready == nil || ready.Status != metav1.ConditionTrue {
 		t.Fatalf("Ready %+v once RolledOut names release revision 4, want True", ready)
+	}
+}
+
+// staleReader is a cache that holds one version of a CR.
+type staleReader struct{ cr *unstructured.Unstructured }
+
+func (s staleReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	s.cr.DeepCopyInto(obj.(*unstructured.Unstructured))
+	return nil
+}
+
+func (s staleReader) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+type noRollout struct{}
+
+func (noRollout) status(*unstructured.Unstructured) rolloutStatus { return rolloutStatus{} }
+
+type unchangedSources struct{}
+
+func (unchangedSources) changed(context.Context, *unstructured.Unstructured, []valuesfrom.Source) string {
+	return ""
+}
+
+// A status write that conflicts because the cache is behind the CR is decided again on the CR
+// read from the API server and written at once, not after the cache's next event: the helm
+// reconciler tells the readiness controller of an upgrade just before its own status apply,
+// so a quiet tenant's CR, served first, is read from the cache before that apply reaches it.
+// Only a second conflict goes back to the queue.
+func TestReadinessWritesAgainOnTheLiveCROnAConflict(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	at := func(rv string) *unstructured.Unstructured {
+		cr := crAt(2, map[string]any{"observedGeneration": int64(1)})
+		cr.SetResourceVersion(rv)
+		return cr
+	}
+	for _, tc := range []struct {
+		name   string
+		cached string // the cache's resourceVersion of the CR
+		// server is the API server's resourceVersion of the CR at each call the controller
+		// makes to it, in turn (a write, a read, a write).
+		server     []string
+		wantWrites []string // the resourceVersions the writes are conditional on
+		wantReads  int      // reads from the API server
+		want       reconcile.Result
+	}{
+		{name: "cache up to date", cached: "11", server: []string{"11"}, wantWrites: []string{"11"}},
+		{name: "cache behind", cached: "10", server: []string{"11", "11", "11"}, wantWrites: []string{"10", "11"}, wantReads: 1},
+		{name: "changed again after the read", cached: "10", server: []string{"11", "11", "12"},
+			wantWrites: []string{"10", "11"}, wantReads: 1, want: reconcile.Result{RequeueAfter: time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var writes []string
+			reads, calls := 0, 0
+			serverNow := func() string {
+				calls++
+				return tc.server[min(calls, len(tc.server))-1]
+			}
+			live := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(_ context.Context, _ client.WithWatch, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+					at(serverNow()).DeepCopyInto(obj.(*unstructured.Unstructured))
+					reads++
+					return nil
+				},
+				SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object, _ client.Patch, _ ...client.SubResourcePatchOption) error {
+					writes = append(writes, obj.GetResourceVersion())
+					if obj.GetResourceVersion() != serverNow() {
+						return apierrors.NewConflict(schema.GroupResource{Resource: "memcacheds"}, key.Name, nil)
+					}
+					return nil
+				},
+			}).Build()
+			o := newOutcomes()
+			o.succeeded(at(tc.cached), nil)
+			drain(o)
+			r := &readinessReconciler{reader: staleReader{at(tc.cached)}, client: live, gvk: at("").GroupVersionKind(),
+				outcomes: o, rollout: noRollout{}, sources: unchangedSources{}, metrics: newFleetSeries(10),
+				now: func() metav1.Time { return metav1.Unix(1000, 0) }}
+
+			got, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || !slices.Equal(writes, tc.wantWrites) || reads != tc.wantReads {
+				t.Fatalf("result %+v, writes on versions %v, %d reads from the API server; want %+v, %v, %d",
+					got, writes, reads, tc.want, tc.wantWrites, tc.wantReads)
+			}
+		})
 	}
 }
