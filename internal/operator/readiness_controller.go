@@ -68,24 +68,37 @@ type rolloutSource interface {
 	status(cr *unstructured.Unstructured) rolloutStatus
 }
 
-// setup builds the controller with controller-runtime's default of one worker.
+// readinessWorkers is how many CRs of a kind the readiness controller syncs at once: two, one
+// of them kept for the namespaces other than the busiest (fairqueue.ForWorkers).
 //
-// Why one: in an edit wave of 1000 CRs (make bench-fairness, edit wave, on this machine's two
-// cores) that worker is busy all the time and a CR of the editing tenant waits over a minute
-// for its observedGeneration, but more workers cost the other tenant: each wave starts with a
-// thousand status writes (UpgradePending, one per edited CR), and with 2 or 4 workers they
-// went out in the wave's first seconds, beside the upgrades, and B's edits reached their
-// Deployment in 5.0-6.0 s and 6.4-10 s against 3.3-4.9 s with one (one run each;
+// Why not one: a quiet tenant's CR, first in line, waits for the one worker to finish a status
+// write of the busy tenant's, which takes up to a third of a second on the API server an edit
+// wave loads, and it does so three times on the way of each edit (UpgradePending,
+// observedGeneration, Ready) (docs/bench/memory.md, "An edit wave with one readiness worker
+// kept for the other namespaces (twenty-third)").
+//
+// Why not more for the busy tenant: each wave of 1000 edits starts with a thousand status
+// writes (UpgradePending, one per edited CR). With 2 or 4 workers, all the busy tenant's, they
+// went out in the wave's first seconds, beside the upgrades, and the other tenant's edits
+// reached their Deployment in 5.0-6.0 s and 6.4-10 s against 3.3-4.9 s with one (one run each;
 // docs/bench/memory.md, "An edit wave without the sidecar's word on the generation before
-// (eighteenth)").
+// (eighteenth)"). With one kept, the busy tenant has the one worker it had.
+const readinessWorkers = 2
+
+// readinessOptions are the readiness controller's options: readinessWorkers workers and the
+// fair queue, as the helm reconciler's, without which a tenant's wave of a thousand CRs would
+// keep another tenant's Ready waiting behind all of theirs.
+func readinessOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: readinessWorkers, NewQueue: fairqueue.ForWorkers(readinessWorkers)}
+}
+
+// setup builds the controller with readinessWorkers workers.
 func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(r.gvk)
-	// The fair queue, as the helm reconciler's: a tenant's wave of a thousand CRs would
-	// otherwise keep another tenant's Ready waiting behind all of theirs.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("readiness-" + strings.ToLower(r.gvk.Kind)).
-		WithOptions(controller.Options{NewQueue: fairqueue.New}).
+		WithOptions(readinessOptions()).
 		For(cr).
 		WatchesRawSource(source.Channel(r.outcomes.notify, &handler.EnqueueRequestForObject{})).
 		Complete(r)

@@ -11,11 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -147,5 +152,32 @@ func TestReadinessWritesAgainOnTheLiveCROnAConflict(t *testing.T) {
 					got, writes, reads, tc.want, tc.wantWrites, tc.wantReads)
 			}
 		})
+	}
+}
+
+// The readiness controller has two workers and keeps one for the other namespaces: with one of
+// a namespace's requests handed out, the second worker takes another namespace's request before
+// the first namespace's next, even one queued at low priority.
+func TestReadinessKeepsAWorkerForTheOtherNamespaces(t *testing.T) {
+	o := readinessOptions()
+	if o.MaxConcurrentReconciles != 2 {
+		t.Errorf("%d workers, want 2", o.MaxConcurrentReconciles)
+	}
+	q, ok := o.NewQueue("readiness-check", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*fairqueue.Queue)
+	if !ok {
+		t.Fatal("the readiness controller's queue is not the fair queue")
+	}
+	defer q.ShutDown()
+	req := func(ns, name string) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+	}
+	q.Add(req("a", "a0"))
+	q.Add(req("a", "a1"))
+	if first, _ := q.Get(); first != req("a", "a0") {
+		t.Fatalf("handed out %s first", first)
+	}
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req("b", "b0"))
+	if second, _ := q.Get(); second != req("b", "b0") {
+		t.Errorf("the second worker took %s, not the other namespace's request", second)
 	}
 }
