@@ -72,8 +72,8 @@ type rolloutSource interface {
 // of them kept for the namespaces other than the busiest (fairqueue.ForWorkers).
 //
 // Why not one: a quiet tenant's CR, first in line, waits for the one worker to finish a status
-// write of the busy tenant's, which takes up to a third of a second on the API server an edit
-// wave loads, and it does so three times on the way of each edit (UpgradePending,
+// write of the busy tenant's, which takes tenths of a second on the API server an edit wave
+// loads, and it does so three times on the way of each edit (UpgradePending,
 // observedGeneration, Ready) (docs/bench/memory.md, "An edit wave with one readiness worker
 // kept for the other namespaces (twenty-third)").
 //
