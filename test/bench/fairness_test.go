@@ -333,7 +333,12 @@ func noisyNeighbour(t *testing.T, v variant, n int, phases []string, keep bool) 
 		probes := []string{freeAddr(t), freeAddr(t)}
 		old := stop
 		t0 := time.Now()
-		_, _, addr, stop = v.start(t, probes)
+		procs, _, a, s := v.start(t, probes)
+		addr, stop = a, s
+		// Only the processes started serve probes: the stock operator's one, this operator's
+		// manager and sidecar. Waiting for an address nobody serves would keep the old
+		// operator running for the whole bound.
+		probes = probes[:min(len(procs), len(probes))]
 		stopped := make(chan time.Duration, 1)
 		go func() {
 			// The Deployment controller stops the old pod once the new one is ready.
