@@ -151,9 +151,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// through the same coalescing delay as the workloads' events.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
-		// Namespaces served in turn (fairqueue): one tenant's thousand rollouts do not keep
-		// another's status waiting behind theirs.
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers, NewQueue: fairqueue.New}).
+		WithOptions(r.options()).
 		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
 			l := mgr.GetLogger().WithValues("controller", name, "controllerGroup", gk.Group, "controllerKind", gk.Kind)
 			if req != nil {
@@ -166,6 +164,21 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, r.enqueueAfterDelay(workloadToCRs)).
 		Watches(&appsv1.DaemonSet{}, r.enqueueAfterDelay(workloadToCRs)).
 		Complete(r)
+}
+
+// options are the controller's: r.Workers workers over the fair queue, one of them kept for
+// the namespaces other than the busiest (fairqueue.ForWorkers), as the manager's helm and
+// readiness controllers keep one.
+//
+// Why the fair queue: one tenant's thousand rollouts do not keep another's status waiting
+// behind theirs. Why a worker kept: taking turns orders the queued requests, but a worker
+// busy with a sync (a read of the workloads, a status write, each a round trip to a loaded API
+// server) is not free until it ends. While a tenant installed a thousand CRs, the other
+// tenant's request was handed out twice with three of the busy tenant's out, which without
+// the kept worker it would have waited for (docs/bench/memory.md, "An edit wave with one
+// sidecar worker kept for the other namespaces (twenty-fourth)").
+func (r *StatusReconciler) options() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: r.Workers, NewQueue: fairqueue.ForWorkers(r.Workers)}
 }
 
 // enqueueAfterDelay maps each event's object (both versions on update, so

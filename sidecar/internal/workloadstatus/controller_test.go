@@ -3,6 +3,7 @@ package workloadstatus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"testing"
@@ -28,10 +29,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
 )
 
@@ -743,6 +747,34 @@ func TestEnqueueAfterDelay(t *testing.T) {
 		queuetest.Action{Request: req("ns1", "pool-b"), After: 150 * time.Millisecond},
 	); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+// The status controller keeps one of its workers for the other namespaces: with one namespace
+// holding all the others, the last worker takes another namespace's request before that
+// namespace's next, even one queued at low priority.
+func TestStatusKeepsAWorkerForTheOtherNamespaces(t *testing.T) {
+	r := &StatusReconciler{Workers: DefaultWorkers}
+	o := r.options()
+	if o.MaxConcurrentReconciles != DefaultWorkers {
+		t.Errorf("%d workers, want %d", o.MaxConcurrentReconciles, DefaultWorkers)
+	}
+	q, ok := o.NewQueue("status-check", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*fairqueue.Queue)
+	if !ok {
+		t.Fatal("the status controller's queue is not the fair queue")
+	}
+	defer q.ShutDown()
+	for i := range DefaultWorkers {
+		q.Add(req("a", fmt.Sprint("a", i)))
+	}
+	for i := range DefaultWorkers - 1 {
+		if got, _ := q.Get(); got != req("a", fmt.Sprint("a", i)) {
+			t.Fatalf("worker %d took %s, want a/a%d", i, got, i)
+		}
+	}
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req("b", "b0"))
+	if last, _ := q.Get(); last != req("b", "b0") {
+		t.Errorf("the last worker took %s, not the other namespace's request", last)
 	}
 }
 
