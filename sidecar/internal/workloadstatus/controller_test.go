@@ -750,6 +750,34 @@ func TestEnqueueAfterDelay(t *testing.T) {
 	}
 }
 
+// A CR's events wait out the coalescing delay, except the update that moves the manager's
+// observedGeneration, which a tenant's Ready waits on: that one is added at once.
+func TestEnqueueCR(t *testing.T) {
+	r := &StatusReconciler{CoalesceDelay: 150 * time.Millisecond}
+	h := r.enqueueCR()
+	q := &queuetest.Queue{}
+	ctx := context.Background()
+	cr := newCR(2, nil)
+	_ = unstructured.SetNestedField(cr.Object, int64(1), "status", "observedGeneration")
+	recorded := cr.DeepCopy()
+	_ = unstructured.SetNestedField(recorded.Object, int64(2), "status", "observedGeneration")
+	relabelled := recorded.DeepCopy()
+	relabelled.SetLabels(map[string]string{"tier": "web"})
+
+	h.Create(ctx, event.CreateEvent{Object: cr}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: cr, ObjectNew: recorded}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: recorded, ObjectNew: relabelled}, q)
+
+	delayed := queuetest.Action{Request: req("ns1", "pool-a"), After: 150 * time.Millisecond}
+	if diff := q.Diff(
+		delayed,
+		queuetest.Action{Request: req("ns1", "pool-a")},
+		delayed, delayed, // an update's old object, then its new one
+	); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
 // The status controller keeps one of its workers for the other namespaces: with one namespace
 // holding all the others, the last worker takes another namespace's request before that
 // namespace's next, even one queued at low priority.
