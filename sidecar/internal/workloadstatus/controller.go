@@ -15,8 +15,9 @@
 //  1. A CR event (create, generation, labels, the manager's observedGeneration
 //     or release revision, or owned status fields changed) or an event on a
 //     workload that belongs to a CR of the kind enqueues the CR's
-//     namespace/name, with a short delay that coalesces bursts; a move of the
-//     manager's observedGeneration is enqueued at once (enqueueCR).
+//     namespace/name, with a short delay that coalesces bursts; the manager's
+//     observedGeneration moving and a workload's rollout finishing are
+//     enqueued at once (enqueue).
 //  2. sync reads the CR and the release's workloads from the informer cache,
 //     skips CRs that are being deleted, fall outside the watches.yaml
 //     selector or have no helm-operator report yet, and computes the desired
@@ -147,7 +148,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 
 	// The CR is watched with Watches rather than For so that its events go
-	// through the same coalescing delay as the workloads' events (see enqueueCR).
+	// through the same coalescing delay as the workloads' events (see enqueue).
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		WithOptions(r.options()).
@@ -158,10 +159,10 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return l
 		}).
-		Watches(cr, r.enqueueCR(), builder.WithPredicates(crInputsChanged())).
-		Watches(&appsv1.Deployment{}, r.enqueueAfterDelay(workloadToCRs)).
-		Watches(&appsv1.StatefulSet{}, r.enqueueAfterDelay(workloadToCRs)).
-		Watches(&appsv1.DaemonSet{}, r.enqueueAfterDelay(workloadToCRs)).
+		Watches(cr, r.enqueue(crRequest, recorded), builder.WithPredicates(crInputsChanged())).
+		Watches(&appsv1.Deployment{}, r.enqueue(workloadToCRs, rolloutDone)).
+		Watches(&appsv1.StatefulSet{}, r.enqueue(workloadToCRs, rolloutDone)).
+		Watches(&appsv1.DaemonSet{}, r.enqueue(workloadToCRs, rolloutDone)).
 		Complete(r)
 }
 
@@ -189,32 +190,65 @@ func (r *StatusReconciler) enqueueAfterDelay(mapFn func(client.Object) []reconci
 	})
 }
 
-// enqueueCR adds a CR's request after r.CoalesceDelay, as the workloads' events do, except on
-// the update that moves status.observedGeneration, which it adds at once.
+// enqueue maps each event's object to requests and adds them as enqueueAfterDelay does, but
+// at once on an update for which now(old, new) holds: the CR's that moves the manager's
+// observedGeneration (recorded), a workload's that finishes its rollout (rolloutDone).
 //
-// Why: that update is the manager's word that an upgrade is recorded, and the tenant who
-// edited the CR waits on what the sync says next, RolledOut and then the manager's Ready at the
-// new generation. The upgrade wrote its workloads before that word, so there is no burst of
-// theirs left to merge; the rollout's own events still come through the delay. In an edit
-// wave of 1000 CRs this sync came a coalescing delay after the word, on the way from the edit
-// to Ready (docs/bench/memory.md, "An edit wave with one sidecar worker kept for the other
-// namespaces (twenty-fourth)").
-func (r *StatusReconciler) enqueueCR() handler.EventHandler {
-	delayed := r.enqueueAfterDelay(crRequest)
+// Why: those are the two inputs a tenant who edited a CR waits on, the last of them being
+// what lets the sync say RolledOut, and then the manager say Ready, at the new generation.
+// Neither is part of a burst: the upgrade wrote its workloads before the manager recorded it,
+// and a rollout finishes once. The events between (the upgrade's writes, the rollout's
+// progress) still wait out the delay. With every event delayed, the sync came a coalescing
+// delay after the last of the two, on the way from each edit to Ready (docs/bench/memory.md,
+// "An edit wave with one sidecar worker kept for the other namespaces (twenty-fourth)").
+func (r *StatusReconciler) enqueue(mapFn func(client.Object) []reconcile.Request, now func(oldObj, newObj client.Object) bool) handler.EventHandler {
+	delayed := r.enqueueAfterDelay(mapFn)
 	return handler.Funcs{
 		CreateFunc: delayed.Create,
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld != nil && e.ObjectNew != nil && observedGeneration(e.ObjectOld) != observedGeneration(e.ObjectNew) {
-				for _, req := range crRequest(e.ObjectNew) {
-					q.Add(req)
-				}
+			if e.ObjectOld == nil || e.ObjectNew == nil || !now(e.ObjectOld, e.ObjectNew) {
+				delayed.Update(ctx, e, q)
 				return
 			}
-			delayed.Update(ctx, e, q)
+			added := map[reconcile.Request]bool{}
+			for _, obj := range []client.Object{e.ObjectOld, e.ObjectNew} {
+				for _, req := range mapFn(obj) {
+					if !added[req] {
+						added[req] = true
+						q.Add(req)
+					}
+				}
+			}
 		},
 		DeleteFunc:  delayed.Delete,
 		GenericFunc: delayed.Generic,
 	}
+}
+
+// recorded reports whether an update of a CR moved the manager's observedGeneration: its word
+// that an upgrade is recorded.
+func recorded(oldObj, newObj client.Object) bool {
+	return observedGeneration(oldObj) != observedGeneration(newObj)
+}
+
+// rolloutDone reports whether an update of a workload finished its rollout.
+func rolloutDone(oldObj, newObj client.Object) bool {
+	was, okOld := workloadOf(oldObj)
+	is, okNew := workloadOf(newObj)
+	return okOld && okNew && was.rollout() != "" && is.rollout() == ""
+}
+
+// workloadOf is obj's Workload, if obj is a Deployment, StatefulSet or DaemonSet.
+func workloadOf(obj client.Object) (Workload, bool) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return FromDeployment(o), true
+	case *appsv1.StatefulSet:
+		return FromStatefulSet(o), true
+	case *appsv1.DaemonSet:
+		return FromDaemonSet(o), true
+	}
+	return Workload{}, false
 }
 
 // crRequest is the request of the CR obj.

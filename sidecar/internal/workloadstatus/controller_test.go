@@ -750,32 +750,51 @@ func TestEnqueueAfterDelay(t *testing.T) {
 	}
 }
 
-// A CR's events wait out the coalescing delay, except the update that moves the manager's
-// observedGeneration, which a tenant's Ready waits on: that one is added at once.
-func TestEnqueueCR(t *testing.T) {
-	r := &StatusReconciler{CoalesceDelay: 150 * time.Millisecond}
-	h := r.enqueueCR()
-	q := &queuetest.Queue{}
+// A CR's and a workload's events wait out the coalescing delay, except the two a tenant's
+// Ready waits on: the update that moves the manager's observedGeneration, and the one that
+// finishes a workload's rollout. Those are added at once, each request once.
+func TestEnqueueAtOnce(t *testing.T) {
+	r := &StatusReconciler{GVK: poolGVK, Kinds: testKinds, CoalesceDelay: 150 * time.Millisecond}
 	ctx := context.Background()
-	cr := newCR(2, nil)
-	_ = unstructured.SetNestedField(cr.Object, int64(1), "status", "observedGeneration")
-	recorded := cr.DeepCopy()
-	_ = unstructured.SetNestedField(recorded.Object, int64(2), "status", "observedGeneration")
-	relabelled := recorded.DeepCopy()
-	relabelled.SetLabels(map[string]string{"tier": "web"})
-
-	h.Create(ctx, event.CreateEvent{Object: cr}, q)
-	h.Update(ctx, event.UpdateEvent{ObjectOld: cr, ObjectNew: recorded}, q)
-	h.Update(ctx, event.UpdateEvent{ObjectOld: recorded, ObjectNew: relabelled}, q)
-
+	now := queuetest.Action{Request: req("ns1", "pool-a")}
 	delayed := queuetest.Action{Request: req("ns1", "pool-a"), After: 150 * time.Millisecond}
-	if diff := q.Diff(
-		delayed,
-		queuetest.Action{Request: req("ns1", "pool-a")},
-		delayed, delayed, // an update's old object, then its new one
-	); diff != "" {
-		t.Fatal(diff)
-	}
+
+	t.Run("CR", func(t *testing.T) {
+		h := r.enqueue(crRequest, recorded)
+		q := &queuetest.Queue{}
+		cr := newCR(2, nil)
+		_ = unstructured.SetNestedField(cr.Object, int64(1), "status", "observedGeneration")
+		moved := cr.DeepCopy()
+		_ = unstructured.SetNestedField(moved.Object, int64(2), "status", "observedGeneration")
+		relabelled := moved.DeepCopy()
+		relabelled.SetLabels(map[string]string{"tier": "web"})
+
+		h.Create(ctx, event.CreateEvent{Object: cr}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: cr, ObjectNew: moved}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: moved, ObjectNew: relabelled}, q)
+		// An update's old object, then its new one, when delayed.
+		if diff := q.Diff(delayed, now, delayed, delayed); diff != "" {
+			t.Fatal(diff)
+		}
+	})
+
+	t.Run("workload", func(t *testing.T) {
+		h := r.enqueue(func(obj client.Object) []reconcile.Request {
+			return requestsForWorkload(obj, poolGVK.GroupKind(), testKinds)
+		}, rolloutDone)
+		q := &queuetest.Queue{}
+		progressing := readyDeployment("web", poolOwner(), nil, 3, 1, 1)
+		further := readyDeployment("web", poolOwner(), nil, 3, 2, 2)
+		done := readyDeployment("web", poolOwner(), nil, 3, 3, 3)
+		flapped := readyDeployment("web", poolOwner(), nil, 3, 2, 2)
+
+		h.Update(ctx, event.UpdateEvent{ObjectOld: progressing, ObjectNew: further}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: further, ObjectNew: done}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: done, ObjectNew: flapped}, q)
+		if diff := q.Diff(delayed, delayed, now, delayed, delayed); diff != "" {
+			t.Fatal(diff)
+		}
+	})
 }
 
 // The status controller keeps one of its workers for the other namespaces: with one namespace
