@@ -9,6 +9,9 @@
 // filters every Secret of the namespace for each, two or more per CR, so their cost grows
 // with the fleet (docs/bench/findings.md, "Helm's Secret lists memoized per reconcile").
 //
+// A list narrower than one remembered (the release's deployed revision, after its records) is
+// answered from the wider one, filtered.
+//
 // A Memo lives as long as the storage driver it serves, one action configuration, that is
 // one reconcile. Every write through it (create, update, patch, apply, delete) forgets every
 // answer, so the storage reads its own writes as before. What it does not see is a write by
@@ -22,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -43,9 +47,9 @@ func New(c corev1client.SecretInterface) *Memo {
 	return &Memo{SecretInterface: c, lists: map[selectors]*corev1.SecretList{}}
 }
 
-// List answers from memory a list asked before since the last write; a list that pages or
-// asks for a resourceVersion goes to the API server every time. The caller gets its own
-// copy.
+// List answers from memory a list asked before since the last write, or one narrower than it
+// (see narrowed); a list that pages or asks for a resourceVersion goes to the API server every
+// time. The caller gets its own copy.
 func (m *Memo) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
 	if opts.Limit != 0 || opts.Continue != "" || opts.ResourceVersion != "" || opts.Watch || opts.SendInitialEvents != nil {
 		return m.SecretInterface.List(ctx, opts)
@@ -53,6 +57,9 @@ func (m *Memo) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Secre
 	key := selectors{label: opts.LabelSelector, field: opts.FieldSelector}
 	m.mu.Lock()
 	l, ok := m.lists[key]
+	if !ok {
+		l, ok = m.narrowed(key)
+	}
 	m.mu.Unlock()
 	if ok {
 		return l.DeepCopy(), nil
@@ -65,6 +72,53 @@ func (m *Memo) List(ctx context.Context, opts metav1.ListOptions) (*corev1.Secre
 	m.lists[key] = l.DeepCopy()
 	m.mu.Unlock()
 	return l, nil
+}
+
+// narrowed answers key from a remembered list whose label selector asks for some of what
+// key's does, and no more, with the same field selector: its Secrets that key's selector
+// matches. m.mu is held.
+//
+// Why: Helm's storage asks for a release's deployed revision (labels name, owner and status)
+// after its records (name and owner), and so does its pruning of the history, which every
+// upgrade of a release with a full history makes before its Deployment. The answer is in the
+// records already listed; asking the API server again is a LIST more on the way of each
+// tenant's edit, on an API server an edit wave loads (docs/bench/memory.md, "An edit wave
+// whose sidecar syncs at once on what Ready waits for (twenty-fifth)").
+func (m *Memo) narrowed(key selectors) (*corev1.SecretList, bool) {
+	want, err := labels.Parse(key.label)
+	if err != nil {
+		return nil, false
+	}
+	asked := map[string]bool{}
+	reqs, _ := want.Requirements()
+	for _, r := range reqs {
+		asked[r.String()] = true
+	}
+	for k, l := range m.lists {
+		if k.field != key.field {
+			continue
+		}
+		have, err := labels.Parse(k.label)
+		if err != nil {
+			continue
+		}
+		haveReqs, _ := have.Requirements()
+		wider := true
+		for _, r := range haveReqs {
+			wider = wider && asked[r.String()]
+		}
+		if !wider {
+			continue
+		}
+		out := &corev1.SecretList{ListMeta: l.ListMeta}
+		for i := range l.Items {
+			if want.Matches(labels.Set(l.Items[i].Labels)) {
+				out.Items = append(out.Items, l.Items[i])
+			}
+		}
+		return out, true
+	}
+	return nil, false
 }
 
 // Forget drops every list remembered, so that the next list of each reads the API server.
