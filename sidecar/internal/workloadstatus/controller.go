@@ -232,11 +232,13 @@ func recorded(oldObj, newObj client.Object) bool {
 	return observedGeneration(oldObj) != observedGeneration(newObj)
 }
 
-// rolloutDone reports whether an update of a workload finished its rollout.
+// rolloutDone reports whether an update of a workload finished its rollout. The new object is
+// asked first: most updates are of a workload that has rolled out and stays so, and asking it
+// costs nothing, where a rollout under way is told in a message.
 func rolloutDone(oldObj, newObj client.Object) bool {
 	was, okOld := workloadOf(oldObj)
 	is, okNew := workloadOf(newObj)
-	return okOld && okNew && was.rollout() != "" && is.rollout() == ""
+	return okOld && okNew && is.rollout() == "" && was.rollout() != ""
 }
 
 // workloadOf is obj's Workload, if obj is a Deployment, StatefulSet or DaemonSet.

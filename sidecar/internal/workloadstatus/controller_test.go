@@ -797,6 +797,21 @@ func TestEnqueueAtOnce(t *testing.T) {
 	})
 }
 
+// Telling whether an update finished a rollout allocates nothing for a workload that has rolled
+// out and stays so, the most common update the sidecar sees.
+func TestRolloutDoneOfARolledOutWorkloadAllocatesNothing(t *testing.T) {
+	done := readyDeployment("web", poolOwner(), nil, 3, 3, 3)
+	relabelled := done.DeepCopy()
+	relabelled.Labels = map[string]string{"tier": "web"}
+	var finished bool
+	if allocs := testing.AllocsPerRun(100, func() { finished = rolloutDone(done, relabelled) }); allocs != 0 {
+		t.Errorf("%v allocations per update, want 0", allocs)
+	}
+	if finished {
+		t.Error("an update of a workload that had rolled out finished its rollout")
+	}
+}
+
 // The status controller keeps one of its workers for the other namespaces: with one namespace
 // holding all the others, the last worker takes another namespace's request before that
 // namespace's next, even one queued at low priority.

@@ -91,18 +91,18 @@ func FromDaemonSet(d *appsv1.DaemonSet) Workload {
 
 // rollout says what w still waits for, "" once it has rolled out: its controller has seen
 // its latest spec, and every desired replica runs that spec and is available, with no old
-// one left.
+// one left. A workload that has rolled out costs no allocation: rolloutDone asks this of every
+// workload update the sidecar sees.
 func (w Workload) rollout() string {
-	name := w.Kind + " " + w.Name
 	switch {
 	case w.ObservedGeneration < w.Generation:
-		return fmt.Sprintf("%s: its controller has not seen the new spec yet", name)
+		return fmt.Sprintf("%s %s: its controller has not seen the new spec yet", w.Kind, w.Name)
 	case w.Updated < w.Desired:
-		return fmt.Sprintf("%s: %d of %d replicas updated", name, w.Updated, w.Desired)
+		return fmt.Sprintf("%s %s: %d of %d replicas updated", w.Kind, w.Name, w.Updated, w.Desired)
 	case w.Replicas > w.Desired:
-		return fmt.Sprintf("%s: %d old replicas still running", name, w.Replicas-w.Desired)
+		return fmt.Sprintf("%s %s: %d old replicas still running", w.Kind, w.Name, w.Replicas-w.Desired)
 	case w.AvailableReplicas < w.Desired:
-		return fmt.Sprintf("%s: %d of %d replicas available", name, w.AvailableReplicas, w.Desired)
+		return fmt.Sprintf("%s %s: %d of %d replicas available", w.Kind, w.Name, w.AvailableReplicas, w.Desired)
 	}
 	return ""
 }
