@@ -5,10 +5,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 // The flags give the manager options both processes rely on: metrics behind authentication
-// with --metrics-secure, a Lease released on exit, controllers warmed up before the Lease.
+// with --metrics-secure, a Lease released on exit and tried often, controllers warmed up
+// before the Lease.
 func TestManagerOptionsFromFlags(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
@@ -29,6 +31,12 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	if !m.LeaderElection || m.LeaderElectionID != "lease" || m.LeaderElectionNamespace != "ns" ||
 		!m.LeaderElectionReleaseOnCancel || m.LeaderElectionResourceLock != "leases" {
 		t.Errorf("leader election options %+v", m)
+	}
+	// A candidate tries the Lease more often than controller-runtime's default of 2 s, and the
+	// renew deadline (controller-runtime's 10 s) still exceeds the period with its jitter, as
+	// client-go requires.
+	if r := m.RetryPeriod; r == nil || *r >= 2*time.Second || float64(10*time.Second) <= 1.2*float64(*r) {
+		t.Errorf("leader election retry period %v", r)
 	}
 	if m.Controller.EnableWarmup == nil || !*m.Controller.EnableWarmup {
 		t.Error("controllers do not warm up before their process is leader")
