@@ -156,11 +156,11 @@ func SetMemoryLimit() int64 {
 	return soft
 }
 
-// leaderRetryPeriod is how often a candidate tries to take the Lease and the leader renews it:
+// LeaderRetryPeriod is how often a candidate tries to take the Lease and the leader renews it:
 // one Lease write a second per process while leading, against controller-runtime's one every
 // 2 s. The Lease's duration (15 s) and renew deadline (10 s) stay controller-runtime's; the
 // deadline must exceed 1.2 times this period.
-const leaderRetryPeriod = time.Second
+const LeaderRetryPeriod = time.Second
 
 // Manager returns the manager options of the flags; the caller adds its cache options.
 //
@@ -174,7 +174,7 @@ const leaderRetryPeriod = time.Second
 // A candidate learns of the release only when it next tries the Lease, every RetryPeriod
 // plus up to 1.2 times as much jitter (client-go's leaderelection): with controller-runtime's
 // 2 s a rolling update's new pod reconciled first 4.2 to 4.7 s after the old one had ended
-// (docs/bench/fairness.md, rolling restart); leaderRetryPeriod shortens that wait, at the cost
+// (docs/bench/fairness.md, rolling restart); LeaderRetryPeriod shortens that wait, at the cost
 // of the leader renewing its Lease as often.
 //
 // Warm-up: each controller starts its sources before its process is leader, so that a
@@ -201,7 +201,7 @@ func (o *Options) Manager() ctrl.Options {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
 		LeaderElectionReleaseOnCancel: true,
-		RetryPeriod:                   ptr.To(leaderRetryPeriod),
+		RetryPeriod:                   ptr.To(LeaderRetryPeriod),
 		PprofBindAddress:              o.PprofAddr,
 		Controller:                    config.Controller{EnableWarmup: ptr.To(true)},
 	}

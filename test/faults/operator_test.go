@@ -10,15 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-// Leader election as controller-runtime configures it (neither binary changes it): a leader
-// that is killed holds the Lease until it expires, so a standby or a restarted process takes
-// over within leaseDuration + retryPeriod of the kill.
+// Leader election as both binaries configure it (controller-runtime's Lease duration, a try
+// every mgropts.LeaderRetryPeriod): a leader that is killed holds the Lease until it expires,
+// so a standby or a restarted process takes over within leaseDuration + retryPeriod of the
+// kill, give or take the try's jitter, which the waits' margin covers.
 const (
 	leaseDuration = 15 * time.Second
-	retryPeriod   = 2 * time.Second
+	retryPeriod   = mgropts.LeaderRetryPeriod
 )
 
 // proc is one operator process and where it serves its metrics (plain HTTP on loopback).
