@@ -173,7 +173,7 @@ const LeaderRetryPeriod = time.Second
 // Lease to expire; this is safe because both processes end right after their manager stops.
 // A candidate learns of the release only when it next tries the Lease, every RetryPeriod
 // plus up to 1.2 times as much jitter (client-go's leaderelection): with controller-runtime's
-// 2 s a rolling update's new pod reconciled first 4.2 to 4.7 s after the old one had ended
+// 2 s a rolling update's new pod reconciled first 3.8 to 4.7 s after the old one had ended
 // (docs/bench/fairness.md, rolling restart); LeaderRetryPeriod shortens that wait, at the cost
 // of the leader renewing its Lease as often.
 //
