@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,13 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -28,6 +23,10 @@ import (
 // afterwards, values rendered through tpl). The test installs its CRD and runs a manager of
 // its own that watches this kind alone.
 var passwordHolderGVK = schema.GroupVersionKind{Group: "e2e.warpdrive.transwarp.io", Version: "v1", Kind: "PasswordHolder"}
+
+// passwordHolders binds the kind to its chart.
+var passwordHolders = framework.ChartKind{GVK: passwordHolderGVK,
+	Chart: filepath.Join(framework.RepoRoot(), "test", "e2e", "testdata", "passwordchart")}
 
 // A chart that generates a password once and looks it up afterwards keeps it: the release
 // becomes Ready, an edit upgrades it with the same password, and a minute of forced
@@ -161,8 +160,8 @@ func passwordHolder(ns, name, greeting string) *unstructured.Unstructured {
 // that watch PasswordHolders alone, named after name, until the test ends.
 func startPasswordHolderOperator(t *testing.T, name string) {
 	t.Helper()
-	installPasswordHolderCRD(t)
-	watches := passwordHolderWatches(t)
+	env.InstallChartKind(t, passwordHolders)
+	watches := passwordHolders.WatchesFile(t)
 	mgr, err := env.StartManager(framework.ProcessOptions{Name: "manager-" + name, WatchesFile: watches,
 		Flags: []string{"--leader-election-id=manager-" + name}})
 	if err != nil {
@@ -178,77 +177,6 @@ func startPasswordHolderOperator(t *testing.T, name string) {
 	}
 	processes = append(processes, sidecar)
 	t.Cleanup(func() { sidecar.Stop() })
-}
-
-// passwordHolderWatches writes a watches file that lists PasswordHolders alone.
-func passwordHolderWatches(t *testing.T) string {
-	t.Helper()
-	watches := filepath.Join(t.TempDir(), "watches.yaml")
-	entry := []map[string]string{{"group": passwordHolderGVK.Group, "version": passwordHolderGVK.Version,
-		"kind": passwordHolderGVK.Kind, "chart": filepath.Join(env.Root, "test", "e2e", "testdata", "passwordchart")}}
-	data, err := yaml.Marshal(entry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(watches, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return watches
-}
-
-// installPasswordHolderCRD creates the test kind's CRD (any spec, a status subresource whose
-// conditions are keyed by type, as in the operator's CRDs) and, when the operator runs as its
-// ServiceAccount, lets it reconcile the kind; both go when the test ends.
-func installPasswordHolderCRD(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	plural := "passwordholders"
-	preserve, listMap := true, "map"
-	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}
-	conditions := apiextensionsv1.JSONSchemaProps{Type: "array", XListType: &listMap, XListMapKeys: []string{"type"},
-		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
-			Type: "object", XPreserveUnknownFields: &preserve, Required: []string{"type"},
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{"type": {Type: "string"}}}}}
-	status := open
-	status.Properties = map[string]apiextensionsv1.JSONSchemaProps{"conditions": conditions}
-	root := open
-	root.Properties = map[string]apiextensionsv1.JSONSchemaProps{"status": status}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + passwordHolderGVK.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: passwordHolderGVK.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: "passwordholder",
-				Kind: passwordHolderGVK.Kind, ListKind: passwordHolderGVK.Kind + "List"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: passwordHolderGVK.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &root},
-			}},
-		},
-	}
-	if err := env.Client.Create(ctx, crd); err != nil {
-		t.Fatalf("creating the CRD of %s: %v", passwordHolderGVK.Kind, err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
-	if err := env.WaitCRDEstablished(ctx, crd.Name); err != nil {
-		t.Fatal(err)
-	}
-	if !env.Impersonating() {
-		return
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-passwordholders"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{passwordHolderGVK.Group}, Resources: []string{plural, plural + "/status", plural + "/finalizers"},
-			Verbs: []string{"get", "list", "watch", "update", "patch"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-passwordholders"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ServiceAccount.Namespace, Name: env.ServiceAccount.Name}}}
-	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
-	}
 }
 
 // A value that renders anew at every render (a greeting that calls randAlphaNum through tpl)

@@ -11,13 +11,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -27,6 +23,10 @@ import (
 // test does not change them: it installs its own CRD and runs a manager of its own with a
 // watches file that lists this kind alone (the suite's manager does not watch it).
 var secretHolderGVK = schema.GroupVersionKind{Group: "e2e.warpdrive.transwarp.io", Version: "v1", Kind: "SecretHolder"}
+
+// secretHolders binds the kind to its chart.
+var secretHolders = framework.ChartKind{GVK: secretHolderGVK,
+	Chart: filepath.Join(framework.RepoRoot(), "test", "e2e", "testdata", "secretchart")}
 
 // The chart's Secret value (testdata/secretchart/values.yaml), in no CR.
 const renderedToken = "e2e-rendered-token-5b2f81c4"
@@ -41,7 +41,7 @@ func TestStatusHoldsNoRenderedData(t *testing.T) {
 	}
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	installSecretHolderCRD(t)
+	env.InstallChartKind(t, secretHolders)
 	start := func(name string, flags ...string) *framework.Process {
 		return startSecretHolderManager(t, name, flags...)
 	}
@@ -114,88 +114,13 @@ func TestStatusHoldsNoRenderedData(t *testing.T) {
 // suite's signing key. The suite stops it if the test does not.
 func startSecretHolderManager(t *testing.T, name string, flags ...string) *framework.Process {
 	t.Helper()
-	p, err := env.StartManager(framework.ProcessOptions{Name: name, WatchesFile: secretHolderWatches(t),
+	p, err := env.StartManager(framework.ProcessOptions{Name: name, WatchesFile: secretHolders.WatchesFile(t),
 		Flags: append([]string{"--leader-election-id=" + name}, flags...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	processes = append(processes, p)
 	return p
-}
-
-// secretHolderWatches writes a watches file that lists SecretHolders alone.
-func secretHolderWatches(t *testing.T) string {
-	t.Helper()
-	watches := filepath.Join(t.TempDir(), "watches.yaml")
-	entry := []map[string]string{{"group": secretHolderGVK.Group, "version": secretHolderGVK.Version,
-		"kind": secretHolderGVK.Kind, "chart": filepath.Join(env.Root, "test", "e2e", "testdata", "secretchart")}}
-	data, err := yaml.Marshal(entry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(watches, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return watches
-}
-
-// installSecretHolderCRD creates the test kind's CRD (any spec, a status subresource) and, when
-// the operator runs as its ServiceAccount, lets it reconcile the kind; both go when the test
-// ends.
-func installSecretHolderCRD(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	plural := "secretholders"
-	preserve, listMap := true, "map"
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + secretHolderGVK.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: secretHolderGVK.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: "secretholder",
-				Kind: secretHolderGVK.Kind, ListKind: secretHolderGVK.Kind + "List"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: secretHolderGVK.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-					// The conditions a list keyed by type, as in the operator's CRDs: each
-					// writer's server-side apply then replaces only the conditions it owns.
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{"status": {
-						Type: "object", XPreserveUnknownFields: &preserve,
-						Properties: map[string]apiextensionsv1.JSONSchemaProps{"conditions": {
-							Type: "array", XListType: &listMap, XListMapKeys: []string{"type"},
-							Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
-								Type: "object", XPreserveUnknownFields: &preserve, Required: []string{"type"},
-								Properties: map[string]apiextensionsv1.JSONSchemaProps{"type": {Type: "string"}}}},
-						}},
-					}},
-				}},
-			}},
-		},
-	}
-	if err := env.Client.Create(ctx, crd); err != nil {
-		t.Fatalf("creating the CRD of %s: %v", secretHolderGVK.Kind, err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
-	if err := env.WaitCRDEstablished(ctx, crd.Name); err != nil {
-		t.Fatal(err)
-	}
-	if !env.Impersonating() {
-		return
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-secretholders"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{secretHolderGVK.Group}, Resources: []string{plural, plural + "/status", plural + "/finalizers"},
-			Verbs: []string{"get", "list", "watch", "update", "patch"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-secretholders"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ServiceAccount.Namespace, Name: env.ServiceAccount.Name}}}
-	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
-	}
 }
 
 // deleteAndWait deletes cr and waits until it is gone: its release uninstalled and the

@@ -41,11 +41,11 @@ func TestValuesFrom(t *testing.T) {
 	}
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	installSecretHolderCRD(t)
+	env.InstallChartKind(t, secretHolders)
 	mgr := startSecretHolderManager(t, "manager-valuesfrom")
 	t.Cleanup(func() { mgr.Stop() })
 	// The sidecar too: Ready waits for its word that the release's workloads rolled out.
-	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: "sidecar-valuesfrom", WatchesFile: secretHolderWatches(t),
+	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: "sidecar-valuesfrom", WatchesFile: secretHolders.WatchesFile(t),
 		Flags: []string{"--leader-election-id=sidecar-valuesfrom"}})
 	if err != nil {
 		t.Fatal(err)

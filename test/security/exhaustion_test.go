@@ -355,10 +355,10 @@ func TestSpecOverTheBoundIsRefused(t *testing.T) {
 	}
 	attacker, other := newTenant(t), newTenant(t)
 	ctx := context.Background()
-	installLookupKind(t)
+	env.InstallChartKind(t, lookupKind)
 	grantLookupKind(t, attacker.ns)
 	grantLookupKind(t, other.ns)
-	p, err := env.StartManager(framework.ProcessOptions{Name: "security-open-spec", WatchesFile: lookupWatches(t),
+	p, err := env.StartManager(framework.ProcessOptions{Name: "security-open-spec", WatchesFile: lookupKind.WatchesFile(t),
 		Flags: []string{"--leader-election-id=security-open-spec"}})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,12 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -29,6 +26,10 @@ import (
 // so that whoever writes the spec writes templates). Not the e2e suite's group: the suites
 // may run at once on one cluster.
 var lookupGVK = schema.GroupVersionKind{Group: "security.warpdrive.transwarp.io", Version: "v1", Kind: "PasswordHolder"}
+
+// lookupKind binds the kind to its chart.
+var lookupKind = framework.ChartKind{GVK: lookupGVK,
+	Chart: filepath.Join(framework.RepoRoot(), "test", "e2e", "testdata", "passwordchart")}
 
 // A namespace editor writes values that make tpl call lookup on another namespace's Secret
 // (labelled readable there), on every namespace's Secrets, on a ClusterRole, on the
@@ -56,9 +57,9 @@ func TestLookupReadsOnlyTheRelease(t *testing.T) {
 		map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": tn.ns})
 	secret(tn.ns, "shared", "shared-token", readable, nil)
 
-	installLookupKind(t)
+	env.InstallChartKind(t, lookupKind)
 	grantLookupKind(t, tn.ns)
-	p, err := env.StartManager(framework.ProcessOptions{Name: "security-lookup", Stock: stock, WatchesFile: lookupWatches(t),
+	p, err := env.StartManager(framework.ProcessOptions{Name: "security-lookup", Stock: stock, WatchesFile: lookupKind.WatchesFile(t),
 		Flags: []string{"--leader-election-id=security-lookup"}})
 	if err != nil {
 		t.Fatal(err)
@@ -149,88 +150,6 @@ func TestLookupReadsOnlyTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	report(t, before.diff(outside(t, tn.ns)))
-}
-
-// lookupWatches writes a watches file that lists the test kind alone, bound to passwordchart.
-func lookupWatches(t *testing.T) string {
-	t.Helper()
-	watches := filepath.Join(t.TempDir(), "watches.yaml")
-	entry := []map[string]string{{"group": lookupGVK.Group, "version": lookupGVK.Version, "kind": lookupGVK.Kind,
-		"chart": filepath.Join(env.Root, "test", "e2e", "testdata", "passwordchart")}}
-	data, err := yaml.Marshal(entry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(watches, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return watches
-}
-
-// installLookupKind creates the test kind's CRD (any spec, a status subresource) and, when
-// the operator runs as its ServiceAccount, lets it reconcile the kind; both go when the test
-// ends.
-func installLookupKind(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	plural := "passwordholders"
-	preserve, listMap := true, "map"
-	// The conditions a list keyed by type, as in the operator's CRDs: each writer's server-side
-	// apply then replaces only the conditions it owns.
-	conditions := apiextensionsv1.JSONSchemaProps{Type: "array", XListType: &listMap, XListMapKeys: []string{"type"},
-		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
-			Type: "object", XPreserveUnknownFields: &preserve, Required: []string{"type"},
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{"type": {Type: "string"}}}}}
-	status := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve,
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{"conditions": conditions}}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + lookupGVK.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: lookupGVK.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: "passwordholder",
-				Kind: lookupGVK.Kind, ListKind: lookupGVK.Kind + "List"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: lookupGVK.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{"status": status}}},
-			}},
-		},
-	}
-	if err := env.Client.Create(ctx, crd); err != nil {
-		t.Fatalf("creating the CRD of %s: %v", lookupGVK.Kind, err)
-	}
-	// Gone before the next test creates it again (a CRD goes some time after its deletion).
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), crd)
-		_ = framework.Poll(context.Background(), time.Minute, func(ctx context.Context) error {
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
-			if err == nil {
-				return fmt.Errorf("CRD %s still there", crd.Name)
-			}
-			return client.IgnoreNotFound(err)
-		})
-	})
-	if err := env.WaitCRDEstablished(ctx, crd.Name); err != nil {
-		t.Fatal(err)
-	}
-	if !env.Impersonating() {
-		return
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "security-passwordholders"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{lookupGVK.Group}, Resources: []string{plural, plural + "/status", plural + "/finalizers"},
-			Verbs: []string{"get", "list", "watch", "update", "patch"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "security-passwordholders"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ServiceAccount.Namespace, Name: env.ServiceAccount.Name}}}
-	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
-	}
 }
 
 // grantLookupKind lets the tenant of ns edit the test kind there, as an editor role of a
