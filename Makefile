@@ -165,7 +165,7 @@ bench-valuesfrom: build helm-operator tools ## Benchmark spec.valuesFrom at 100 
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run TestValuesFrom ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-valuesfrom.log
 
 .PHONY: bench-fairness
-bench-fairness: build helm-operator tools ## Benchmark a noisy neighbour: one tenant's edit latency while another floods the operator with forced reconciles, edit waves and a restart over 1000 CRs, this operator beside the stock one (about 45 minutes): docs/bench/fairness.md.
+bench-fairness: build helm-operator tools ## Benchmark a noisy neighbour: one tenant's edit latency while another floods the operator with forced reconciles, edit waves and a restart over 1000 CRs, this operator beside the stock one (about 65 minutes): docs/bench/fairness.md.
 	$(MAKE) cluster-up
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 150m -v -run TestNoisyNeighbour ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-fairness.log
 
