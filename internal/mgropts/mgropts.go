@@ -209,13 +209,27 @@ func (o *Options) Manager() ctrl.Options {
 
 // NewManager creates the manager of opts against the cluster of the kubeconfig (or the
 // pod's), watching the namespaces of WATCH_NAMESPACE as the stock helm-operator reads it
-// (empty: all), with a /healthz check that answers while the process runs and a /readyz one
-// that answers once its cache is filled (cacheSynced).
+// (empty: all), holding its Lease as the pod when it runs in one (podIdentity), with a
+// /healthz check that answers while the process runs and a /readyz one that answers once its
+// cache is filled (cacheSynced).
 func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	helmmgr.ConfigureWatchNamespaces(&opts, log)
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
+	cfg := ctrl.GetConfigOrDie()
+	var lock *resourcelock.LeaseLock
+	if id := podIdentity(); opts.LeaderElection && id != "" {
+		var err error
+		if lock, err = leaseLock(cfg, opts, id); err != nil {
+			return nil, err
+		}
+		opts.LeaderElectionResourceLockInterface = lock
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
+	}
+	if lock != nil {
+		// The Events of the Lease's transitions, as controller-runtime's own lock records them.
+		lock.LockConfig.EventRecorder = mgr.GetEventRecorderFor(lock.Identity())
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)

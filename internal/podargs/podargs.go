@@ -105,7 +105,9 @@ func Parse(manifests []byte) (map[string][]string, error) {
 // memory limit from which both processes set the Go runtime's soft memory limit
 // (MEMORY_LIMIT). A process on the host runs in no container, and without them it would
 // collect its garbage against another target than the pod's. The other variables are the
-// pod's paths and namespace, which the host has its own of.
+// pod's paths and namespace, which the host has its own of, and the pod's name and UID,
+// which a process on the host has none of (its Lease keeps controller-runtime's identity,
+// internal/mgropts).
 func Env(manifests []byte) (map[string][]string, error) {
 	d, err := findDeployment(manifests)
 	if err != nil {

@@ -43,7 +43,8 @@ const nonRootUID = 65532
 // (in-cluster configuration and the ServiceAccount token); the samples of every kind Ready at
 // their generation; metrics through the metrics Service's endpoints with a token; a new pod
 // carrying on after the leader's is deleted; a rollout restart that hands over without running
-// an operation twice; a wave of edits inside the pod's limits. make undeploy then leaves
+// an operation twice; a wave of edits inside the pod's limits; both processes killed and
+// restarted by the kubelet, taking their Leases back at once. make undeploy then leaves
 // nothing behind, on the cluster or on the node.
 func TestOperatorPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
@@ -100,6 +101,7 @@ func TestOperatorPod(t *testing.T) {
 
 	pod = rolloutRestart(t, pod, append(crs, after))
 	editWave(t, ns, pod)
+	crashRestart(t, pod, memcached)
 
 	undeployed = true
 	if out, err := runMake(5*time.Minute, nil, "undeploy"); err != nil {

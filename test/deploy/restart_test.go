@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -312,4 +314,67 @@ func waitReadyWithin(t *testing.T, cr *unstructured.Unstructured, timeout time.D
 		return nil
 	})
 	return got
+}
+
+// crashRestart kills both of pod's processes as a crash would (SIGKILL through the node's
+// containerd, which a process cannot catch to release its Lease) and edits cr at once. The
+// kubelet starts both containers again in the same pod, and each takes its Lease back as
+// the same holder at its first try, without waiting for the Lease to expire
+// (internal/mgropts, podIdentity): each Lease keeps its holder and its count of transitions,
+// and the edit is Ready. It logs how long after the kill the edit was Ready.
+func crashRestart(t *testing.T, pod *corev1.Pod, cr *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	before := map[string]coordinationv1.Lease{}
+	leases := &coordinationv1.LeaseList{}
+	if err := env.Client.List(ctx, leases, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		if strings.HasPrefix(ptr.Deref(l.Spec.HolderIdentity, ""), pod.Name+"_") {
+			before[l.Name] = l
+		}
+	}
+	if len(before) != 2 {
+		t.Fatalf("pod %s holds %d Leases, want the manager's and the sidecar's", pod.Name, len(before))
+	}
+	t.Logf("killing the processes of pod %s (SIGKILL)", pod.Name)
+	for _, s := range pod.Status.ContainerStatuses {
+		id, _ := strings.CutPrefix(s.ContainerID, "containerd://")
+		if out, err := ctr("tasks", "kill", "--signal", "SIGKILL", id); err != nil {
+			t.Fatalf("container %s: %v\n%s", s.Name, err, out)
+		}
+	}
+	killed := time.Now()
+	size := setSize(t, cr, 1)
+	got := waitReady(t, cr)
+	took := time.Since(killed)
+	if replicas(got) != size {
+		t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
+	}
+	t.Logf("%s: the edit made as the processes were killed was Ready %.1f s later", crKey(cr), took.Seconds())
+
+	restarted := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), restarted); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range restarted.Status.ContainerStatuses {
+		if last := s.LastTerminationState.Terminated; s.RestartCount != 1 || last == nil || last.ExitCode != 137 {
+			t.Errorf("container %s: %d restarts, last state %+v; want 1, killed (137)", s.Name, s.RestartCount, s.LastTerminationState)
+		}
+	}
+	for name, old := range before {
+		l := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, l); err != nil {
+			t.Fatal(err)
+		}
+		holder, transitions := ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.LeaseTransitions, 0)
+		if holder != ptr.Deref(old.Spec.HolderIdentity, "") || transitions != ptr.Deref(old.Spec.LeaseTransitions, 0) {
+			t.Errorf("Lease %s: holder %q after %d transitions; before the kill %q after %d: the restarted process took it as another holder",
+				name, holder, transitions, ptr.Deref(old.Spec.HolderIdentity, ""), ptr.Deref(old.Spec.LeaseTransitions, 0))
+		}
+		if renewed := l.Spec.RenewTime; renewed == nil || !renewed.After(killed) {
+			t.Errorf("Lease %s: last renewed %v, not since the kill at %v", name, renewed, killed)
+		}
+	}
 }
