@@ -12,8 +12,7 @@ import (
 	"runtime"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
+	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
@@ -100,5 +99,5 @@ func main() {
 	mgr := newManager(&common, mgrOpts, log)
 	exitOn(operator.Setup(mgr, opts), log, "setting up the reconcilers")
 	log.Info("starting the manager")
-	exitOn(mgr.Start(ctrl.SetupSignalHandler()), log, "running the manager")
+	exitOn(mgr.Start(handover.SignalContext(mgr.GetConfig(), log)), log, "running the manager")
 }

@@ -4,8 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
+	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 	"transwarp.io/tos/warpdrive-operator/sidecar"
@@ -53,7 +52,7 @@ func runSidecar(args []string) {
 	mgrOpts := common.Manager()
 	exitOn(sidecar.ManagerOptions(&mgrOpts, opts), log, "Unable to build the manager options")
 	mgr := newManager(&common, mgrOpts, log)
-	ctx := ctrl.SetupSignalHandler()
+	ctx := handover.SignalContext(mgr.GetConfig(), log)
 	exitOn(sidecar.Setup(ctx, mgr, opts), log, "Unable to set up controllers")
 
 	log.Info("Starting manager", "kinds", len(ws), "leaderElection", common.LeaderElect)

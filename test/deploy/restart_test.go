@@ -53,19 +53,7 @@ func rolloutRestart(t *testing.T, old *corev1.Pod, crs []*unstructured.Unstructu
 	if out, err := env.Kubectl("-n", namespace, "rollout", "restart", "deployment/"+deployment); err != nil {
 		t.Fatalf("kubectl rollout restart: %v\n%s", err, out)
 	}
-	var gone *corev1.Pod
-	select {
-	case gone = <-final:
-	case <-time.After(converge):
-	}
-	if gone == nil {
-		t.Fatalf("pod %s: no deletion seen within %s of the rollout restart", old.Name, converge)
-	}
-	for _, s := range gone.Status.ContainerStatuses {
-		if term := s.State.Terminated; term == nil || term.ExitCode != 0 {
-			t.Errorf("old pod's container %s ended in state %+v, want exit code 0 (a graceful stop)", s.Name, s.State)
-		}
-	}
+	deletedGracefully(t, final, old.Name)
 	waitRolledOut(t)
 	pod := readyPod(t, old.Name)
 	checkPod(t, pod)
@@ -100,6 +88,27 @@ func rolloutRestart(t *testing.T, old *corev1.Pod, crs []*unstructured.Unstructu
 		}
 	}
 	return pod
+}
+
+// deletedGracefully waits for the last state of the pod named name from final (see
+// watchToDeletion) and checks that its containers exited 0: they stopped within their grace
+// period, not killed. It returns that state.
+func deletedGracefully(t *testing.T, final <-chan *corev1.Pod, name string) *corev1.Pod {
+	t.Helper()
+	var gone *corev1.Pod
+	select {
+	case gone = <-final:
+	case <-time.After(converge):
+	}
+	if gone == nil {
+		t.Fatalf("pod %s: no deletion seen within %s", name, converge)
+	}
+	for _, s := range gone.Status.ContainerStatuses {
+		if term := s.State.Terminated; term == nil || term.ExitCode != 0 {
+			t.Errorf("pod %s: container %s ended in state %+v, want exit code 0 (a graceful stop)", name, s.Name, s.State)
+		}
+	}
+	return gone
 }
 
 // watchToDeletion watches pod until it is deleted and sends its last state (the kubelet
@@ -377,4 +386,45 @@ func crashRestart(t *testing.T, pod *corev1.Pod, cr *unstructured.Unstructured) 
 			t.Errorf("Lease %s: last renewed %v, not since the kill at %v", name, renewed, killed)
 		}
 	}
+}
+
+// deleteLeader deletes the leader's pod old, as a drain or an eviction does, and edits cr at
+// once, then checks the handover (internal/handover): old's containers go on until the next
+// pod is Ready and then exit 0, and the edit is Ready. It logs how long after the deletion
+// the edit was Ready and old's containers ended, and returns the next pod.
+func deleteLeader(t *testing.T, old *corev1.Pod, cr *unstructured.Unstructured) *corev1.Pod {
+	t.Helper()
+	final := watchToDeletion(t, old)
+	t.Logf("deleting the leader's pod %s", old.Name)
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	size := setSize(t, cr, 2)
+	if got := waitReady(t, cr); replicas(got) != size {
+		t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
+	}
+	t.Logf("%s: the edit made as the leader's pod was deleted was Ready %.1f s later", crKey(cr), time.Since(deleted).Seconds())
+	next := readyPod(t, old.Name)
+	gone := deletedGracefully(t, final, old.Name)
+	var ready time.Time
+	for _, c := range next.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = c.LastTransitionTime.Time
+		}
+	}
+	for _, s := range gone.Status.ContainerStatuses {
+		term := s.State.Terminated
+		if term == nil {
+			continue // deletedGracefully
+		}
+		// Both times are in whole seconds.
+		if term.FinishedAt.Before(&metav1.Time{Time: ready.Truncate(time.Second)}) {
+			t.Errorf("deleted pod's container %s ended at %s, before the next pod %s was Ready at %s: nobody led in between",
+				s.Name, term.FinishedAt.UTC(), next.Name, ready.UTC())
+		}
+		t.Logf("deleted pod's container %s ended %.0f s after the deletion; the next pod was Ready after %.0f s",
+			s.Name, term.FinishedAt.Sub(deleted.Truncate(time.Second)).Seconds(), ready.Sub(deleted.Truncate(time.Second)).Seconds())
+	}
+	return next
 }
