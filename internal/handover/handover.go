@@ -13,12 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-)
 
-// The pod's name and namespace, from the downward API (config/manager/manager.yaml).
-const (
-	podNameEnv      = "POD_NAME"
-	podNamespaceEnv = "POD_NAMESPACE"
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
 )
 
 // MaxWait is how long a stopping process waits for its successor at the most; the pod's
@@ -65,7 +61,7 @@ func SignalContext(cfg *rest.Config, log logr.Logger) context.Context {
 // exists after appearWait, or after MaxWait; at once outside a pod or on any error, so that
 // nothing here keeps a process from stopping.
 func waitForSuccessor(ctx context.Context, cfg *rest.Config, log logr.Logger) {
-	name, ns := os.Getenv(podNameEnv), os.Getenv(podNamespaceEnv)
+	name, ns := os.Getenv(podenv.NameEnv), os.Getenv(podenv.NamespaceEnv)
 	if name == "" || ns == "" {
 		return
 	}

@@ -11,18 +11,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
-)
 
-// The pod's name and UID, which the Deployment gives each container from the downward API
-// (config/manager/manager.yaml).
-const (
-	PodNameEnv = "POD_NAME"
-	PodUIDEnv  = "POD_UID"
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
 )
-
-// inClusterNamespaceFile holds the pod's namespace, where controller-runtime looks for the
-// Lease's namespace when none is given.
-const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // podIdentity is who holds the Lease from a pod: "<pod name>_<pod UID>", or "" outside a
 // pod (either variable unset).
@@ -36,7 +27,7 @@ const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/na
 // process has ended: with it, the restarted process renews its own Lease at its first try.
 // Outside a pod two processes may share a host name, so they keep the random identity.
 func podIdentity() string {
-	name, uid := os.Getenv(PodNameEnv), os.Getenv(PodUIDEnv)
+	name, uid := os.Getenv(podenv.NameEnv), os.Getenv(podenv.UIDEnv)
 	if name == "" || uid == "" {
 		return ""
 	}
@@ -49,7 +40,7 @@ func podIdentity() string {
 func leaseLock(cfg *rest.Config, opts ctrl.Options, id string) (*resourcelock.LeaseLock, error) {
 	ns := opts.LeaderElectionNamespace
 	if ns == "" {
-		b, err := os.ReadFile(inClusterNamespaceFile)
+		b, err := os.ReadFile(podenv.NamespaceFile)
 		if err != nil {
 			return nil, fmt.Errorf("the Lease's namespace: no --leader-election-namespace and %w", err)
 		}

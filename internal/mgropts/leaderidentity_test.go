@@ -7,17 +7,19 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
 )
 
 // In a pod the Lease's holder is the pod, the same across its containers' restarts; outside
 // one, controller-runtime's random identity stays.
 func TestPodIdentity(t *testing.T) {
-	t.Setenv(PodNameEnv, "warpdrive-operator-controller-manager-7d9f-x2k")
-	t.Setenv(PodUIDEnv, "6b1f0c2e-1111-4c5d-9e8f-0123456789ab")
+	t.Setenv(podenv.NameEnv, "warpdrive-operator-controller-manager-7d9f-x2k")
+	t.Setenv(podenv.UIDEnv, "6b1f0c2e-1111-4c5d-9e8f-0123456789ab")
 	if got, want := podIdentity(), "warpdrive-operator-controller-manager-7d9f-x2k_6b1f0c2e-1111-4c5d-9e8f-0123456789ab"; got != want {
 		t.Errorf("identity %q, want %q", got, want)
 	}
-	t.Setenv(PodUIDEnv, "")
+	t.Setenv(podenv.UIDEnv, "")
 	if got := podIdentity(); got != "" {
 		t.Errorf("identity %q without the pod's UID, want none (controller-runtime's)", got)
 	}

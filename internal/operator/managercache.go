@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/intern"
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
@@ -51,9 +52,9 @@ func SigningKeySecret(flag, leaderElectionNamespace string) (types.NamespacedNam
 	if ns, name, ok := strings.Cut(flag, "/"); ok {
 		return types.NamespacedName{Namespace: ns, Name: name}, nil
 	}
-	ns := os.Getenv("POD_NAMESPACE")
+	ns := os.Getenv(podenv.NamespaceEnv)
 	if ns == "" {
-		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if b, err := os.ReadFile(podenv.NamespaceFile); err == nil {
 			ns = strings.TrimSpace(string(b))
 		}
 	}

@@ -1,0 +1,16 @@
+package podenv
+
+// The variables config/manager/manager.yaml sets in both containers from the downward API.
+const (
+	// NameEnv holds the pod's name (metadata.name).
+	NameEnv = "POD_NAME"
+	// UIDEnv holds the pod's UID (metadata.uid): the same across its containers' restarts,
+	// never shared by two pods.
+	UIDEnv = "POD_UID"
+	// NamespaceEnv holds the pod's namespace (metadata.namespace).
+	NamespaceEnv = "POD_NAMESPACE"
+)
+
+// NamespaceFile holds the pod's namespace in its service account's mount, where
+// controller-runtime looks for the Lease's namespace when none is given.
+const NamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
