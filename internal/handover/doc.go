@@ -10,4 +10,10 @@
 // Lease at its next try. A rolling update's new pod is Ready before the old one is stopped,
 // so that stop is not delayed; where no other pod comes (make undeploy, a scale to 0) the
 // process stops after appearWait.
+//
+// A process that crashed is not stopped: it ends, its Lease left held by its pod, and the
+// kubelet starts it again. With YieldToStandby the restarted process, before anything else,
+// hands that Lease to another pod of its Deployment that is Ready, when there is one, so that
+// a standby with its cache full serves at once instead of after the restarted process has
+// filled its own.
 package handover

@@ -109,18 +109,10 @@ func siblings(self *corev1.Pod) labels.Selector {
 // decide says whether the pod named self, stopping for waited so far, may stop now that its
 // Deployment's pods are pods, and why.
 func decide(self string, pods []corev1.Pod, waited time.Duration) (bool, string) {
-	others := 0
-	for i := range pods {
-		p := &pods[i]
-		if p.Name == self || p.DeletionTimestamp != nil {
-			continue
-		}
-		others++
-		if podReady(p) {
-			return true, "pod " + p.Name + " is Ready"
-		}
-	}
+	next, others := readyOther(self, pods)
 	switch {
+	case next != nil:
+		return true, "pod " + next.Name + " is Ready"
 	case others == 0 && waited >= appearWait:
 		return true, "no other pod"
 	case waited >= MaxWait:

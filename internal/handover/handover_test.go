@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 func pod(name string, ready, deleting bool) corev1.Pod {
@@ -41,5 +42,20 @@ func TestDecide(t *testing.T) {
 		if stop, why := decide("old", c.pods, c.waited); stop != c.stop {
 			t.Errorf("%s: stop %v (%q), want %v", c.name, stop, why, c.stop)
 		}
+	}
+}
+
+// A Lease handed over names the new holder, acquired and renewed at the hand-over, and counts
+// one transition more; its duration is kept.
+func TestHandedTo(t *testing.T) {
+	now := time.Now()
+	old := resourcelock.LeaderElectionRecord{
+		HolderIdentity: "old_1", LeaseDurationSeconds: 15, LeaderTransitions: 2,
+		AcquireTime: metav1.NewTime(now.Add(-time.Hour)), RenewTime: metav1.NewTime(now.Add(-time.Second)),
+	}
+	got := handedTo(old, "new_2", now)
+	if got.HolderIdentity != "new_2" || got.LeaderTransitions != 3 || got.LeaseDurationSeconds != 15 ||
+		!got.AcquireTime.Time.Equal(now) || !got.RenewTime.Time.Equal(now) {
+		t.Errorf("handed over: %+v", got)
 	}
 }

@@ -31,7 +31,7 @@ func podIdentity() string {
 	if name == "" || uid == "" {
 		return ""
 	}
-	return name + "_" + uid
+	return podenv.LeaseHolder(name, uid)
 }
 
 // leaseLock is the Lease lock controller-runtime would make for opts, held under identity

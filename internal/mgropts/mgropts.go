@@ -8,6 +8,7 @@
 package mgropts
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/memrelease"
 	"transwarp.io/tos/warpdrive-operator/internal/metricsauth"
 )
@@ -211,7 +213,8 @@ func (o *Options) Manager() ctrl.Options {
 // pod's), watching the namespaces of WATCH_NAMESPACE as the stock helm-operator reads it
 // (empty: all), holding its Lease as the pod when it runs in one (podIdentity), with a
 // /healthz check that answers while the process runs and a /readyz one that answers once its
-// cache is filled (cacheSynced).
+// cache is filled (cacheSynced). In a pod, a Lease the pod's last process left held goes to
+// another pod of the Deployment if one is Ready (handover.YieldToStandby).
 func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	helmmgr.ConfigureWatchNamespaces(&opts, log)
 	cfg := ctrl.GetConfigOrDie()
@@ -230,6 +233,9 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	if lock != nil {
 		// The Events of the Lease's transitions, as controller-runtime's own lock records them.
 		lock.LockConfig.EventRecorder = mgr.GetEventRecorderFor(lock.Identity())
+		ctx, cancel := context.WithTimeout(context.Background(), handover.YieldWait)
+		handover.YieldToStandby(ctx, cfg, lock, log)
+		cancel()
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)

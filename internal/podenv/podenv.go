@@ -14,3 +14,10 @@ const (
 // NamespaceFile holds the pod's namespace in its service account's mount, where
 // controller-runtime looks for the Lease's namespace when none is given.
 const NamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// LeaseHolder is who holds a Lease from the pod of that name and UID: both processes of a
+// pod take their Leases under it (internal/mgropts), and a restarted process hands its
+// Lease to another pod under it (internal/handover).
+func LeaseHolder(name, uid string) string {
+	return name + "_" + uid
+}

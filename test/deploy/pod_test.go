@@ -44,8 +44,9 @@ const nonRootUID = 65532
 // their generation; metrics through the metrics Service's endpoints with a token; the
 // leader's pod, deleted, leading until the next one is Ready, which carries on; a rollout
 // restart that hands over without running an operation twice; a wave of edits inside the
-// pod's limits; both processes killed and restarted by the kubelet, taking their Leases back
-// at once. make undeploy then leaves nothing behind, on the cluster or on the node.
+// pod's limits; with a second pod Ready, the leader's processes killed and their Leases
+// handed to it by the restarted processes; alone again, both processes killed and restarted
+// by the kubelet, taking their Leases back at once. make undeploy then leaves nothing behind, on the cluster or on the node.
 func TestOperatorPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
 		t.Skipf("%s is not set: needs the real node (make node-up image-load)", PodEnv)
@@ -96,6 +97,7 @@ func TestOperatorPod(t *testing.T) {
 
 	pod = rolloutRestart(t, pod, append(crs, after))
 	editWave(t, ns, pod)
+	pod = crashToStandby(t, pod, memcached)
 	crashRestart(t, pod, memcached)
 
 	undeployed = true

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -325,10 +326,9 @@ func waitReadyWithin(t *testing.T, cr *unstructured.Unstructured, timeout time.D
 	return got
 }
 
-// crashRestart kills both of pod's processes as a crash would (SIGKILL through the node's
-// containerd, which a process cannot catch to release its Lease) and edits cr at once. The
-// kubelet starts both containers again in the same pod, and each takes its Lease back as
-// the same holder at its first try, without waiting for the Lease to expire
+// crashRestart kills both of pod's processes as a crash would (killProcesses) and edits cr
+// at once. The kubelet starts both containers again in the same pod, and each takes its
+// Lease back as the same holder at its first try, without waiting for the Lease to expire
 // (internal/mgropts, podIdentity): each Lease keeps its holder and its count of transitions,
 // and the edit is Ready. It logs how long after the kill the edit was Ready.
 func crashRestart(t *testing.T, pod *corev1.Pod, cr *unstructured.Unstructured) {
@@ -347,14 +347,7 @@ func crashRestart(t *testing.T, pod *corev1.Pod, cr *unstructured.Unstructured) 
 	if len(before) != 2 {
 		t.Fatalf("pod %s holds %d Leases, want the manager's and the sidecar's", pod.Name, len(before))
 	}
-	t.Logf("killing the processes of pod %s (SIGKILL)", pod.Name)
-	for _, s := range pod.Status.ContainerStatuses {
-		id, _ := strings.CutPrefix(s.ContainerID, "containerd://")
-		if out, err := ctr("tasks", "kill", "--signal", "SIGKILL", id); err != nil {
-			t.Fatalf("container %s: %v\n%s", s.Name, err, out)
-		}
-	}
-	killed := time.Now()
+	killed := killProcesses(t, pod)
 	size := setSize(t, cr, 1)
 	got := waitReady(t, cr)
 	took := time.Since(killed)
@@ -385,6 +378,85 @@ func crashRestart(t *testing.T, pod *corev1.Pod, cr *unstructured.Unstructured) 
 		if renewed := l.Spec.RenewTime; renewed == nil || !renewed.After(killed) {
 			t.Errorf("Lease %s: last renewed %v, not since the kill at %v", name, renewed, killed)
 		}
+	}
+}
+
+// killProcesses kills both of pod's processes as a crash would: SIGKILL through the node's
+// containerd, which a process cannot catch to release its Lease. It returns when.
+func killProcesses(t *testing.T, pod *corev1.Pod) time.Time {
+	t.Helper()
+	t.Logf("killing the processes of pod %s (SIGKILL)", pod.Name)
+	for _, s := range pod.Status.ContainerStatuses {
+		id, _ := strings.CutPrefix(s.ContainerID, "containerd://")
+		if out, err := ctr("tasks", "kill", "--signal", "SIGKILL", id); err != nil {
+			t.Fatalf("container %s: %v\n%s", s.Name, err, out)
+		}
+	}
+	return time.Now()
+}
+
+// crashToStandby scales the operator's Deployment to two pods, kills both processes of the
+// leader's pod, and edits cr at once. Each restarted process finds its Lease left held by
+// its pod and hands it to the other pod, Ready with its cache filled
+// (internal/handover, YieldToStandby), instead of taking it back once its own cache is
+// filled: both Leases end with the standby as holder, one transition more each, and the edit
+// is Ready. It logs how long after the kill the edit was Ready, then scales the Deployment
+// back to one pod, the standby, and returns it.
+func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructured) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	scale(t, 2)
+	standby := readyPod(t, leader.Name)
+	checkLeases(t, leader.Name)
+	before := map[string]int32{}
+	leases := &coordinationv1.LeaseList{}
+	if err := env.Client.List(ctx, leases, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		before[l.Name] = ptr.Deref(l.Spec.LeaseTransitions, 0)
+	}
+
+	killed := killProcesses(t, leader)
+	size := setSize(t, cr, 2)
+	if got := waitReady(t, cr); replicas(got) != size {
+		t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
+	}
+	t.Logf("%s: the edit made as the leader's processes were killed was Ready %.1f s later", crKey(cr), time.Since(killed).Seconds())
+	want := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		for name, transitions := range before {
+			l := &coordinationv1.Lease{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, l); err != nil {
+				return err
+			}
+			holder, n := ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.LeaseTransitions, 0)
+			if holder != want || n != transitions+1 {
+				return fmt.Errorf("lease %s: holder %q after %d transitions, want the standby %q after %d", name, holder, n, want, transitions+1)
+			}
+		}
+		return nil
+	})
+
+	// The ReplicaSet removes the pod of the lowest deletion cost first.
+	patch := []byte(`{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"-1000"}}}`)
+	if err := env.Client.Patch(ctx, leader, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	final := watchToDeletion(t, leader)
+	scale(t, 1)
+	deletedGracefully(t, final, leader.Name)
+	waitRolledOut(t)
+	return standby
+}
+
+// scale sets the operator's Deployment's replicas.
+func scale(t *testing.T, replicas int) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: deployment}}
+	if err := env.Client.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
 	}
 }
 

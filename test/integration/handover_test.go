@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"transwarp.io/tos/warpdrive-operator/internal/handover"
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
+)
+
+// TestYieldToStandby runs handover.YieldToStandby as a restarted process would, against the
+// apiserver: a Lease left held by its own pod goes to another pod of the same labels only
+// once that pod is Ready, and a Lease another pod holds is left alone. kwok plays the pods'
+// kubelet: a pod it runs turns Ready, one that no node can take stays Pending.
+func TestYieldToStandby(t *testing.T) {
+	if os.Getenv(framework.KubeconfigEnv) == "" {
+		t.Skipf("%s is not set: make test-e2e runs this test on the local cluster", framework.KubeconfigEnv)
+	}
+	env, err := framework.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "yield", "pod-template-hash": "a"}
+	newPod := func(name string, runs bool, labels map[string]string) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}},
+		}
+		if !runs {
+			p.Spec.NodeSelector = map[string]string{"no-such-node": "true"}
+		}
+		env.Create(t, p)
+		return p
+	}
+	self := newPod("self", false, labels)
+	// Another ReplicaSet's pod of the same Deployment: its pod-template-hash differs.
+	standbyLabels := map[string]string{"app": "yield", "pod-template-hash": "b"}
+	newPod("pending", false, standbyLabels)
+	newPod("elsewhere", true, map[string]string{"app": "other"})
+
+	selfHolder := podenv.LeaseHolder(self.Name, string(self.UID))
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "yield"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(selfHolder),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			LeaseTransitions:     ptr.To[int32](3),
+			AcquireTime:          &metav1.MicroTime{Time: time.Now()},
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	env.Create(t, lease)
+	t.Setenv(podenv.NameEnv, self.Name)
+	t.Setenv(podenv.NamespaceEnv, ns)
+	log := zap.New(zap.UseDevMode(true))
+	yield := func() (holder string, transitions int32) {
+		t.Helper()
+		lock := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: lease.Name},
+			Client:     env.Clientset.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: selfHolder},
+		}
+		handover.YieldToStandby(ctx, env.Config, lock, log)
+		got := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), got); err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(got.Spec.HolderIdentity, ""), ptr.Deref(got.Spec.LeaseTransitions, 0)
+	}
+
+	// The only other pod of the Deployment is Pending, and the Ready one is another app's.
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		return podIsReady(ctx, env, ns, "elsewhere")
+	})
+	if holder, transitions := yield(); holder != selfHolder || transitions != 3 {
+		t.Errorf("no Ready standby: Lease held by %q after %d transitions, want it kept by %q after 3", holder, transitions, selfHolder)
+	}
+
+	standby := newPod("standby", true, standbyLabels)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		return podIsReady(ctx, env, ns, standby.Name)
+	})
+	want := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	if holder, transitions := yield(); holder != want || transitions != 4 {
+		t.Errorf("a Ready standby: Lease held by %q after %d transitions, want %q after 4", holder, transitions, want)
+	}
+	// The restarted process's next start finds the Lease held by the standby: it stays there.
+	if holder, _ := yield(); holder != want {
+		t.Errorf("Lease held by another pod: moved to %q, want it left with %q", holder, want)
+	}
+}
+
+// podIsReady is nil once the pod named name in ns is Ready.
+func podIsReady(ctx context.Context, env *framework.Env, ns, name string) error {
+	p := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		return err
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s is not Ready", name)
+}
