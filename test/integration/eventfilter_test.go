@@ -32,11 +32,9 @@ import (
 // controller, the label of its controller-runtime metrics.
 const helmController = "appservice-controller"
 
-// TestStatusOnlyUpdatesSkipHelmReconciler fails when the informer event filters of
-// internal/operator (informerfilters.go) are no longer installed: they depend on helm-operator-plugins
-// taking the CR kind's informer from the manager's cache, which operator.Setup wraps. A
-// status-only write of a CR must not run the helm reconciler; a spec change must.
-func TestStatusOnlyUpdatesSkipHelmReconciler(t *testing.T) {
+// newEnv connects to the local cluster, or skips t without one.
+func newEnv(t *testing.T) *framework.Env {
+	t.Helper()
 	if os.Getenv(framework.KubeconfigEnv) == "" {
 		t.Skipf("%s is not set: make test-e2e runs this test on the local cluster", framework.KubeconfigEnv)
 	}
@@ -44,6 +42,15 @@ func TestStatusOnlyUpdatesSkipHelmReconciler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env
+}
+
+// TestStatusOnlyUpdatesSkipHelmReconciler fails when the informer event filters of
+// internal/operator (informerfilters.go) are no longer installed: they depend on helm-operator-plugins
+// taking the CR kind's informer from the manager's cache, which operator.Setup wraps. A
+// status-only write of a CR must not run the helm reconciler; a spec change must.
+func TestStatusOnlyUpdatesSkipHelmReconciler(t *testing.T) {
+	env := newEnv(t)
 	ctx := context.Background()
 	if err := env.InstallCRDs(ctx); err != nil {
 		t.Fatal(err)

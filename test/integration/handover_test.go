@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -25,13 +24,7 @@ import (
 // once that pod is Ready, and a Lease another pod holds is left alone. kwok plays the pods'
 // kubelet: a pod it runs turns Ready, one that no node can take stays Pending.
 func TestYieldToStandby(t *testing.T) {
-	if os.Getenv(framework.KubeconfigEnv) == "" {
-		t.Skipf("%s is not set: make test-e2e runs this test on the local cluster", framework.KubeconfigEnv)
-	}
-	env, err := framework.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := newEnv(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	labels := map[string]string{"app": "yield", "pod-template-hash": "a"}
