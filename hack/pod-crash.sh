@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A crash of the operator's pod over the CRs already in the cluster: how long an edit made as
+# the leader's processes are killed takes to be Ready, with REPLICAS pods
+# (docs/bench/restart-10000/fairness.md, "A crash with a standby"):
+#
+#   REPLICAS=2 ROUNDS=2 hack/pod-crash.sh
+#
+# Needs the real node with the image (make node-up image-load) and no operator running. The
+# CRs are those left by an earlier run, for example make bench-fairness's with
+# WARPDRIVE_BENCH_FAIRNESS_KEEP=1, whose releases are signed with the key in LEASE_NS
+# (default default, as the benchmarks run): the script copies that key into the operator's
+# namespace before make deploy DEPLOY_CONFIG=config/local, so that the pod takes the
+# releases for its own. Each round waits for every pod of the Deployment to be Ready (its
+# cache filled), kills both processes of the leader's pod (SIGKILL through the node's
+# containerd), edits the pods' CPU request of the AppService crash-b/b at once, and prints
+# the seconds from the kill to the edit's Ready at its generation, and who holds the Leases
+# then. The kubelet starts a container killed again within 10 minutes only after a back-off
+# (10 s, then doubling), so ROUNDS above REPLICAS measures that back-off as well.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+: "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
+export KUBECONFIG
+REPLICAS=${REPLICAS:-2} ROUNDS=${ROUNDS:-$REPLICAS} LEASE_NS=${LEASE_NS:-default}
+K=$ROOT/bin/kubectl NS=warpdrive-operator-system DEPLOY=warpdrive-operator-controller-manager
+KEY=warpdrive-operator-release-signing-key
+CTR=(ctr --address "$ROOT/.cluster/node/containerd.sock" -n k8s.io)
+cd "$ROOT"
+
+"$K" get namespace "$NS" >/dev/null 2>&1 || "$K" create namespace "$NS" >/dev/null
+if ! "$K" -n "$NS" get secret "$KEY" >/dev/null 2>&1; then
+  "$K" -n "$LEASE_NS" get secret "$KEY" -o json |
+    jq 'del(.metadata.namespace, .metadata.uid, .metadata.resourceVersion, .metadata.creationTimestamp, .metadata.managedFields)' |
+    "$K" -n "$NS" create -f - >/dev/null
+fi
+# Deployed once: make deploy would set the replicas back to config/local's.
+"$K" -n "$NS" get deployment "$DEPLOY" >/dev/null 2>&1 || make -s deploy DEPLOY_CONFIG=config/local >/dev/null
+"$K" -n "$NS" scale deployment/"$DEPLOY" --replicas="$REPLICAS" >/dev/null
+# Pods whose containers never restarted, so that the first REPLICAS rounds meet no back-off.
+"$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null
+if [ "$("$K" -n "$NS" get pods -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0')" != 0 ]; then
+  "$K" -n "$NS" rollout restart deployment/"$DEPLOY" >/dev/null
+fi
+
+"$K" get namespace crash-b >/dev/null 2>&1 || "$K" create namespace crash-b >/dev/null
+"$K" apply -f - >/dev/null <<EOF
+apiVersion: appcontroller.k8s.io/v1alpha1
+kind: AppService
+metadata: {name: b, namespace: crash-b}
+spec: {deploymentName: b, replicas: 0}
+EOF
+
+# ready_at_generation succeeds once crash-b/b is Ready at its generation.
+ready_at_generation() {
+  "$K" -n crash-b get appservice b -o json | jq -e \
+    '.metadata.generation as $g | .status.observedGeneration == $g and
+     any(.status.conditions[]?; .type == "Ready" and .status == "True" and .observedGeneration == $g)' >/dev/null
+}
+# holder prints the holder of Lease $1.
+holder() { "$K" -n "$NS" get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
+
+round=0
+while [ "$round" -lt "$ROUNDS" ]; do
+  "$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null
+  # Every pod Ready, and both Leases held by one of them (not by a pod still stopping).
+  while :; do
+    mapfile -t ready < <("$K" -n "$NS" get pods -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null) |
+      select(any(.status.conditions[]?; .type == "Ready" and .status == "True")) | .metadata.name + "_" + .metadata.uid')
+    m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
+    if [ "${#ready[@]}" = "$REPLICAS" ] && [[ " ${ready[*]} " == *" $m "* && " ${ready[*]} " == *" $s "* ]]; then
+      break
+    fi
+    sleep 1
+  done
+  until ready_at_generation; do sleep 1; done
+  # A request the edit changes: one millicore more than now.
+  cpu=$("$K" -n crash-b get appservice b -o jsonpath='{.spec.resources.requests.cpu}') cpu=${cpu%m}
+  cpu=$((${cpu:-100} + 1))
+  leader=${m%_*}
+  mapfile -t ids < <("$K" -n "$NS" get pod "$leader" -o json |
+    jq -r '.status.containerStatuses[] | select(.ready and .state.running) | .containerID | sub("containerd://"; "")')
+  [ "${#ids[@]}" = 2 ] || { sleep 1; continue; }
+  for id in "${ids[@]}"; do "${CTR[@]}" tasks kill --signal SIGKILL "$id" >/dev/null; done
+  killed=$(date +%s.%N) round=$((round + 1))
+  "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
+  until ready_at_generation; do sleep 0.1; done
+  ready=$(date +%s.%N)
+  printf 'round %d, %d pods: leader %s killed; the edit Ready %.1f s later; Leases held by %s and %s\n' \
+    "$round" "$REPLICAS" "$leader" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
+    "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
+done
