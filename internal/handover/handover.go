@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"transwarp.io/tos/warpdrive-operator/internal/podenv"
@@ -71,12 +72,11 @@ func waitForSuccessor(ctx context.Context, cfg *rest.Config, log logr.Logger) {
 		log.Error(err, "stopping without waiting for a successor")
 		return
 	}
-	self, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	selector, err := siblings(ctx, cs.CoreV1().Pods(ns), name)
 	if err != nil {
 		log.Error(err, "stopping without waiting for a successor")
 		return
 	}
-	selector := siblings(self)
 	start := time.Now()
 	log.Info("stopping once a successor is Ready", "selector", selector.String(), "atMost", MaxWait)
 	for {
@@ -94,16 +94,21 @@ func waitForSuccessor(ctx context.Context, cfg *rest.Config, log logr.Logger) {
 	}
 }
 
-// siblings selects the pods of self's Deployment, whichever ReplicaSet: self's labels but
-// pod-template-hash, which the Deployment controller adds per ReplicaSet.
-func siblings(self *corev1.Pod) labels.Selector {
+// siblings selects the pods of the Deployment of the pod named name, whichever ReplicaSet:
+// that pod's labels but pod-template-hash, which the Deployment controller adds per
+// ReplicaSet.
+func siblings(ctx context.Context, pods corev1client.PodInterface, name string) (labels.Selector, error) {
+	self, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
 	set := labels.Set{}
 	for k, v := range self.Labels {
 		if k != "pod-template-hash" {
 			set[k] = v
 		}
 	}
-	return labels.SelectorFromSet(set)
+	return labels.SelectorFromSet(set), nil
 }
 
 // decide says whether the pod named self, stopping for waited so far, may stop now that its

@@ -59,12 +59,12 @@ func YieldToStandby(ctx context.Context, cfg *rest.Config, lock resourcelock.Int
 		log.Error(err, "not handing over the Lease", "lease", lock.Describe())
 		return
 	}
-	self, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	selector, err := siblings(ctx, cs.CoreV1().Pods(ns), name)
 	if err != nil {
 		log.Error(err, "not handing over the Lease", "lease", lock.Describe())
 		return
 	}
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: siblings(self).String()})
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
 		log.Error(err, "not handing over the Lease", "lease", lock.Describe())
 		return

@@ -46,7 +46,8 @@ const nonRootUID = 65532
 // restart that hands over without running an operation twice; a wave of edits inside the
 // pod's limits; with a second pod Ready, the leader's processes killed and their Leases
 // handed to it by the restarted processes; alone again, both processes killed and restarted
-// by the kubelet, taking their Leases back at once. make undeploy then leaves nothing behind, on the cluster or on the node.
+// by the kubelet, taking their Leases back at once. make undeploy then leaves nothing
+// behind, on the cluster or on the node.
 func TestOperatorPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
 		t.Skipf("%s is not set: needs the real node (make node-up image-load)", PodEnv)
