@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +32,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/memrelease"
 	"transwarp.io/tos/warpdrive-operator/internal/metricsauth"
+	"transwarp.io/tos/warpdrive-operator/internal/podenv"
 )
 
 // Leader election keeps a Lease (client-go's LeaseLock reads, creates and updates it;
@@ -214,7 +217,8 @@ func (o *Options) Manager() ctrl.Options {
 // (empty: all), holding its Lease as the pod when it runs in one (podIdentity), with a
 // /healthz check that answers while the process runs and a /readyz one that answers once its
 // cache is filled (cacheSynced). In a pod, a Lease the pod's last process left held goes to
-// another pod of the Deployment if one is Ready (handover.YieldToStandby).
+// another pod of the Deployment if one is Ready (handover.YieldToStandby), and a standby takes
+// its Lease when the leader's process ends (handover.TakeOver).
 func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	helmmgr.ConfigureWatchNamespaces(&opts, log)
 	cfg := ctrl.GetConfigOrDie()
@@ -224,7 +228,7 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 		if lock, err = leaseLock(cfg, opts, id); err != nil {
 			return nil, err
 		}
-		opts.LeaderElectionResourceLockInterface = lock
+		opts.LeaderElectionResourceLockInterface = handover.StampedLock{Interface: lock, Since: metav1.Now()}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -236,6 +240,9 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), handover.YieldWait)
 		handover.YieldToStandby(ctx, cfg, lock, log)
 		cancel()
+		if err := addTakeOver(mgr, cfg, opts, lock, log); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)
@@ -244,4 +251,16 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding the ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// addTakeOver adds to mgr the runnable that takes lock's Lease from a leader whose process
+// ended, through a lock of its own on the same Lease.
+func addTakeOver(mgr ctrl.Manager, cfg *rest.Config, opts ctrl.Options, lock *resourcelock.LeaseLock, log logr.Logger) error {
+	own, err := leaseLock(cfg, opts, lock.Identity())
+	if err != nil {
+		return err
+	}
+	own.LockConfig.EventRecorder = lock.LockConfig.EventRecorder
+	return mgr.Add(&handover.TakeOver{Config: cfg, Lock: own, Container: os.Getenv(podenv.ContainerEnv),
+		Elected: mgr.Elected(), Log: log})
 }

@@ -1,6 +1,7 @@
 package podenv
 
-// The variables config/manager/manager.yaml sets in both containers from the downward API.
+// The variables config/manager/manager.yaml sets in both containers, from the downward API
+// where it has the value.
 const (
 	// NameEnv holds the pod's name (metadata.name).
 	NameEnv = "POD_NAME"
@@ -9,6 +10,9 @@ const (
 	UIDEnv = "POD_UID"
 	// NamespaceEnv holds the pod's namespace (metadata.namespace).
 	NamespaceEnv = "POD_NAMESPACE"
+	// ContainerEnv holds the name of the container the process runs in, set as a value (the
+	// downward API has no field for it).
+	ContainerEnv = "CONTAINER_NAME"
 )
 
 // NamespaceFile holds the pod's namespace in its service account's mount, where

@@ -110,3 +110,100 @@ func podIsReady(ctx context.Context, env *framework.Env, ns, name string) error 
 	}
 	return fmt.Errorf("pod %s is not Ready", name)
 }
+
+// TestTakeOver runs handover.TakeOver as a standby's process would, against the apiserver:
+// the Lease goes to the standby once the leader pod's status shows the process of the
+// standby's container ended, the Lease's record being older than that end. Nothing runs the
+// pods (no node takes them): the test writes their status as a kubelet would.
+func TestTakeOver(t *testing.T) {
+	env := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns := env.Namespace(t)
+	newPod := func(name string) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "takeover"}},
+			Spec: corev1.PodSpec{
+				Containers:   []corev1.Container{{Name: "manager", Image: "none"}, {Name: "sidecar", Image: "none"}},
+				NodeSelector: map[string]string{"no-such-node": "true"},
+			},
+		}
+		env.Create(t, p)
+		return p
+	}
+	leader, standby := newPod("leader"), newPod("standby")
+	from := podenv.LeaseHolder(leader.Name, string(leader.UID))
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "takeover"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(from),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			LeaseTransitions:     ptr.To[int32](3),
+			AcquireTime:          &metav1.MicroTime{Time: time.Now().Add(-time.Hour)},
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	env.Create(t, lease)
+	t.Setenv(podenv.NameEnv, standby.Name)
+	t.Setenv(podenv.NamespaceEnv, ns)
+	to := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	takeOver := &handover.TakeOver{
+		Config: env.Config,
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: lease.Name},
+			Client:     env.Clientset.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: to},
+		},
+		Container: "manager",
+		Elected:   make(chan struct{}),
+		Log:       zap.New(zap.UseDevMode(true)),
+	}
+	done := make(chan error)
+	go func() { done <- takeOver.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+
+	// The leader's manager container runs a process, then that process ends and the kubelet
+	// starts another: written again each try, since the standby's watch may start after it.
+	running := func() corev1.ContainerState {
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	}
+	setStatus := func(manager corev1.ContainerStatus) error {
+		p := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(leader), p); err != nil {
+			return err
+		}
+		manager.Name = "manager"
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{manager,
+			{Name: "sidecar", ContainerID: "containerd://sidecar", State: running()}}
+		return env.Client.Status().Update(ctx, p)
+	}
+	try := 0
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
+		try++
+		id := fmt.Sprintf("containerd://manager-%d", try)
+		if err := setStatus(corev1.ContainerStatus{ContainerID: id, RestartCount: int32(try), State: running()}); err != nil {
+			return err
+		}
+		ended := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, FinishedAt: metav1.Now()}}
+		if err := setStatus(corev1.ContainerStatus{ContainerID: id, RestartCount: int32(try), State: ended}); err != nil {
+			return err
+		}
+		got := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), got); err != nil {
+			return err
+		}
+		if holder := ptr.Deref(got.Spec.HolderIdentity, ""); holder != to {
+			return fmt.Errorf("the Lease is held by %q, want %q", holder, to)
+		}
+		if transitions := ptr.Deref(got.Spec.LeaseTransitions, 0); transitions != 4 {
+			t.Errorf("taken over after %d transitions, want 4", transitions)
+		}
+		return nil
+	})
+}
