@@ -15,12 +15,18 @@
 # containerd), edits the pods' CPU request of the AppService crash-b/b at once, and prints
 # the seconds from the kill to the edit's Ready at its generation, and who holds the Leases
 # then. The kubelet starts a container killed again within 10 minutes only after a back-off
-# (10 s, then doubling), so ROUNDS above REPLICAS measures that back-off as well.
+# (10 s, then doubling), so ROUNDS above REPLICAS measures that back-off as well. After each
+# round it prints the Events of the Leases since the kill: who handed them over, or took them.
+#
+# PROFILE=<dir> also serves pprof from both processes of every pod (a change of the pod
+# template, so a rollout) and, in each round, takes a CPU profile of the standby's manager
+# from just before the kill, PROFILE_SECONDS long (default 15), into <dir>/round-<n>.pprof.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
 export KUBECONFIG
 REPLICAS=${REPLICAS:-2} ROUNDS=${ROUNDS:-$REPLICAS} LEASE_NS=${LEASE_NS:-default}
+PROFILE=${PROFILE:-} PROFILE_SECONDS=${PROFILE_SECONDS:-15}
 K=$ROOT/bin/kubectl NS=warpdrive-operator-system DEPLOY=warpdrive-operator-controller-manager
 KEY=warpdrive-operator-release-signing-key
 CTR=(ctr --address "$ROOT/.cluster/node/containerd.sock" -n k8s.io)
@@ -35,6 +41,14 @@ fi
 # Deployed once: make deploy would set the replicas back to config/local's.
 "$K" -n "$NS" get deployment "$DEPLOY" >/dev/null 2>&1 || make -s deploy DEPLOY_CONFIG=config/local >/dev/null
 "$K" -n "$NS" scale deployment/"$DEPLOY" --replicas="$REPLICAS" >/dev/null
+# The manager's pprof on :6065, the sidecar's on :6066 (one network namespace per pod).
+if [ -n "$PROFILE" ] && ! "$K" -n "$NS" get deployment "$DEPLOY" -o json |
+  jq -e '.spec.template.spec.containers[0].args | index("--pprof-bind-address=:6065")' >/dev/null; then
+  mkdir -p "$PROFILE"
+  "$K" -n "$NS" patch deployment "$DEPLOY" --type=json -p '[
+    {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--pprof-bind-address=:6065"},
+    {"op": "add", "path": "/spec/template/spec/containers/1/args/-", "value": "--pprof-bind-address=:6066"}]' >/dev/null
+fi
 # Pods whose containers never restarted, so that the first REPLICAS rounds meet no back-off.
 "$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null
 if [ "$("$K" -n "$NS" get pods -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0')" != 0 ]; then
@@ -79,12 +93,24 @@ while [ "$round" -lt "$ROUNDS" ]; do
   mapfile -t ids < <("$K" -n "$NS" get pod "$leader" -o json |
     jq -r '.status.containerStatuses[] | select(.ready and .state.running) | .containerID | sub("containerd://"; "")')
   [ "${#ids[@]}" = 2 ] || { sleep 1; continue; }
+  round=$((round + 1))
+  if [ -n "$PROFILE" ]; then
+    ip=$("$K" -n "$NS" get pods -o json | jq -r --arg leader "$leader" \
+      '[.items[] | select(.metadata.name != $leader and .metadata.deletionTimestamp == null)][0].status.podIP')
+    curl -sf "http://$ip:6065/debug/pprof/profile?seconds=$PROFILE_SECONDS" -o "$PROFILE/round-$round.pprof" &
+    sleep 0.5
+  fi
+  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   for id in "${ids[@]}"; do "${CTR[@]}" tasks kill --signal SIGKILL "$id" >/dev/null; done
-  killed=$(date +%s.%N) round=$((round + 1))
+  killed=$(date +%s.%N)
   "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
   until ready_at_generation; do sleep 0.1; done
   ready=$(date +%s.%N)
   printf 'round %d, %d pods: leader %s killed; the edit Ready %.1f s later; Leases held by %s and %s\n' \
     "$round" "$REPLICAS" "$leader" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
     "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
+  "$K" -n "$NS" get events -o json | jq -r --arg since "$since" '.items[] |
+    select(.involvedObject.kind == "Lease" and (.lastTimestamp // .eventTime) >= $since) |
+    "  \(.lastTimestamp // .eventTime) \(.involvedObject.name): \(.message)"'
+  wait
 done

@@ -396,11 +396,12 @@ func killProcesses(t *testing.T, pod *corev1.Pod) time.Time {
 }
 
 // crashToStandby scales the operator's Deployment to two pods, kills both processes of the
-// leader's pod, and edits cr at once. Each restarted process finds its Lease left held by
-// its pod and hands it to the other pod, Ready with its cache filled
-// (internal/handover, YieldToStandby), instead of taking it back once its own cache is
-// filled: both Leases end with the standby as holder, one transition more each, and the edit
-// is Ready. It logs how long after the kill the edit was Ready, then scales the Deployment
+// leader's pod, and edits cr at once. The other pod, Ready with its cache filled, takes each
+// Lease as soon as the kubelet reports the process ended (internal/handover, TakeOver), or
+// the restarted process hands it over, finding it left held by its pod (YieldToStandby),
+// whichever comes first; without either, the restarted process would take it back once its
+// own cache is filled. Both Leases end with the standby as holder, one transition more each,
+// and the edit is Ready. It logs how long after the kill the edit was Ready, then scales the Deployment
 // back to one pod, the standby, and returns it.
 func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructured) *corev1.Pod {
 	t.Helper()
