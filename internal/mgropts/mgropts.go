@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
@@ -217,8 +218,9 @@ func (o *Options) Manager() ctrl.Options {
 // (empty: all), holding its Lease as the pod when it runs in one (podIdentity), with a
 // /healthz check that answers while the process runs and a /readyz one that answers once its
 // cache is filled (cacheSynced). In a pod, a Lease the pod's last process left held goes to
-// another pod of the Deployment if one is Ready (handover.YieldToStandby), and a standby takes
-// its Lease when the leader's process ends (handover.TakeOver).
+// another pod of the Deployment if one is Ready (handover.YieldToStandby), a standby takes
+// its Lease when the leader's process ends (handover.TakeOver), and a standby's elector tries
+// the Lease as soon as it changes hands (handover.WakingLock).
 func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	helmmgr.ConfigureWatchNamespaces(&opts, log)
 	cfg := ctrl.GetConfigOrDie()
@@ -228,7 +230,16 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 		if lock, err = leaseLock(cfg, opts, id); err != nil {
 			return nil, err
 		}
-		opts.LeaderElectionResourceLockInterface = handover.StampedLock{Interface: lock, Since: metav1.Now()}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		stamped := handover.StampedLock{Interface: lock, Since: metav1.Now()}
+		waking, err := handover.NewWakingLock(stamped, cs, lock.LeaseMeta.Namespace, lock.LeaseMeta.Name, LeaderRetryPeriod)
+		if err != nil {
+			return nil, err
+		}
+		opts.LeaderElectionResourceLockInterface = waking
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {

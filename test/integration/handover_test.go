@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -206,4 +207,99 @@ func TestTakeOver(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestWakingLock runs a standby's Get through handover.WakingLock against the apiserver: while
+// another holder renews the Lease, Get waits; once the Lease is handed to this process, Get
+// returns it at once, long before the wait's bound (1.5 renewal periods of a minute) would.
+func TestWakingLock(t *testing.T) {
+	env := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns := env.Namespace(t)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waking"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("other"),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	env.Create(t, lease)
+	// The holder renews every 200 ms until told to hand the Lease to "me".
+	handOver := make(chan struct{})
+	renewed := make(chan error, 1)
+	go func() {
+		holder := "other"
+		for {
+			select {
+			case <-ctx.Done():
+				renewed <- nil
+				return
+			case <-handOver:
+				holder, handOver = "me", nil
+			case <-time.After(200 * time.Millisecond):
+			}
+			l := &coordinationv1.Lease{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), l); err != nil {
+				renewed <- err
+				return
+			}
+			l.Spec.HolderIdentity = ptr.To(holder)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			if err := env.Client.Update(ctx, l); err != nil {
+				renewed <- err
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-renewed; err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+	})
+
+	inner := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: lease.Name},
+		Client:     env.Clientset.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "me"},
+	}
+	lock, err := handover.NewWakingLock(inner, env.Clientset, ns, lease.Name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first Get starts the watch.
+	if rec, _, err := lock.Get(ctx); err != nil || rec.HolderIdentity != "other" {
+		t.Fatalf("first Get: %+v, %v", rec, err)
+	}
+	framework.Eventually(t, time.Minute, func(context.Context) error {
+		if !lock.HasSynced() {
+			return errors.New("the Lease's watch has not listed it yet")
+		}
+		return nil
+	})
+	got := make(chan string, 1)
+	go func() {
+		rec, _, err := lock.Get(ctx)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- rec.HolderIdentity
+	}()
+	select {
+	case holder := <-got:
+		t.Fatalf("Get returned %q while another holder renews the Lease", holder)
+	case <-time.After(2 * time.Second):
+	}
+	close(handOver)
+	select {
+	case holder := <-got:
+		if holder != "me" {
+			t.Errorf("Get returned the Lease held by %q, want me", holder)
+		}
+	case <-time.After(45 * time.Second): // well short of the wait's own bound, 90 s
+		t.Error("Get still waits after the Lease was handed to this process")
+	}
 }

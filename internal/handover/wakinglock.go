@@ -1,0 +1,134 @@
+package handover
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
+)
+
+// Rules of the namespaced Role the waking lock needs (config/rbac/leader_election_role.yaml).
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=list;watch
+
+// WakingLock is a Lease lock whose Get, while another process holds the Lease and renews it,
+// waits until the Lease changes hands: released, taken over (TakeOver), deleted.
+//
+// client-go's elector tries the Lease every RetryPeriod plus up to 1.2 times as much jitter,
+// and learns only then that the Lease was released (a rolling update, a drain) or handed to
+// this process: 1 to 2.2 s later with internal/mgropts' LeaderRetryPeriod, which is most of
+// what a standby's take-over after a crash waits once the kubelet has reported it. With a
+// watch on the one Lease the standby's elector, held in Get, tries it at once.
+//
+// The wait ends as well when the holder misses a renewal (none seen for 1.5 times its
+// period): from then on the elector tries every period as without the watch, so a leader
+// lost with its node is taken over when its term ends, as before. A stalled watch looks the
+// same and ends the wait. The leader's own tries are never held: Get waits only while the
+// holder is another.
+type WakingLock struct {
+	resourcelock.Interface
+	leases informers.SharedInformerFactory
+	synced cache.InformerSynced
+	start  sync.Once
+	// stall is how long after the last renewal seen the holder is taken to have missed one.
+	stall time.Duration
+
+	mu sync.Mutex
+	// holder is the holder last seen, by Get or the watch; changed is closed when another is
+	// seen.
+	holder  string
+	changed chan struct{}
+	// renewed is when the watch last showed the Lease written.
+	renewed time.Time
+}
+
+// NewWakingLock wraps lock, the Lease ns/name renewed every renewEvery, with a watch on that
+// Lease through cs.
+func NewWakingLock(lock resourcelock.Interface, cs kubernetes.Interface, ns, name string, renewEvery time.Duration) (*WakingLock, error) {
+	leases := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
+	l := &WakingLock{Interface: lock, leases: leases, stall: renewEvery + renewEvery/2, changed: make(chan struct{})}
+	informer := leases.Coordination().V1().Leases().Informer()
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { l.written(holderOf(obj)) },
+		UpdateFunc: func(_, obj any) { l.written(holderOf(obj)) },
+		DeleteFunc: func(any) { l.see("") },
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.synced = informer.HasSynced
+	return l, nil
+}
+
+// Get returns the Lease's record, once the wait described on WakingLock is over.
+func (l *WakingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.start.Do(func() { l.leases.Start(nil) }) // for the life of the process, as the elector
+wait:
+	for {
+		wait, changed := l.wait(time.Now())
+		if wait <= 0 {
+			break
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			break wait
+		case <-changed:
+			timer.Stop()
+			break wait
+		case <-timer.C: // a renewal seen since moves the end of the wait
+		}
+	}
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil {
+		l.see(rec.HolderIdentity)
+	}
+	return rec, raw, err
+}
+
+// HasSynced says whether the watch has listed the Lease: Get waits only then.
+func (l *WakingLock) HasSynced() bool { return l.synced() }
+
+// wait is how long Get may wait at now, unless changed is closed first.
+func (l *WakingLock) wait(now time.Time) (time.Duration, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.synced() || l.holder == "" || l.holder == l.Identity() {
+		return 0, nil
+	}
+	return l.renewed.Add(l.stall).Sub(now), l.changed
+}
+
+// written records that the watch showed the Lease written, held by holder.
+func (l *WakingLock) written(holder string) {
+	l.mu.Lock()
+	l.renewed = time.Now()
+	l.mu.Unlock()
+	l.see(holder)
+}
+
+// see records holder as the Lease's holder.
+func (l *WakingLock) see(holder string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if holder != l.holder {
+		l.holder = holder
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+func holderOf(obj any) string {
+	if lease, ok := obj.(*coordinationv1.Lease); ok {
+		return ptr.Deref(lease.Spec.HolderIdentity, "")
+	}
+	return ""
+}
