@@ -47,17 +47,7 @@ func TestYieldToStandby(t *testing.T) {
 	newPod("elsewhere", true, map[string]string{"app": "other"})
 
 	selfHolder := podenv.LeaseHolder(self.Name, string(self.UID))
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "yield"},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(selfHolder),
-			LeaseDurationSeconds: ptr.To[int32](15),
-			LeaseTransitions:     ptr.To[int32](3),
-			AcquireTime:          &metav1.MicroTime{Time: time.Now()},
-			RenewTime:            &metav1.MicroTime{Time: time.Now()},
-		},
-	}
-	env.Create(t, lease)
+	lease := createHeldLease(t, env, ns, "yield", selfHolder, time.Now())
 	t.Setenv(podenv.NameEnv, self.Name)
 	t.Setenv(podenv.NamespaceEnv, ns)
 	log := zap.New(zap.UseDevMode(true))
@@ -134,17 +124,7 @@ func TestTakeOver(t *testing.T) {
 	}
 	leader, standby := newPod("leader"), newPod("standby")
 	from := podenv.LeaseHolder(leader.Name, string(leader.UID))
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "takeover"},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(from),
-			LeaseDurationSeconds: ptr.To[int32](15),
-			LeaseTransitions:     ptr.To[int32](3),
-			AcquireTime:          &metav1.MicroTime{Time: time.Now().Add(-time.Hour)},
-			RenewTime:            &metav1.MicroTime{Time: time.Now()},
-		},
-	}
-	env.Create(t, lease)
+	lease := createHeldLease(t, env, ns, "takeover", from, time.Now().Add(-time.Hour))
 	t.Setenv(podenv.NameEnv, standby.Name)
 	t.Setenv(podenv.NamespaceEnv, ns)
 	to := podenv.LeaseHolder(standby.Name, string(standby.UID))
@@ -217,15 +197,7 @@ func TestWakingLock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ns := env.Namespace(t)
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waking"},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To("other"),
-			LeaseDurationSeconds: ptr.To[int32](15),
-			RenewTime:            &metav1.MicroTime{Time: time.Now()},
-		},
-	}
-	env.Create(t, lease)
+	lease := createHeldLease(t, env, ns, "waking", "other", time.Now())
 	// The holder renews every 200 ms until told to hand the Lease to "me".
 	handOver := make(chan struct{})
 	renewed := make(chan error, 1)
@@ -302,4 +274,22 @@ func TestWakingLock(t *testing.T) {
 	case <-time.After(45 * time.Second): // well short of the wait's own bound, 90 s
 		t.Error("Get still waits after the Lease was handed to this process")
 	}
+}
+
+// createHeldLease creates the Lease ns/name held by holder since acquired, renewed now, after
+// three transitions.
+func createHeldLease(t *testing.T, env *framework.Env, ns, name, holder string, acquired time.Time) *coordinationv1.Lease {
+	t.Helper()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(holder),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			LeaseTransitions:     ptr.To[int32](3),
+			AcquireTime:          &metav1.MicroTime{Time: acquired},
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	env.Create(t, lease)
+	return lease
 }
