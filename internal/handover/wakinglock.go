@@ -33,9 +33,7 @@ import (
 // holder is another.
 type WakingLock struct {
 	resourcelock.Interface
-	leases informers.SharedInformerFactory
 	synced cache.InformerSynced
-	start  sync.Once
 	// stall is how long after the last renewal seen the holder is taken to have missed one.
 	stall time.Duration
 
@@ -49,11 +47,13 @@ type WakingLock struct {
 }
 
 // NewWakingLock wraps lock, the Lease ns/name renewed every renewEvery, with a watch on that
-// Lease through cs.
+// Lease through cs, started at once and for the life of the process: controller-runtime
+// starts the elector once the caches are filled, by when the watch has listed the Lease, so
+// that the elector's first Get already waits.
 func NewWakingLock(lock resourcelock.Interface, cs kubernetes.Interface, ns, name string, renewEvery time.Duration) (*WakingLock, error) {
 	leases := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
-	l := &WakingLock{Interface: lock, leases: leases, stall: renewEvery + renewEvery/2, changed: make(chan struct{})}
+	l := &WakingLock{Interface: lock, stall: renewEvery + renewEvery/2, changed: make(chan struct{})}
 	informer := leases.Coordination().V1().Leases().Informer()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.written(holderOf(obj)) },
@@ -64,12 +64,12 @@ func NewWakingLock(lock resourcelock.Interface, cs kubernetes.Interface, ns, nam
 		return nil, err
 	}
 	l.synced = informer.HasSynced
+	leases.Start(nil)
 	return l, nil
 }
 
 // Get returns the Lease's record, once the wait described on WakingLock is over.
 func (l *WakingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	l.start.Do(func() { l.leases.Start(nil) }) // for the life of the process, as the elector
 wait:
 	for {
 		wait, changed := l.wait(time.Now())
