@@ -16,7 +16,8 @@
 # the seconds from the kill to the edit's Ready at its generation, and who holds the Leases
 # then. The kubelet starts a container killed again within 10 minutes only after a back-off
 # (10 s, then doubling), so ROUNDS above REPLICAS measures that back-off as well. After each
-# round it prints the Events of the Leases since the kill: who handed them over, or took them.
+# round it prints when each process of the new holder took its Lease, from its log, and the
+# Events of the Leases since the kill: who handed them over, or took them.
 #
 # PROFILE=<dir> also serves pprof from both processes of every pod (a change of the pod
 # template, so a rollout) and, in each round, takes a CPU profile of the standby's manager
@@ -69,6 +70,16 @@ ready_at_generation() {
     '.metadata.generation as $g | .status.observedGeneration == $g and
      any(.status.conditions[]?; .type == "Ready" and .status == "True" and .observedGeneration == $g)' >/dev/null
 }
+# acquired_after prints when container $1 of the holder $2 (pod_uid) last took its Lease, from
+# its elector's log line, to the microsecond, as seconds after the kill.
+acquired_after() {
+  local line t
+  line=$("$K" -n "$NS" logs "${2%_*}" -c "$1" | grep 'Successfully acquired lease' | tail -n 1)
+  # klog's header: I<MMDD> <hh:mm:ss.uuuuuu>
+  t=$(awk -v y="$(date -u +%Y)" '{print substr($1, 2, 2) "/" substr($1, 4, 2) "/" y " " $2}' <<<"$line")
+  printf '  %s: Lease taken %.2f s after the kill, by %s\n' "$1" \
+    "$(awk -v a="$killed" -v b="$(date -u -d "$t" +%s.%N)" 'BEGIN{print b - a}')" "${2%_*}"
+}
 # holder prints the holder of Lease $1.
 holder() { "$K" -n "$NS" get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
 
@@ -109,6 +120,11 @@ while [ "$round" -lt "$ROUNDS" ]; do
   printf 'round %d, %d pods: leader %s killed; the edit Ready %.1f s later; Leases held by %s and %s\n' \
     "$round" "$REPLICAS" "$leader" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
     "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
+  for c in manager sidecar; do
+    lease=warpdrive-operator.transwarp.io
+    [ "$c" = sidecar ] && lease=warpdrive-sidecar.transwarp.io
+    acquired_after "$c" "$(holder "$lease")"
+  done
   "$K" -n "$NS" get events -o json | jq -r --arg since "$since" '.items[] |
     select(.involvedObject.kind == "Lease" and (.lastTimestamp // .eventTime) >= $since) |
     "  \(.lastTimestamp // .eventTime) \(.involvedObject.name): \(.message)"'
