@@ -16,12 +16,14 @@
 # the seconds from the kill to the edit's Ready at its generation, and who holds the Leases
 # then. The kubelet starts a container killed again within 10 minutes only after a back-off
 # (10 s, then doubling), so ROUNDS above REPLICAS measures that back-off as well. After each
-# round it prints when each process of the new holder took its Lease, from its log, and the
-# Events of the Leases since the kill: who handed them over, or took them.
+# round it prints, from the logs of the new holder's processes, when each took its Lease, when
+# the manager loaded the signing keys and upgraded B's release, and the Events of the Leases
+# since the kill: who handed them over, or took them.
 #
-# PROFILE=<dir> also serves pprof from both processes of every pod (a change of the pod
-# template, so a rollout) and, in each round, takes a CPU profile of the standby's manager
-# from just before the kill, PROFILE_SECONDS long (default 15), into <dir>/round-<n>.pprof.
+# The processes log times to the nanosecond (a change of the pod template, so a rollout, the
+# first time). PROFILE=<dir> also serves pprof from both processes of every pod and, in each
+# round, takes a CPU profile of the standby's manager from just before the kill,
+# PROFILE_SECONDS long (default 15), into <dir>/round-<n>.pprof.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
@@ -42,14 +44,18 @@ fi
 # Deployed once: make deploy would set the replicas back to config/local's.
 "$K" -n "$NS" get deployment "$DEPLOY" >/dev/null 2>&1 || make -s deploy DEPLOY_CONFIG=config/local >/dev/null
 "$K" -n "$NS" scale deployment/"$DEPLOY" --replicas="$REPLICAS" >/dev/null
-# The manager's pprof on :6065, the sidecar's on :6066 (one network namespace per pod).
-if [ -n "$PROFILE" ] && ! "$K" -n "$NS" get deployment "$DEPLOY" -o json |
-  jq -e '.spec.template.spec.containers[0].args | index("--pprof-bind-address=:6065")' >/dev/null; then
-  mkdir -p "$PROFILE"
-  "$K" -n "$NS" patch deployment "$DEPLOY" --type=json -p '[
-    {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--pprof-bind-address=:6065"},
-    {"op": "add", "path": "/spec/template/spec/containers/1/args/-", "value": "--pprof-bind-address=:6066"}]' >/dev/null
-fi
+# Log times to the nanosecond (zap's default is to the second), and with PROFILE the
+# manager's pprof on :6065, the sidecar's on :6066 (one network namespace per pod).
+args=(--zap-time-encoding=rfc3339nano --zap-time-encoding=rfc3339nano)
+[ -n "$PROFILE" ] && mkdir -p "$PROFILE" && args+=(--pprof-bind-address=:6065 --pprof-bind-address=:6066)
+for i in "${!args[@]}"; do
+  c=$((i % 2))
+  if ! "$K" -n "$NS" get deployment "$DEPLOY" -o json |
+    jq -e --arg a "${args[$i]}" ".spec.template.spec.containers[$c].args | index(\$a)" >/dev/null; then
+    "$K" -n "$NS" patch deployment "$DEPLOY" --type=json \
+      -p "[{\"op\": \"add\", \"path\": \"/spec/template/spec/containers/$c/args/-\", \"value\": \"${args[$i]}\"}]" >/dev/null
+  fi
+done
 # Pods whose containers never restarted, so that the first REPLICAS rounds meet no back-off.
 "$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null
 if [ "$("$K" -n "$NS" get pods -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0')" != 0 ]; then
@@ -70,14 +76,18 @@ ready_at_generation() {
     '.metadata.generation as $g | .status.observedGeneration == $g and
      any(.status.conditions[]?; .type == "Ready" and .status == "True" and .observedGeneration == $g)' >/dev/null
 }
-# acquired_after prints when container $1 of the holder $2 (pod_uid) last took its Lease, from
-# its elector's log line, to the microsecond, as seconds after the kill.
-acquired_after() {
+# logged_after prints when container $1 of pod $2 (pod_uid) last logged a line matching $3, as
+# seconds after the kill, labelled $4 (nothing if it logged none).
+logged_after() {
   local line t
-  line=$("$K" -n "$NS" logs "${2%_*}" -c "$1" | grep 'Successfully acquired lease' | tail -n 1)
-  # klog's header: I<MMDD> <hh:mm:ss.uuuuuu>
-  t=$(awk -v y="$(date -u +%Y)" '{print substr($1, 2, 2) "/" substr($1, 4, 2) "/" y " " $2}' <<<"$line")
-  printf '  %s: Lease taken %.2f s after the kill, by %s\n' "$1" \
+  line=$("$K" -n "$NS" logs "${2%_*}" -c "$1" | grep -E "$3" | tail -n 1) || return 0
+  if [[ $line == "{"* ]]; then
+    t=$(jq -r .ts <<<"$line") # zap's JSON
+  else
+    # klog's header: I<MMDD> <hh:mm:ss.uuuuuu>
+    t=$(awk -v y="$(date -u +%Y)" '{print substr($1, 2, 2) "/" substr($1, 4, 2) "/" y " " $2}' <<<"$line")
+  fi
+  printf '  %s: %s %.2f s after the kill, by %s\n' "$1" "$4" \
     "$(awk -v a="$killed" -v b="$(date -u -d "$t" +%s.%N)" 'BEGIN{print b - a}')" "${2%_*}"
 }
 # holder prints the holder of Lease $1.
@@ -120,11 +130,11 @@ while [ "$round" -lt "$ROUNDS" ]; do
   printf 'round %d, %d pods: leader %s killed; the edit Ready %.1f s later; Leases held by %s and %s\n' \
     "$round" "$REPLICAS" "$leader" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
     "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
-  for c in manager sidecar; do
-    lease=warpdrive-operator.transwarp.io
-    [ "$c" = sidecar ] && lease=warpdrive-sidecar.transwarp.io
-    acquired_after "$c" "$(holder "$lease")"
-  done
+  m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
+  logged_after manager "$m" 'Successfully acquired lease' 'Lease taken'
+  logged_after manager "$m" 'loaded the release signing keys' 'signing keys loaded'
+  logged_after manager "$m" '"Release upgraded".*"crash-b"' 'B upgraded'
+  logged_after sidecar "$s" 'Successfully acquired lease' 'Lease taken'
   "$K" -n "$NS" get events -o json | jq -r --arg since "$since" '.items[] |
     select(.involvedObject.kind == "Lease" and (.lastTimestamp // .eventTime) >= $since) |
     "  \(.lastTimestamp // .eventTime) \(.involvedObject.name): \(.message)"'
