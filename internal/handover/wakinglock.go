@@ -17,6 +17,16 @@ import (
 // Rules of the namespaced Role the waking lock needs (config/rbac/leader_election_role.yaml).
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=list;watch
 
+// stallPeriods is how many renew periods without a renewal end a wait. A crashed leader is
+// taken over (TakeOver) once the kubelet reports its container ended: at 10,000 CRs up to
+// 1.2 s after the kill, itself up to a period after the last renewal, so up to 2.5 s after
+// it with the API server's latency. The wait must outlast that, or the elector, back on its
+// retries, learns of the take-over up to 2.2 s late (with a bound of 1.5 periods it did, in
+// one round of four: docs/bench/restart-10000/fairness.md). The cost is in a lost node's
+// take-over: the elector starts counting the Lease's term when the wait ends, so it takes
+// the Lease about 18 s after the last renewal instead of 15 to 17.
+const stallPeriods = 3
+
 // WakingLock is a Lease lock whose Get, while another process holds the Lease and renews it,
 // waits until the Lease changes hands: released, taken over (TakeOver), deleted.
 //
@@ -26,7 +36,7 @@ import (
 // what a standby's take-over after a crash waits once the kubelet has reported it. With a
 // watch on the one Lease the standby's elector, held in Get, tries it at once.
 //
-// The wait ends as well when the holder misses a renewal (none seen for 1.5 times its
+// The wait ends as well when the holder stops renewing (none seen for stallPeriods times its
 // period): from then on the elector tries every period as without the watch, so a leader
 // lost with its node is taken over when its term ends, as before. A stalled watch looks the
 // same and ends the wait. The leader's own tries are never held: Get waits only while the
@@ -53,7 +63,7 @@ type WakingLock struct {
 func NewWakingLock(lock resourcelock.Interface, cs kubernetes.Interface, ns, name string, renewEvery time.Duration) (*WakingLock, error) {
 	leases := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
-	l := &WakingLock{Interface: lock, stall: renewEvery + renewEvery/2, changed: make(chan struct{})}
+	l := &WakingLock{Interface: lock, stall: stallPeriods * renewEvery, changed: make(chan struct{})}
 	informer := leases.Coordination().V1().Leases().Informer()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.written(holderOf(obj)) },

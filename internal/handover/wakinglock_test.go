@@ -19,18 +19,18 @@ func (l identityLock) Identity() string { return l.identity }
 func TestWakingLockWaits(t *testing.T) {
 	synced := true
 	l := &WakingLock{Interface: identityLock{identity: "me"}, synced: func() bool { return synced },
-		stall: 1500 * time.Millisecond, changed: make(chan struct{})}
+		stall: stallPeriods * time.Second, changed: make(chan struct{})}
 	now := time.Now()
 	if wait, _ := l.wait(now); wait > 0 {
 		t.Errorf("no holder seen yet: waits %v", wait)
 	}
 	l.written("other")
 	wait, changed := l.wait(time.Now())
-	if wait <= time.Second || wait > 1500*time.Millisecond {
-		t.Errorf("another holder just renewed: waits %v, want up to 1.5 s", wait)
+	if wait <= 2500*time.Millisecond || wait > 3*time.Second {
+		t.Errorf("another holder just renewed: waits %v, want up to 3 s", wait)
 	}
-	if wait, _ := l.wait(time.Now().Add(2 * time.Second)); wait > 0 {
-		t.Errorf("no renewal for 2 s: waits %v", wait)
+	if wait, _ := l.wait(time.Now().Add(3 * time.Second)); wait > 0 {
+		t.Errorf("no renewal for 3 s: waits %v", wait)
 	}
 	synced = false
 	if wait, _ := l.wait(time.Now()); wait > 0 {
