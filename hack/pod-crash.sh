@@ -20,6 +20,12 @@
 # the manager loaded the signing keys and upgraded B's release, and the Events of the Leases
 # since the kill: who handed them over, or took them.
 #
+# FREEZE=1 freezes the leader's processes instead of killing them (containerd pauses them), as
+# on a node cut off from the API server: they neither renew their Leases nor end, so that the
+# standby takes over when the Leases expire. They are thawed once the edit is Ready, find their
+# Leases lost and exit, and the next round waits for their restart. "After the kill" then
+# means after the freeze.
+#
 # The processes log times to the nanosecond (a change of the pod template, so a rollout, the
 # first time). PROFILE=<dir> also serves pprof from both processes of every pod and, in each
 # round, takes a CPU profile of the standby's manager from just before the kill,
@@ -28,7 +34,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
 export KUBECONFIG
-REPLICAS=${REPLICAS:-2} ROUNDS=${ROUNDS:-$REPLICAS} LEASE_NS=${LEASE_NS:-default}
+REPLICAS=${REPLICAS:-2} ROUNDS=${ROUNDS:-$REPLICAS} LEASE_NS=${LEASE_NS:-default} FREEZE=${FREEZE:-}
+how=killed
+[ -n "$FREEZE" ] && how=frozen
 PROFILE=${PROFILE:-} PROFILE_SECONDS=${PROFILE_SECONDS:-15}
 K=$ROOT/bin/kubectl NS=warpdrive-operator-system DEPLOY=warpdrive-operator-controller-manager
 KEY=warpdrive-operator-release-signing-key
@@ -90,6 +98,8 @@ logged_after() {
   printf '  %s: %s %.2f s after the kill, by %s\n' "$1" "$4" \
     "$(awk -v a="$killed" -v b="$(date -u -d "$t" +%s.%N)" 'BEGIN{print b - a}')" "${2%_*}"
 }
+# restarts prints how many times the containers of pod $1 have restarted.
+restarts() { "$K" -n "$NS" get pod "$1" -o json | jq '[.status.containerStatuses[].restartCount] | add'; }
 # holder prints the holder of Lease $1.
 holder() { "$K" -n "$NS" get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
 
@@ -122,13 +132,23 @@ while [ "$round" -lt "$ROUNDS" ]; do
     sleep 0.5
   fi
   since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  for id in "${ids[@]}"; do "${CTR[@]}" tasks kill --signal SIGKILL "$id" >/dev/null; done
+  if [ -n "$FREEZE" ]; then
+    restarts=$(restarts "$leader")
+    for id in "${ids[@]}"; do "${CTR[@]}" tasks pause "$id"; done
+  else
+    for id in "${ids[@]}"; do "${CTR[@]}" tasks kill --signal SIGKILL "$id" >/dev/null; done
+  fi
   killed=$(date +%s.%N)
   "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
   until ready_at_generation; do sleep 0.1; done
   ready=$(date +%s.%N)
-  printf 'round %d, %d pods: leader %s killed; the edit Ready %.1f s later; Leases held by %s and %s\n' \
-    "$round" "$REPLICAS" "$leader" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
+  if [ -n "$FREEZE" ]; then
+    for id in "${ids[@]}"; do "${CTR[@]}" tasks resume "$id"; done
+    # Until both have exited (their pod still looks Ready until then), at most 2 minutes.
+    for _ in $(seq 120); do [ "$(restarts "$leader")" -ge $((restarts + 2)) ] && break; sleep 1; done
+  fi
+  printf 'round %d, %d pods: leader %s %s; the edit Ready %.1f s later; Leases held by %s and %s\n' \
+    "$round" "$REPLICAS" "$leader" "$how" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
     "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
   m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
   logged_after manager "$m" 'Successfully acquired lease' 'Lease taken'
