@@ -52,18 +52,23 @@ fi
 # Deployed once: make deploy would set the replicas back to config/local's.
 "$K" -n "$NS" get deployment "$DEPLOY" >/dev/null 2>&1 || make -s deploy DEPLOY_CONFIG=config/local >/dev/null
 "$K" -n "$NS" scale deployment/"$DEPLOY" --replicas="$REPLICAS" >/dev/null
+# add_arg adds the argument $2 to container $1 (its index) of the pod template, unless it is
+# there: a rollout.
+add_arg() {
+  "$K" -n "$NS" get deployment "$DEPLOY" -o json |
+    jq -e --arg a "$2" ".spec.template.spec.containers[$1].args | index(\$a)" >/dev/null ||
+    "$K" -n "$NS" patch deployment "$DEPLOY" --type=json \
+      -p "[{\"op\": \"add\", \"path\": \"/spec/template/spec/containers/$1/args/-\", \"value\": \"$2\"}]" >/dev/null
+}
 # Log times to the nanosecond (zap's default is to the second), and with PROFILE the
 # manager's pprof on :6065, the sidecar's on :6066 (one network namespace per pod).
-args=(--zap-time-encoding=rfc3339nano --zap-time-encoding=rfc3339nano)
-[ -n "$PROFILE" ] && mkdir -p "$PROFILE" && args+=(--pprof-bind-address=:6065 --pprof-bind-address=:6066)
-for i in "${!args[@]}"; do
-  c=$((i % 2))
-  if ! "$K" -n "$NS" get deployment "$DEPLOY" -o json |
-    jq -e --arg a "${args[$i]}" ".spec.template.spec.containers[$c].args | index(\$a)" >/dev/null; then
-    "$K" -n "$NS" patch deployment "$DEPLOY" --type=json \
-      -p "[{\"op\": \"add\", \"path\": \"/spec/template/spec/containers/$c/args/-\", \"value\": \"${args[$i]}\"}]" >/dev/null
-  fi
-done
+add_arg 0 --zap-time-encoding=rfc3339nano
+add_arg 1 --zap-time-encoding=rfc3339nano
+if [ -n "$PROFILE" ]; then
+  mkdir -p "$PROFILE"
+  add_arg 0 --pprof-bind-address=:6065
+  add_arg 1 --pprof-bind-address=:6066
+fi
 # Pods whose containers never restarted, so that the first REPLICAS rounds meet no back-off.
 "$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null
 if [ "$("$K" -n "$NS" get pods -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0')" != 0 ]; then
@@ -133,7 +138,7 @@ while [ "$round" -lt "$ROUNDS" ]; do
   fi
   since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   if [ -n "$FREEZE" ]; then
-    restarts=$(restarts "$leader")
+    before=$(restarts "$leader")
     for id in "${ids[@]}"; do "${CTR[@]}" tasks pause "$id"; done
   else
     for id in "${ids[@]}"; do "${CTR[@]}" tasks kill --signal SIGKILL "$id" >/dev/null; done
@@ -145,7 +150,7 @@ while [ "$round" -lt "$ROUNDS" ]; do
   if [ -n "$FREEZE" ]; then
     for id in "${ids[@]}"; do "${CTR[@]}" tasks resume "$id"; done
     # Until both have exited (their pod still looks Ready until then), at most 2 minutes.
-    for _ in $(seq 120); do [ "$(restarts "$leader")" -ge $((restarts + 2)) ] && break; sleep 1; done
+    for _ in $(seq 120); do [ "$(restarts "$leader")" -ge $((before + 2)) ] && break; sleep 1; done
   fi
   printf 'round %d, %d pods: leader %s %s; the edit Ready %.1f s later; Leases held by %s and %s\n' \
     "$round" "$REPLICAS" "$leader" "$how" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \

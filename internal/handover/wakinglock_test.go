@@ -18,8 +18,8 @@ func (l identityLock) Identity() string { return l.identity }
 // Get waits only while another holder renews the Lease, and until it changes hands.
 func TestWakingLockWaits(t *testing.T) {
 	synced := true
-	l := &WakingLock{Interface: identityLock{identity: "me"}, synced: func() bool { return synced },
-		stall: stallPeriods * time.Second, changed: make(chan struct{})}
+	l := newWakingLock(identityLock{identity: "me"}, time.Second)
+	l.synced = func() bool { return synced }
 	now := time.Now()
 	if wait, _ := l.wait(now); wait > 0 {
 		t.Errorf("no holder seen yet: waits %v", wait)
