@@ -19,5 +19,6 @@
 // other pods of its Deployment and takes the Lease as soon as the kubelet reports the end of
 // the leader's process, which StampedLock lets it tell from a successor's in the same pod.
 // Whichever way the Lease changes hands, WakingLock lets the new holder's elector see it at
-// once rather than at its next retry, one to two seconds later.
+// once rather than at its next retry, one to two seconds later; and DeferredCache keeps the
+// restarted process from filling its cache while the new holder starts serving.
 package handover

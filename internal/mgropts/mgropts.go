@@ -219,8 +219,10 @@ func (o *Options) Manager() ctrl.Options {
 // /healthz check that answers while the process runs and a /readyz one that answers once its
 // cache is filled (cacheSynced). In a pod, a Lease the pod's last process left held goes to
 // another pod of the Deployment if one is Ready (handover.YieldToStandby), a standby takes
-// its Lease when the leader's process ends (handover.TakeOver), and a standby's elector tries
-// the Lease as soon as it changes hands (handover.WakingLock).
+// its Lease when the leader's process ends (handover.TakeOver), a standby's elector tries
+// the Lease as soon as it changes hands (handover.WakingLock), and a process whose Lease
+// another pod has just taken fills its cache only once that pod has had time to start
+// serving (handover.DeferredCache).
 func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	helmmgr.ConfigureWatchNamespaces(&opts, log)
 	cfg := ctrl.GetConfigOrDie()
@@ -240,6 +242,7 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 			return nil, err
 		}
 		opts.LeaderElectionResourceLockInterface = waking
+		opts.NewCache = handover.DeferCache(opts.NewCache, lock, log)
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {

@@ -401,7 +401,7 @@ func killProcesses(t *testing.T, pod *corev1.Pod) time.Time {
 // the restarted process hands it over, finding it left held by its pod (YieldToStandby),
 // whichever comes first; without either, the restarted process would take it back once its
 // own cache is filled. Both Leases end with the standby as holder, one transition more each,
-// and the edit is Ready. It logs how long after the kill the edit was Ready, then scales the Deployment
+// the edit is Ready, and both restarted processes fill their caches only later. It logs how long after the kill the edit was Ready, then scales the Deployment
 // back to one pod, the standby, and returns it.
 func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructured) *corev1.Pod {
 	t.Helper()
@@ -438,6 +438,13 @@ func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructu
 		}
 		return nil
 	})
+	// The restarted processes leave the API server to the standby before they fill their
+	// caches (handover.DeferredCache).
+	for _, c := range leader.Spec.Containers {
+		framework.Eventually(t, converge, func(ctx context.Context) error {
+			return logged(ctx, leader, c.Name, "filling the cache later")
+		})
+	}
 
 	// The ReplicaSet removes the pod of the lowest deletion cost first.
 	patch := []byte(`{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"-1000"}}}`)
@@ -449,6 +456,19 @@ func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructu
 	deletedGracefully(t, final, leader.Name)
 	waitRolledOut(t)
 	return standby
+}
+
+// logged is nil once the running process of pod's container has logged text.
+func logged(ctx context.Context, pod *corev1.Pod, container, text string) error {
+	out, err := env.Clientset.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name,
+		&corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(out), text) {
+		return fmt.Errorf("container %s of pod %s has not logged %q", container, pod.Name, text)
+	}
+	return nil
 }
 
 // scale sets the operator's Deployment's replicas.
