@@ -17,14 +17,19 @@
 # then. The kubelet starts a container killed again within 10 minutes only after a back-off
 # (10 s, then doubling), so ROUNDS above REPLICAS measures that back-off as well. After each
 # round it prints, from the logs of the new holder's processes, when each took its Lease, when
-# the manager loaded the signing keys and upgraded B's release, and the Events of the Leases
-# since the kill: who handed them over, or took them.
+# the manager loaded the signing keys and upgraded B's release; from the restarted processes'
+# logs, when each put off filling its cache (internal/handover, DeferredCache); and the Events
+# of the Leases since the kill: who handed them over, or took them.
 #
 # FREEZE=1 freezes the leader's processes instead of killing them (containerd pauses them), as
 # on a node cut off from the API server: they neither renew their Leases nor end, so that the
 # standby takes over when the Leases expire. They are thawed once the edit is Ready, find their
 # Leases lost and exit, and the next round waits for their restart. "After the kill" then
 # means after the freeze.
+#
+# EDIT_AFTER=<seconds> makes the edit that long after the kill instead of at once, for example
+# while the restarted processes fill their caches; the round then also prints the seconds from
+# the edit to its Ready.
 #
 # The processes log times to the nanosecond (a change of the pod template, so a rollout, the
 # first time). PROFILE=<dir> also serves pprof from both processes of every pod and, in each
@@ -35,6 +40,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
 export KUBECONFIG
 REPLICAS=${REPLICAS:-2} ROUNDS=${ROUNDS:-$REPLICAS} LEASE_NS=${LEASE_NS:-default} FREEZE=${FREEZE:-}
+EDIT_AFTER=${EDIT_AFTER:-0}
 how=killed
 [ -n "$FREEZE" ] && how=frozen
 PROFILE=${PROFILE:-} PROFILE_SECONDS=${PROFILE_SECONDS:-15}
@@ -144,6 +150,8 @@ while [ "$round" -lt "$ROUNDS" ]; do
     for id in "${ids[@]}"; do "${CTR[@]}" tasks kill --signal SIGKILL "$id" >/dev/null; done
   fi
   killed=$(date +%s.%N)
+  [ "$EDIT_AFTER" = 0 ] || sleep "$EDIT_AFTER"
+  edited=$(date +%s.%N)
   "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
   until ready_at_generation; do sleep 0.1; done
   ready=$(date +%s.%N)
@@ -152,14 +160,18 @@ while [ "$round" -lt "$ROUNDS" ]; do
     # Until both have exited (their pod still looks Ready until then), at most 2 minutes.
     for _ in $(seq 120); do [ "$(restarts "$leader")" -ge $((before + 2)) ] && break; sleep 1; done
   fi
-  printf 'round %d, %d pods: leader %s %s; the edit Ready %.1f s later; Leases held by %s and %s\n' \
-    "$round" "$REPLICAS" "$leader" "$how" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')" \
-    "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
+  printf 'round %d, %d pods: leader %s %s; the edit Ready %.1f s later' \
+    "$round" "$REPLICAS" "$leader" "$how" "$(awk -v a="$killed" -v b="$ready" 'BEGIN{print b - a}')"
+  [ "$EDIT_AFTER" = 0 ] || printf ' (made %.1f s after the kill, Ready %.1f s after it)' \
+    "$(awk -v a="$killed" -v b="$edited" 'BEGIN{print b - a}')" "$(awk -v a="$edited" -v b="$ready" 'BEGIN{print b - a}')"
+  printf '; Leases held by %s and %s\n' "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
   m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
   logged_after manager "$m" 'Successfully acquired lease' 'Lease taken'
   logged_after manager "$m" 'loaded the release signing keys' 'signing keys loaded'
   logged_after manager "$m" '"Release upgraded".*"crash-b"' 'B upgraded'
   logged_after sidecar "$s" 'Successfully acquired lease' 'Lease taken'
+  logged_after manager "$leader" 'filling the cache later' 'cache fill deferred'
+  logged_after sidecar "$leader" 'filling the cache later' 'cache fill deferred'
   "$K" -n "$NS" get events -o json | jq -r --arg since "$since" '.items[] |
     select(.involvedObject.kind == "Lease" and (.lastTimestamp // .eventTime) >= $since) |
     "  \(.lastTimestamp // .eventTime) \(.involvedObject.name): \(.message)"'
