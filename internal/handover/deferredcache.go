@@ -11,10 +11,9 @@ import (
 )
 
 // NewLeaderRoom is how long a process leaves the API server to a pod that has just taken its
-// Lease before it fills its cache (DeferredCache). Over 10,000 CRs a standby that took the
-// Lease of a crashed leader had its first edit Ready about 2 s after the Lease when nothing
-// else was starting (the leader's processes frozen), against 4.5 to 6.5 s when the crashed
-// processes, restarted by the kubelet, filled their caches at the same time
+// Lease before it fills its cache (DeferredCache). Over 10,000 CRs a new leader's first edits
+// were Ready within a few seconds of its Lease when nothing else was starting, and took about
+// twice as long beside the crashed processes filling their caches
 // (docs/bench/restart-10000/fairness.md, "A crash with a standby"). Ten seconds is several
 // times what the new leader needs, and short beside the 20 s the fill itself takes there.
 const NewLeaderRoom = 10 * time.Second
