@@ -95,7 +95,7 @@ ready_at_generation() {
     '.metadata.generation as $g | .status.observedGeneration == $g and
      any(.status.conditions[]?; .type == "Ready" and .status == "True" and .observedGeneration == $g)' >/dev/null
 }
-# logged_after prints when container $1 of pod $2 (pod_uid) last logged a line matching $3, as
+# logged_after prints when container $1 of pod $2 (its name, or name_uid) last logged a line matching $3, as
 # seconds after the kill, labelled $4 (nothing if it logged none).
 logged_after() {
   local line t
