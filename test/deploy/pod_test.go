@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,16 +39,17 @@ const serviceAccount = "warpdrive-operator-controller-manager"
 const nonRootUID = 65532
 
 // TestOperatorPod deploys config/local, config/default placed on the real node, and checks
-// the operator as users run it: its pod admitted under the restricted level and Ready through
-// its probes, with a read-only root filesystem; both Leases held from inside the pod
-// (in-cluster configuration and the ServiceAccount token); the samples of every kind Ready at
-// their generation; metrics through the metrics Service's endpoints with a token; the
-// leader's pod, deleted, leading until the next one is Ready, which carries on; a rollout
-// restart that hands over without running an operation twice; a wave of edits inside the
-// pod's limits; with a second pod Ready, the leader's processes killed and their Leases
-// handed to it by the restarted processes; alone again, both processes killed and restarted
-// by the kubelet, taking their Leases back at once. make undeploy then leaves nothing
-// behind, on the cluster or on the node.
+// the operator as users run it: two pods, each Lease held by one and the other standing by,
+// and a disruption budget that allows one disruption. Then, scaled to one pod: the pod
+// admitted under the restricted level and Ready through its probes, with a read-only root
+// filesystem; both Leases held from inside the pod (in-cluster configuration and the
+// ServiceAccount token); the samples of every kind Ready at their generation; metrics through
+// the metrics Service's endpoints with a token; the leader's pod, deleted, leading until the
+// next one is Ready, which carries on; a rollout restart that hands over without running an
+// operation twice; a wave of edits inside the pod's limits; with a second pod Ready, the
+// leader's processes killed and their Leases handed to it by the restarted processes; alone
+// again, both processes killed and restarted by the kubelet, taking their Leases back at
+// once. make undeploy then leaves nothing behind, on the cluster or on the node.
 func TestOperatorPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
 		t.Skipf("%s is not set: needs the real node (make node-up image-load)", PodEnv)
@@ -69,7 +71,12 @@ func TestOperatorPod(t *testing.T) {
 	}()
 	checkRestricted(t)
 	// A pod of config/default may be there before (kwok played it): wait for config/local's.
-	waitRolledOut(t)
+	waitRolledOut(t, 2)
+	checkStandby(t)
+	// The rest runs with one pod, whose crash and deletion leave no standby to serve, except
+	// where crashToStandby scales to two again.
+	scale(t, 1)
+	waitRolledOut(t, 1)
 	pod := readyPod(t, "")
 	checkPod(t, pod)
 	checkLeases(t, pod.Name)
@@ -107,6 +114,55 @@ func TestOperatorPod(t *testing.T) {
 	}
 	expectNothingLeft(t, ns)
 	expectNoContainers(t)
+}
+
+// checkStandby checks what config/default ships: two pods, each Lease held by one of them
+// (the other process stands by with its cache filled, as the pod's readiness says), and a
+// disruption budget that lets a drain take one pod at a time.
+func checkStandby(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, d); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		leases := &coordinationv1.LeaseList{}
+		if err := env.Client.List(ctx, leases, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		if len(leases.Items) != 2 {
+			return fmt.Errorf("%d Leases, want the manager's and the sidecar's", len(leases.Items))
+		}
+		for _, l := range leases.Items {
+			holder := ptr.Deref(l.Spec.HolderIdentity, "")
+			held := false
+			for _, p := range pods.Items {
+				held = held || strings.HasPrefix(holder, p.Name+"_")
+			}
+			if !held {
+				return fmt.Errorf("lease %s held by %q, not by a pod of %s", l.Name, holder, deployment)
+			}
+		}
+		return nil
+	})
+	pdb := &policyv1.PodDisruptionBudget{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, pdb); err != nil {
+		t.Fatalf("the operator's PodDisruptionBudget: %v", err)
+	}
+	framework.Eventually(t, converge, func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
+			return err
+		}
+		if s := pdb.Status; s.ExpectedPods != 2 || s.CurrentHealthy != 2 || s.DisruptionsAllowed != 1 {
+			return fmt.Errorf("PodDisruptionBudget %s: %+v, want 2 pods healthy and 1 disruption allowed", pdb.Name, s)
+		}
+		return nil
+	})
 }
 
 // readyPod waits for the one pod of the Deployment, other than not, whose containers are all

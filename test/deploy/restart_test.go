@@ -55,7 +55,7 @@ func rolloutRestart(t *testing.T, old *corev1.Pod, crs []*unstructured.Unstructu
 		t.Fatalf("kubectl rollout restart: %v\n%s", err, out)
 	}
 	deletedGracefully(t, final, old.Name)
-	waitRolledOut(t)
+	waitRolledOut(t, 1)
 	pod := readyPod(t, old.Name)
 	checkPod(t, pod)
 	checkLeases(t, pod.Name)
@@ -151,9 +151,9 @@ func watchToDeletion(t *testing.T, pod *corev1.Pod) <-chan *corev1.Pod {
 	return final
 }
 
-// waitRolledOut waits until the operator's Deployment has one pod, of its current template,
+// waitRolledOut waits until the operator's Deployment has n pods, all of its current template
 // and Ready.
-func waitRolledOut(t *testing.T) {
+func waitRolledOut(t *testing.T, n int32) {
 	t.Helper()
 	framework.Eventually(t, converge, func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
@@ -161,15 +161,15 @@ func waitRolledOut(t *testing.T) {
 			return err
 		}
 		s := d.Status
-		if s.ObservedGeneration != d.Generation || s.Replicas != 1 || s.UpdatedReplicas != 1 || s.ReadyReplicas != 1 {
+		if s.ObservedGeneration != d.Generation || s.Replicas != n || s.UpdatedReplicas != n || s.ReadyReplicas != n {
 			return fmt.Errorf("Deployment %s not rolled out: %+v", deployment, s)
 		}
 		pods := &corev1.PodList{}
 		if err := env.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
 			return err
 		}
-		if len(pods.Items) != 1 {
-			return fmt.Errorf("%d pods of %s, want 1", len(pods.Items), deployment)
+		if len(pods.Items) != int(n) {
+			return fmt.Errorf("%d pods of %s, want %d", len(pods.Items), deployment, n)
 		}
 		return nil
 	})
@@ -454,7 +454,7 @@ func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructu
 	final := watchToDeletion(t, leader)
 	scale(t, 1)
 	deletedGracefully(t, final, leader.Name)
-	waitRolledOut(t)
+	waitRolledOut(t, 1)
 	return standby
 }
 
