@@ -31,6 +31,12 @@
 # while the restarted processes fill their caches; the round then also prints the seconds from
 # the edit to its Ready.
 #
+# ROLLOUT=1 rolls the Deployment (kubectl rollout restart, as an upgrade of the operator does)
+# instead of killing the leader's processes, and edits B every 10 s until the rollout is done,
+# each edit once the last one is Ready; each line is one edit: when it was made after the
+# restart, its seconds to Ready, and who held the Leases then, followed by when, after the
+# restart, the holders took their Leases and the manager's last upgraded B's release.
+#
 # The processes log times to the nanosecond (a change of the pod template, so a rollout, the
 # first time). PROFILE=<dir> also serves pprof from both processes of every pod and, in each
 # round, takes a CPU profile of the standby's manager from just before the kill,
@@ -40,8 +46,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${KUBECONFIG:?set KUBECONFIG (the local cluster: .cluster/kubeconfig)}"
 export KUBECONFIG
 REPLICAS=${REPLICAS:-2} ROUNDS=${ROUNDS:-$REPLICAS} LEASE_NS=${LEASE_NS:-default} FREEZE=${FREEZE:-}
-EDIT_AFTER=${EDIT_AFTER:-0}
-how=killed
+EDIT_AFTER=${EDIT_AFTER:-0} ROLLOUT=${ROLLOUT:-}
+how=killed origin=kill
+[ -n "$ROLLOUT" ] && origin=restart
 [ -n "$FREEZE" ] && how=frozen
 PROFILE=${PROFILE:-} PROFILE_SECONDS=${PROFILE_SECONDS:-15}
 K=$ROOT/bin/kubectl NS=warpdrive-operator-system DEPLOY=warpdrive-operator-controller-manager
@@ -96,7 +103,7 @@ ready_at_generation() {
      any(.status.conditions[]?; .type == "Ready" and .status == "True" and .observedGeneration == $g)' >/dev/null
 }
 # logged_after prints when container $1 of pod $2 (its name, or name_uid) last logged a line matching $3, as
-# seconds after the kill, labelled $4 (nothing if it logged none).
+# seconds after the kill (or the restart: $origin), labelled $4 (nothing if it logged none).
 logged_after() {
   local line t
   line=$("$K" -n "$NS" logs "${2%_*}" -c "$1" | grep -E "$3" | tail -n 1) || return 0
@@ -106,8 +113,8 @@ logged_after() {
     # klog's header: I<MMDD> <hh:mm:ss.uuuuuu>
     t=$(awk -v y="$(date -u +%Y)" '{print substr($1, 2, 2) "/" substr($1, 4, 2) "/" y " " $2}' <<<"$line")
   fi
-  printf '  %s: %s %.2f s after the kill, by %s\n' "$1" "$4" \
-    "$(awk -v a="$killed" -v b="$(date -u -d "$t" +%s.%N)" 'BEGIN{print b - a}')" "${2%_*}"
+  printf '  %s: %s %.2f s after the %s, by %s\n' "$1" "$4" \
+    "$(awk -v a="$killed" -v b="$(date -u -d "$t" +%s.%N)" 'BEGIN{print b - a}')" "$origin" "${2%_*}"
 }
 # restarts prints how many times the containers of pod $1 have restarted.
 restarts() { "$K" -n "$NS" get pod "$1" -o json | jq '[.status.containerStatuses[].restartCount] | add'; }
@@ -136,6 +143,31 @@ while [ "$round" -lt "$ROUNDS" ]; do
     jq -r '.status.containerStatuses[] | select(.ready and .state.running) | .containerID | sub("containerd://"; "")')
   [ "${#ids[@]}" = 2 ] || { sleep 1; continue; }
   round=$((round + 1))
+  if [ -n "$ROLLOUT" ]; then
+    restarted=$(date +%s.%N)
+    "$K" -n "$NS" rollout restart deployment/"$DEPLOY" >/dev/null
+    "$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null &
+    rolling=$!
+    while kill -0 "$rolling" 2>/dev/null; do
+      edited=$(date +%s.%N)
+      "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
+      until ready_at_generation; do sleep 0.1; done
+      ready=$(date +%s.%N)
+      printf 'round %d, %d pods, rollout: edit made %.1f s after the restart, Ready %.1f s later; Leases held by %s and %s\n' \
+        "$round" "$REPLICAS" "$(awk -v a="$restarted" -v b="$edited" 'BEGIN{print b - a}')" \
+        "$(awk -v a="$edited" -v b="$ready" 'BEGIN{print b - a}')" \
+        "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
+      # Times after the restart, from the logs of the Leases' holders.
+      killed=$restarted m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
+      logged_after manager "$m" 'Successfully acquired lease' 'Lease taken'
+      logged_after manager "$m" '"Release upgraded".*"crash-b"' 'B upgraded'
+      logged_after sidecar "$s" 'Successfully acquired lease' 'Lease taken'
+      cpu=$((cpu + 1))
+      sleep "$(awk -v a="$edited" -v b="$(date +%s.%N)" 'BEGIN{d = 10 - (b - a); print (d > 0 ? d : 0)}')"
+    done
+    wait "$rolling"
+    continue
+  fi
   if [ -n "$PROFILE" ]; then
     ip=$("$K" -n "$NS" get pods -o json | jq -r --arg leader "$leader" \
       '[.items[] | select(.metadata.name != $leader and .metadata.deletionTimestamp == null)][0].status.podIP')
