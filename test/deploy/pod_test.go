@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +41,7 @@ const nonRootUID = 65532
 
 // TestOperatorPod deploys config/local, config/default placed on the real node, and checks
 // the operator as users run it: two pods, each Lease held by one and the other standing by,
-// and a disruption budget that allows one disruption. Then, scaled to one pod: the pod
+// rolled out with no third pod, and a disruption budget that allows one disruption. Then, scaled to one pod: the pod
 // admitted under the restricted level and Ready through its probes, with a read-only root
 // filesystem; both Leases held from inside the pod (in-cluster configuration and the
 // ServiceAccount token); the samples of every kind Ready at their generation; metrics through
@@ -117,14 +118,19 @@ func TestOperatorPod(t *testing.T) {
 }
 
 // checkStandby checks what config/default ships: two pods, each Lease held by one of them
-// (the other process stands by with its cache filled, as the pod's readiness says), and a
-// disruption budget that lets a drain take one pod at a time.
+// (the other process stands by with its cache filled, as the pod's readiness says), rolled
+// out one at a time with no third pod, and a disruption budget that lets a drain take one pod
+// at a time.
 func checkStandby(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	d := &appsv1.Deployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, d); err != nil {
 		t.Fatal(err)
+	}
+	// A rollout starts no third pod beside the two (config/manager/manager.yaml says why).
+	if r := d.Spec.Strategy.RollingUpdate; r == nil || surge(t, r.MaxSurge, ptr.Deref(d.Spec.Replicas, 1)) != 0 {
+		t.Errorf("Deployment %s: rolling update %+v, want maxSurge 0", deployment, r)
 	}
 	pods := &corev1.PodList{}
 	if err := env.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
@@ -163,6 +169,16 @@ func checkStandby(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// surge is how many pods a rollout of replicas may add, by the Deployment's rounding (up).
+func surge(t *testing.T, maxSurge *intstr.IntOrString, replicas int32) int {
+	t.Helper()
+	n, err := intstr.GetScaledValueFromIntOrPercent(maxSurge, int(replicas), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // readyPod waits for the one pod of the Deployment, other than not, whose containers are all
