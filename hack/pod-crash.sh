@@ -35,7 +35,7 @@
 # instead of killing the leader's processes, and edits B every 10 s until the rollout is done,
 # each edit once the last one is Ready; each line is one edit: when it was made after the
 # restart, its seconds to Ready, and who held the Leases then, followed by when, after the
-# restart, the holders took their Leases and the manager's last upgraded B's release.
+# restart, the holders took their Leases and the manager last upgraded B's release.
 #
 # The processes log times to the nanosecond (a change of the pod template, so a rollout, the
 # first time). PROFILE=<dir> also serves pprof from both processes of every pod and, in each

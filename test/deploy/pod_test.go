@@ -39,18 +39,18 @@ const serviceAccount = "warpdrive-operator-controller-manager"
 // nonRootUID is the Dockerfile's USER.
 const nonRootUID = 65532
 
-// TestOperatorPod deploys config/local, config/default placed on the real node, and checks
-// the operator as users run it: two pods, each Lease held by one and the other standing by,
-// rolled out with no third pod, and a disruption budget that allows one disruption. Then, scaled to one pod: the pod
-// admitted under the restricted level and Ready through its probes, with a read-only root
-// filesystem; both Leases held from inside the pod (in-cluster configuration and the
-// ServiceAccount token); the samples of every kind Ready at their generation; metrics through
-// the metrics Service's endpoints with a token; the leader's pod, deleted, leading until the
-// next one is Ready, which carries on; a rollout restart that hands over without running an
-// operation twice; a wave of edits inside the pod's limits; with a second pod Ready, the
-// leader's processes killed and their Leases handed to it by the restarted processes; alone
-// again, both processes killed and restarted by the kubelet, taking their Leases back at
-// once. make undeploy then leaves nothing behind, on the cluster or on the node.
+// TestOperatorPod deploys config/local, config/default placed on the real node, and checks the
+// operator as users run it: two pods, each Lease held by one and the other standing by, rolled
+// out with no third pod, and a disruption budget that allows one disruption. Then, scaled to
+// one pod: the pod admitted under the restricted level and Ready through its probes, with a
+// read-only root filesystem; both Leases held from inside the pod (in-cluster configuration and
+// the ServiceAccount token); the samples of every kind Ready at their generation; metrics
+// through the metrics Service's endpoints with a token; the leader's pod, deleted, leading
+// until the next one is Ready, which carries on; a rollout restart that hands over without
+// running an operation twice; a wave of edits inside the pod's limits; with a second pod Ready,
+// the leader's processes killed and their Leases handed to it by the restarted processes; alone
+// again, both processes killed and restarted by the kubelet, taking their Leases back at once.
+// make undeploy then leaves nothing behind, on the cluster or on the node.
 func TestOperatorPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
 		t.Skipf("%s is not set: needs the real node (make node-up image-load)", PodEnv)
