@@ -102,8 +102,9 @@ ready_at_generation() {
     '.metadata.generation as $g | .status.observedGeneration == $g and
      any(.status.conditions[]?; .type == "Ready" and .status == "True" and .observedGeneration == $g)' >/dev/null
 }
-# logged_after prints when container $1 of pod $2 (its name, or name_uid) last logged a line matching $3, as
-# seconds after the kill (or the restart: $origin), labelled $4 (nothing if it logged none).
+# logged_after prints when container $1 of pod $2 (its name, or name_uid) last logged a line
+# matching $3, as seconds after the kill (or the restart: $origin), labelled $4 (nothing if it
+# logged none).
 logged_after() {
   local line t
   line=$("$K" -n "$NS" logs "${2%_*}" -c "$1" | grep -E "$3" | tail -n 1) || return 0
@@ -115,6 +116,10 @@ logged_after() {
   fi
   printf '  %s: %s %.2f s after the %s, by %s\n' "$1" "$4" \
     "$(awk -v a="$killed" -v b="$(date -u -d "$t" +%s.%N)" 'BEGIN{print b - a}')" "$origin" "${2%_*}"
+}
+# edit_b sets the pods' CPU request of crash-b/b to $cpu millicores.
+edit_b() {
+  "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
 }
 # restarts prints how many times the containers of pod $1 have restarted.
 restarts() { "$K" -n "$NS" get pod "$1" -o json | jq '[.status.containerStatuses[].restartCount] | add'; }
@@ -145,12 +150,13 @@ while [ "$round" -lt "$ROUNDS" ]; do
   round=$((round + 1))
   if [ -n "$ROLLOUT" ]; then
     restarted=$(date +%s.%N)
+    killed=$restarted # logged_after's origin
     "$K" -n "$NS" rollout restart deployment/"$DEPLOY" >/dev/null
     "$K" -n "$NS" rollout status deployment/"$DEPLOY" --timeout=30m >/dev/null &
     rolling=$!
     while kill -0 "$rolling" 2>/dev/null; do
       edited=$(date +%s.%N)
-      "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
+      edit_b
       until ready_at_generation; do sleep 0.1; done
       ready=$(date +%s.%N)
       printf 'round %d, %d pods, rollout: edit made %.1f s after the restart, Ready %.1f s later; Leases held by %s and %s\n' \
@@ -158,7 +164,7 @@ while [ "$round" -lt "$ROUNDS" ]; do
         "$(awk -v a="$edited" -v b="$ready" 'BEGIN{print b - a}')" \
         "$(holder warpdrive-operator.transwarp.io)" "$(holder warpdrive-sidecar.transwarp.io)"
       # Times after the restart, from the logs of the Leases' holders.
-      killed=$restarted m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
+      m=$(holder warpdrive-operator.transwarp.io) s=$(holder warpdrive-sidecar.transwarp.io)
       logged_after manager "$m" 'Successfully acquired lease' 'Lease taken'
       logged_after manager "$m" '"Release upgraded".*"crash-b"' 'B upgraded'
       logged_after sidecar "$s" 'Successfully acquired lease' 'Lease taken'
@@ -184,7 +190,7 @@ while [ "$round" -lt "$ROUNDS" ]; do
   killed=$(date +%s.%N)
   [ "$EDIT_AFTER" = 0 ] || sleep "$EDIT_AFTER"
   edited=$(date +%s.%N)
-  "$K" -n crash-b patch appservice b --type=merge -p "{\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"${cpu}m\"}}}}" >/dev/null
+  edit_b
   until ready_at_generation; do sleep 0.1; done
   ready=$(date +%s.%N)
   if [ -n "$FREEZE" ]; then
