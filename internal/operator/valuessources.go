@@ -38,14 +38,15 @@ const reasonValuesFromFailed = "ValuesFromFailed"
 const sourcesIndex = "warpdrive.transwarp.io/valuesFrom"
 
 // newSourcesCache is the cache of the objects CRs take values from, as metadata only: the
-// Secrets labelled chart-readable and every ConfigMap. The manager's own cache holds only the
+// Secrets labelled chart-readable and every ConfigMap, each kept as its name and version
+// (keepSourceVersion). The manager's own cache holds only the
 // release Secrets (CacheOptions), and caching every Secret of the cluster, data included,
 // would make the manager's memory grow with Secrets no CR uses. A source's data is read from
 // the API server when a CR is rendered (valuesfrom.Resolver).
 func newSourcesCache(mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultTransform: stripUnread,
+		DefaultTransform: keepSourceVersion,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{valuesfrom.ReadableLabel: "true"})},
 		},
@@ -54,6 +55,29 @@ func newSourcesCache(mgr ctrl.Manager) (cache.Cache, error) {
 		return nil, err
 	}
 	return c, mgr.Add(leaderless{c})
+}
+
+// keepSourceVersion keeps of a cached source only what the operator reads of it: its
+// namespace, name and resourceVersion (wake, changed). The cache runs on every replica and
+// holds every ConfigMap of the cluster, named by a CR or not; a namespace editor may give each
+// 256 KiB of annotations (2,000 of them would be 500 MiB on each replica), and labels,
+// owners and finalizers are as free to write. A Secret's label that lets charts read it is
+// the cache's selector, judged by the API server; the Resolver reads it again, with the data,
+// from the API server. Typed objects lose their data too, should one ever be cached here.
+func keepSourceVersion(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetLabels(nil)
+		m.SetAnnotations(nil)
+		m.SetOwnerReferences(nil)
+		m.SetFinalizers(nil)
+	}
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		o.Data, o.BinaryData = nil, nil
+	case *corev1.Secret:
+		o.Data, o.StringData = nil, nil
+	}
+	return stripUnread(obj)
 }
 
 // leaderless runs a cache on every replica, before the controllers that wait for it.

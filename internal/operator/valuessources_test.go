@@ -2,7 +2,9 @@ package operator
 
 import (
 	"context"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +109,48 @@ func TestSourceChangesRateLimitedPerCR(t *testing.T) {
 		}
 		if last := wakes[len(wakes)-1]; last != versions {
 			t.Errorf("CR %s's last wake read version %d, want the last, %d: %v", name, last, versions, wakes)
+		}
+	}
+}
+
+// The sources' cache, on every replica, holds of each Secret and ConfigMap only what the
+// operator reads of it: its name and version. A namespace editor's ConfigMaps, with 256 KiB of
+// annotations each, would otherwise sit in the memory of both replicas whether a CR names them
+// or not.
+func TestSourcesCacheKeepsOnlyTheVersion(t *testing.T) {
+	padded := strings.Repeat("p", 256<<10)
+	meta := metav1.ObjectMeta{Namespace: "ns", Name: "values", UID: "u", ResourceVersion: "7",
+		Labels:          map[string]string{valuesfrom.ReadableLabel: "true", "padding": strings.Repeat("l", 63)},
+		Annotations:     map[string]string{"padding": padded, lastApplied: padded},
+		OwnerReferences: []metav1.OwnerReference{{Name: "x"}}, Finalizers: []string{"f"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
+	want := metav1.ObjectMeta{Namespace: "ns", Name: "values", UID: "u", ResourceVersion: "7"}
+	for _, obj := range []client.Object{
+		&metav1.PartialObjectMetadata{ObjectMeta: *meta.DeepCopy()},
+		&corev1.ConfigMap{ObjectMeta: *meta.DeepCopy(), Data: map[string]string{"values.yaml": padded}},
+		&corev1.Secret{ObjectMeta: *meta.DeepCopy(), Data: map[string][]byte{"values.yaml": []byte(padded)}},
+	} {
+		got, err := keepSourceVersion(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := got.(client.Object)
+		kept := metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID(),
+			ResourceVersion: m.GetResourceVersion(), Labels: m.GetLabels(), Annotations: m.GetAnnotations(),
+			OwnerReferences: m.GetOwnerReferences(), Finalizers: m.GetFinalizers(), ManagedFields: m.GetManagedFields()}
+		if !reflect.DeepEqual(kept, want) {
+			t.Errorf("%T: kept %d labels, %d annotations, %d owners, %d finalizers; want the name and version only",
+				obj, len(kept.Labels), len(kept.Annotations), len(kept.OwnerReferences), len(kept.Finalizers))
+		}
+		switch o := got.(type) {
+		case *corev1.ConfigMap:
+			if o.Data != nil {
+				t.Error("a ConfigMap's data was kept")
+			}
+		case *corev1.Secret:
+			if o.Data != nil {
+				t.Error("a Secret's data was kept")
+			}
 		}
 	}
 }
