@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -163,8 +164,8 @@ func (h deletionsOnly) supersededRecord(obj any) bool {
 }
 
 // skipStatusUpdates passes every event to its handler but updates that cannot change the
-// release (nothingForTheRelease), and holds back forced reconciles that come too often
-// (forcedRequests).
+// release (nothingForTheRelease), and holds back forced reconciles, the updates of metadata
+// alone (onlyMetadataChanged), that come too often (forcedRequests).
 type skipStatusUpdates struct {
 	toolscache.ResourceEventHandler
 	forced *forcedRequests
@@ -185,16 +186,16 @@ func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 	if nothingForTheRelease(oldObj, newObj) {
 		return
 	}
-	if n, ok := newObj.(*unstructured.Unstructured); ok && onlyRequestChanged(oldObj, newObj) && h.forced.holdBack(oldObj, n) {
+	if n, ok := newObj.(*unstructured.Unstructured); ok && onlyMetadataChanged(oldObj, newObj) && h.forced.holdBack(oldObj, n) {
 		return
 	}
 	h.ResourceEventHandler.OnUpdate(oldObj, newObj)
 }
 
 // forcedInterval is the least time between two reconciles of one CR that its reconcile
-// request annotation forces. Each is a full reconcile (a dry-run upgrade at least), and a
-// tenant who rewrites the annotation in a loop would otherwise keep the kind's workers busy
-// for everyone. A request that comes sooner waits out the interval; of those that waited,
+// request annotation, or any other write of its metadata alone, forces (onlyMetadataChanged).
+// Each is a full reconcile (a dry-run upgrade at least), and a tenant who rewrites an
+// annotation in a loop would otherwise keep the kind's workers busy for everyone. A request that comes sooner waits out the interval; of those that waited,
 // the latest is passed on. The changes of the sources a CR takes values from draw on the same
 // budget (valuesSources.wakes): a tenant who alternates both gets no more.
 var forcedInterval = 10 * time.Second
@@ -283,27 +284,46 @@ func (h skipStatusUpdates) passWaiting() {
 	}
 }
 
-// onlyRequestChanged reports whether the new version of a CR differs from the old in its
-// reconcile request annotation and in nothing else that nothingForTheRelease looks at.
-func onlyRequestChanged(oldObj, newObj any) bool {
+// steeringAnnotations are the annotations of a CR that change what its reconcile does: the
+// pause annotation stops it, and the forced chart is the chart it installs. An update that
+// sets or removes one passes at once, as a spec edit does.
+var steeringAnnotations = []string{statuscontract.PauseAnnotation, rollout.ForceAnnotation}
+
+// onlyMetadataChanged reports whether the new version of a CR differs from the old in its
+// metadata alone, and in nothing of it that steers the reconciler: not its generation, its
+// deletion, a finalizer removed (which the reconciler puts back) or steeringAnnotations. Such an
+// update renders the same release from the same spec: the request annotation forces a
+// reconcile this way, but so does any other annotation or label written, alone or beside it;
+// each draws on the forced reconciles' budget, or a tenant who writes annotations in a loop
+// gets a full reconcile per write. A resync (the same version twice) is none.
+func onlyMetadataChanged(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*unstructured.Unstructured)
 	n, ok2 := newObj.(*unstructured.Unstructured)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() ||
+		o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) {
 		return false
 	}
-	req := statuscontract.RequestAnnotation
-	if o.GetAnnotations()[req] == n.GetAnnotations()[req] {
+	if _, removed := finalizerChanges(o.GetFinalizers(), n.GetFinalizers()); removed {
 		return false
 	}
-	without := func(u *unstructured.Unstructured) map[string]any {
-		c := withoutStatus(u)
-		unstructured.RemoveNestedField(c, "metadata", "annotations", req)
-		if a, _, _ := unstructured.NestedMap(c, "metadata", "annotations"); len(a) == 0 {
-			unstructured.RemoveNestedField(c, "metadata", "annotations")
+	for _, a := range steeringAnnotations {
+		if o.GetAnnotations()[a] != n.GetAnnotations()[a] {
+			return false
 		}
-		return c
 	}
-	return reflect.DeepEqual(without(o), without(n))
+	return reflect.DeepEqual(outsideMetadata(o), outsideMetadata(n))
+}
+
+// outsideMetadata is u's content but its metadata and status: its spec, and any other field
+// a CRD without a status subresource would let a metadata write leave the generation alone.
+func outsideMetadata(u *unstructured.Unstructured) map[string]any {
+	out := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		if k != "metadata" && k != "status" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // nothingForTheRelease reports whether two versions of a CR differ in nothing but their

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -312,7 +313,9 @@ func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
 	old := memcached(nil)
 	old.SetNamespace("ns")
 	old.SetName("a")
+	old.SetResourceVersion("1")
 	forced := old.DeepCopy()
+	forced.SetResourceVersion("2")
 	forced.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: "now"})
 	if d := budget.wait(client.ObjectKeyFromObject(old), time.Now()); d != 0 {
 		t.Fatalf("the source's change waits %v, want none: the budget was unused", d)
@@ -328,5 +331,93 @@ func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
 	h.OnUpdate(other, forcedOther)
 	if n := passed.Load(); n != 1 {
 		t.Errorf("%d forced reconciles passed, want another CR's, whose budget is its own", n)
+	}
+}
+
+// Every update that changes no spec and no generation draws on the forced reconciles' budget,
+// whatever metadata it changes: a loop that writes the request annotation with another one,
+// or annotations or labels alone, gets one reconcile per interval, not one per write. The
+// updates that steer the reconciler pass at once: the pause annotation set or removed, the
+// chart forced, the CR deleted, a finalizer removed, and a spec edit.
+func TestMetadataChurnBudgeted(t *testing.T) {
+	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
+	forcedInterval = time.Hour
+	var passed []string
+	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, n any) {
+		passed = append(passed, n.(*unstructured.Unstructured).GetName())
+	}}, &perCRInterval{})
+	churn := map[string]func(u *unstructured.Unstructured, i int){
+		"request and another annotation": func(u *unstructured.Unstructured, i int) {
+			u.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: strconv.Itoa(i), "n": strconv.Itoa(i)})
+		},
+		"another annotation": func(u *unstructured.Unstructured, i int) {
+			u.SetAnnotations(map[string]string{"n": strconv.Itoa(i)})
+		},
+		"a label": func(u *unstructured.Unstructured, i int) { u.SetLabels(map[string]string{"n": strconv.Itoa(i)}) },
+		"a finalizer added": func(u *unstructured.Unstructured, i int) {
+			u.SetFinalizers(append(u.GetFinalizers(), "f"+strconv.Itoa(i)))
+			u.SetAnnotations(map[string]string{"n": strconv.Itoa(i)})
+		},
+	}
+	rv := 1
+	for name, change := range churn {
+		prev := memcached(nil)
+		prev.SetName(name)
+		prev.SetResourceVersion(strconv.Itoa(rv))
+		for i := range 5 {
+			next := prev.DeepCopy()
+			change(next, i)
+			rv++
+			next.SetResourceVersion(strconv.Itoa(rv))
+			h.OnUpdate(prev, next)
+			prev = next
+		}
+	}
+	slices.Sort(passed)
+	if want := []string{"a finalizer added", "a label", "another annotation", "request and another annotation"}; !slices.Equal(passed, want) {
+		t.Errorf("passed at once: %v, want the first write of each CR only", passed)
+	}
+
+	paused := map[string]string{statuscontract.PauseAnnotation: "true"}
+	steering := []struct {
+		name   string
+		before map[string]string // the CR's annotations before
+		change func(u *unstructured.Unstructured)
+	}{
+		{"paused", nil, func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{statuscontract.PauseAnnotation: "true", "n": "x"})
+		}},
+		{"unpaused", paused, func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"n": "x"}) }},
+		{"chart forced", paused, func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{statuscontract.PauseAnnotation: "true", rollout.ForceAnnotation: "abc"})
+		}},
+		{"deleted", nil, func(u *unstructured.Unstructured) {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		}},
+		{"finalizer removed", nil, func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }},
+		{"spec edited", nil, func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(9), "spec", "size")
+			u.SetGeneration(u.GetGeneration() + 1)
+		}},
+	}
+	for _, c := range steering {
+		passed = nil
+		old := memcached(nil)
+		old.SetName("steered: " + c.name)
+		old.SetResourceVersion("1")
+		old.SetFinalizers([]string{"f"})
+		old.SetAnnotations(c.before)
+		first := old.DeepCopy() // spends the CR's budget
+		first.SetResourceVersion("2")
+		first.SetLabels(map[string]string{"spent": "yes"})
+		h.OnUpdate(old, first)
+		next := first.DeepCopy()
+		next.SetResourceVersion("3")
+		c.change(next)
+		h.OnUpdate(first, next)
+		if len(passed) != 2 {
+			t.Errorf("%s: %d updates passed at once, want 2 (the budget's first, then this one)", c.name, len(passed))
+		}
 	}
 }
