@@ -46,6 +46,9 @@ var addedKinds = []addedKind{
 	{"ledger", "Ledger", "batch.example.com", map[string]any{"replicas": int64(3)}},
 	// A release record of about 2.5 MiB, stored in parts (internal/releasechunks).
 	{"dashboards", "Dashboards", "monitoring.example.com", map[string]any{"seed": "b"}},
+	// Its pods request ephemeral storage (a resource preset): they schedule, and the CR turns
+	// Ready, only while the kwok nodes advertise some (hack/kwok/stages.yaml, node-initialize).
+	{"sessionstore", "SessionStore", "cache.example.com", map[string]any{"server": map[string]any{"replicaCount": int64(2)}}},
 }
 
 type addedKind struct {
