@@ -127,7 +127,7 @@ func (h onlyDrift) check() {
 			// old version with nothing but what tied it to its CR (ownedBy) makes the drift count,
 			// whatever field it is in, and still maps it to the CR when the update removed
 			// those ties.
-			h.ResourceEventHandler.OnUpdate(p.was, p.new)
+			h.ResourceEventHandler.OnUpdate(confined(p.was), confined(p.new))
 		}
 		h.checks.queue.Done(key)
 	}
@@ -148,7 +148,7 @@ func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
 }
 
 func (h onlyDrift) OnAdd(obj any, initial bool) {
-	h.ResourceEventHandler.OnAdd(h.inf.unstructured(obj), initial)
+	h.ResourceEventHandler.OnAdd(confined(h.inf.unstructured(obj)), initial)
 }
 
 func (h onlyDrift) OnUpdate(oldObj, newObj any) {
@@ -205,7 +205,50 @@ func (i driftCheckingInformer) ownedBy(obj *unstructured.Unstructured) *unstruct
 // Any other object of the kind in the cluster (a ConfigMap no chart renders) is no business
 // of this reconciler, and is dropped without reading it from the API server.
 func (i driftCheckingInformer) mayBeOwned(obj *unstructured.Unstructured) bool {
-	return i.ownerName(obj) != "" || obj.GetAnnotations()[libhandler.TypeAnnotation] == i.owner.GroupKind().String()
+	return i.ownerName(obj) != "" ||
+		(obj.GetAnnotations()[libhandler.TypeAnnotation] == i.owner.GroupKind().String() && !tiedElsewhere(obj))
+}
+
+// The reconciler's handler of release objects that a chart keeps (helm.sh/resource-policy:
+// keep) or that are cluster-scoped queues the CR their operator-sdk annotations name, in any
+// namespace (operator-lib's EnqueueRequestForAnnotation): a namespace editor who writes them
+// on a ConfigMap of their own, naming another tenant's CR, would queue a full reconcile of it
+// at each write. The reconciler writes them on a namespaced object only for a CR of the same
+// namespace (the CRs are namespaced), so an object of a namespace that names a CR elsewhere
+// is passed on without them, and queues nothing; owner references are confined by the API
+// server already.
+
+// tiedElsewhere reports whether obj is namespaced and its operator-sdk annotations name a CR
+// outside its namespace, or with no namespace (a bare name is a cluster-scoped CR's).
+func tiedElsewhere(obj metav1.Object) bool {
+	owner, ok := obj.GetAnnotations()[libhandler.NamespacedNameAnnotation]
+	if !ok || obj.GetNamespace() == "" {
+		return false
+	}
+	ns, _, slashed := strings.Cut(owner, "/")
+	return !slashed || ns != obj.GetNamespace()
+}
+
+// confined is obj (as the reconciler's handlers take it, or its tombstone) without its
+// operator-sdk annotations if they name a CR outside its namespace (tiedElsewhere); a copy,
+// since obj may be the cache's.
+func confined(obj any) any {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if !tiedElsewhere(o) {
+			return obj
+		}
+		c := o.DeepCopy()
+		a := c.GetAnnotations()
+		delete(a, libhandler.NamespacedNameAnnotation)
+		delete(a, libhandler.TypeAnnotation)
+		c.SetAnnotations(a)
+		return c
+	case toolscache.DeletedFinalStateUnknown:
+		o.Obj = confined(o.Obj)
+		return o
+	}
+	return obj
 }
 
 // statusOnly reports whether an update, seen as metadata, wrote only the status or the
@@ -276,7 +319,7 @@ func (i driftCheckingInformer) unstructured(obj any) any {
 // OnDelete passes a deleted object on, unless its CR is being deleted or gone: then the
 // object went with the release's uninstall, and a reconcile would only wait for the CR.
 func (h onlyDrift) OnDelete(obj any) {
-	obj = h.inf.unstructured(obj)
+	obj = confined(h.inf.unstructured(obj))
 	if u, ok := obj.(*unstructured.Unstructured); ok && h.inf.ownerGone(context.Background(), u) {
 		return
 	}

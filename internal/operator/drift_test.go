@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	libhandler "github.com/operator-framework/operator-lib/handler"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 )
 
@@ -468,5 +472,66 @@ func TestEqualBesideControllerAnnotations(t *testing.T) {
 		if got := equalBesideControllerAnnotations(tc.b, tc.a); got != tc.want {
 			t.Errorf("%s, reversed: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// annotationQueue is the reconciler's handler of release objects tied to their CR by the
+// operator-sdk annotations (helm-operator-plugins' dependent watch of objects of a kind that a
+// chart keeps, or cluster-scoped), with the queue it fills.
+type annotationQueue struct {
+	handler *libhandler.EnqueueRequestForAnnotation[*unstructured.Unstructured]
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func (a annotationQueue) OnAdd(obj any, _ bool) {
+	a.handler.Create(context.Background(), event.TypedCreateEvent[*unstructured.Unstructured]{Object: obj.(*unstructured.Unstructured)}, a.queue)
+}
+
+func (a annotationQueue) OnUpdate(o, n any) {
+	a.handler.Update(context.Background(), event.TypedUpdateEvent[*unstructured.Unstructured]{
+		ObjectOld: o.(*unstructured.Unstructured), ObjectNew: n.(*unstructured.Unstructured)}, a.queue)
+}
+
+func (a annotationQueue) OnDelete(obj any) {
+	a.handler.Delete(context.Background(), event.TypedDeleteEvent[*unstructured.Unstructured]{Object: obj.(*unstructured.Unstructured)}, a.queue)
+}
+
+// A namespaced object's operator-sdk annotations queue a CR of its own namespace only: a
+// tenant who writes them on a ConfigMap of theirs, naming another namespace's CR, queues
+// nothing, whether the ConfigMap is created, updated or deleted. A cluster-scoped object's
+// name the CR of any namespace, as the reconciler writes them.
+func TestPrimaryResourceAnnotationConfined(t *testing.T) {
+	defer func(d time.Duration) { settleDelay = d }(settleDelay)
+	settleDelay = 10 * time.Millisecond
+	configMapGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	tied := func(namespace, rv, owner string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "c", ResourceVersion: rv,
+			Annotations: map[string]string{libhandler.NamespacedNameAnnotation: owner,
+				libhandler.TypeAnnotation: memcachedGVK.GroupKind().String(), "n": rv}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		namespace string // the ConfigMap's
+		owner     string // the CR its annotations name
+		want      int    // CRs queued
+	}{
+		{"another namespace's CR", "tenant", "ns/m", 0},
+		{"a cluster-scoped CR's name", "tenant", "m", 0},
+		{"a cluster-scoped CR's name, as its own namespace's", "m", "m", 0},
+		{"a CR of its own namespace", "ns", "ns/m", 1},
+		{"from a cluster-scoped object", "", "ns/m", 1},
+	} {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		inf := driftCheckingInformer{reader: readerWith(memcached(nil)), live: readerWith(), owner: memcachedGVK, gvk: configMapGVK}
+		h := inf.wrap(annotationQueue{handler: &libhandler.EnqueueRequestForAnnotation[*unstructured.Unstructured]{
+			Type: memcachedGVK.GroupKind()}, queue: q})
+		h.OnAdd(tied(tc.namespace, "1", tc.owner), false)
+		h.OnUpdate(tied(tc.namespace, "1", tc.owner), tied(tc.namespace, "2", tc.owner))
+		h.OnDelete(tied(tc.namespace, "2", tc.owner))
+		time.Sleep(20 * settleDelay)
+		if q.Len() != tc.want {
+			t.Errorf("%s: %d CRs queued, want %d", tc.name, q.Len(), tc.want)
+		}
+		q.ShutDown()
 	}
 }
