@@ -136,7 +136,8 @@ func Add(o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	newWatches, err := appendWatch(watchesData, watchEntry{o.Group, o.Version, o.Kind, chartRel})
+	safe := findSafeDefault(c)
+	newWatches, err := appendWatch(watchesData, watchEntry{group: o.Group, version: o.Version, kind: o.Kind, chart: chartRel, overrides: safe.Overrides})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func Add(o Options) (*Report, error) {
 		Kind: gvk, ChartDir: chartRel, Chart: chartSummary(c), Annotations: changes, ManifestsOutput: string(out),
 		Written: changedFiles(before, after),
 	}
-	r.review(c, crd, before, after)
+	r.review(c, crd, safe, before, after)
 	return r, nil
 }
 

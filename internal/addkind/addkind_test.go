@@ -154,6 +154,47 @@ func TestAddReportsVolatileValues(t *testing.T) {
 	}
 }
 
+// A chart whose defaults render cluster-scoped objects it does not declare gets a safe default:
+// watches.yaml turns off what needs the administrator's decision, and the report says so and
+// how to offer it instead. A chart that renders none gets no override.
+func TestAddGivesASafeDefault(t *testing.T) {
+	root := smallRepo(t)
+	r, err := Add(Options{Root: root, Chart: filepath.Join("testdata", "plotboard"), Kind: "Plotboard", Group: "monitoring.example.com",
+		Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches, _ := os.ReadFile(filepath.Join(root, "watches.yaml"))
+	if !strings.HasSuffix(string(watches), "  chart: helm-charts/plotboard\n  overrideValues:\n    rbac.namespaced: \"true\"\n") {
+		t.Errorf("watches.yaml:\n%s", watches)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	for _, want := range []string{
+		"renders ClusterRole/release-plotboard-clusterrole, ClusterRoleBinding/release-plotboard-clusterrolebinding, cluster-scoped and not declared",
+		"safe default: watches.yaml sets overrideValues rbac.namespaced=true",
+		"it renders Role/release-plotboard, RoleBinding/release-plotboard in the CR's namespace",
+		"declare their kinds in helm-charts/plotboard/Chart.yaml's warpdrive.transwarp.io/cluster-scoped-kinds and remove the override",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	root = smallRepo(t)
+	r, err = Add(Options{Root: root, Chart: filepath.Join("testdata", "sessionstore"), Kind: "SessionStore", Group: "cache.example.com",
+		Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches, _ = os.ReadFile(filepath.Join(root, "watches.yaml"))
+	out.Reset()
+	r.Print(&out)
+	if strings.Contains(string(watches), "overrideValues") || strings.Contains(out.String(), "Cluster-scoped objects") {
+		t.Errorf("a chart that renders no cluster-scoped object got a safe default:\n%s\n%s", watches, out.String())
+	}
+}
+
 // A .helmignore'd file is left out, as Helm's loader leaves it out; a packaged chart and a
 // dependency vendored as a .tgz are taken as they are.
 func TestAddFromPackages(t *testing.T) {

@@ -54,7 +54,7 @@ func TestSetAnnotations(t *testing.T) {
 
 func TestAppendWatch(t *testing.T) {
 	in := "# The kinds.\n- group: a.example.com\n  version: v1\n  kind: A\n  chart: helm-charts/a # the first\n"
-	out, err := appendWatch([]byte(in), watchEntry{"b.example.com", "v1alpha1", "B", "helm-charts/b"})
+	out, err := appendWatch([]byte(in), watchEntry{group: "b.example.com", version: "v1alpha1", kind: "B", chart: "helm-charts/b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +66,10 @@ func TestAppendWatch(t *testing.T) {
 	indented = strings.ReplaceAll(indented, "\n  version", "\n    version")
 	indented = strings.ReplaceAll(indented, "\n  kind", "\n    kind")
 	indented = strings.ReplaceAll(indented, "\n  chart", "\n    chart")
-	if _, err := appendWatch([]byte("kinds:\n"+indented), watchEntry{"b.example.com", "v1", "B", "helm-charts/b"}); err == nil {
+	if _, err := appendWatch([]byte("kinds:\n"+indented), watchEntry{group: "b.example.com", version: "v1", kind: "B", chart: "helm-charts/b"}); err == nil {
 		t.Error("a watches file that is not a list was edited")
 	}
-	if _, err := appendWatch([]byte(in), watchEntry{"a.example.com", "v1", "A", "helm-charts/a2"}); err == nil {
+	if _, err := appendWatch([]byte(in), watchEntry{group: "a.example.com", version: "v1", kind: "A", chart: "helm-charts/a2"}); err == nil {
 		t.Error("a duplicate kind was appended")
 	}
 }

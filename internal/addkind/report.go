@@ -52,10 +52,12 @@ func (r *Report) add(title string, lines ...string) {
 	r.Review = append(r.Review, Topic{Title: title, Lines: lines})
 }
 
-// review fills r.Review from the chart, its CRD and the files before and after make manifests.
-func (r *Report) review(c *chart.Chart, crd *apiextv1.CustomResourceDefinition, before, after map[string][]byte) {
+// review fills r.Review from the chart, its CRD, its safe default and the files before and
+// after make manifests.
+func (r *Report) review(c *chart.Chart, crd *apiextv1.CustomResourceDefinition, safe safeDefault, before, after map[string][]byte) {
 	r.reviewSchema(c, crd)
 	r.reviewRBAC(c, before[managerRole], after[managerRole])
+	r.reviewSafeDefault(safe, r.ChartDir)
 	r.reviewManifestsOutput()
 
 	var hookLines []string

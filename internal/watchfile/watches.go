@@ -29,6 +29,10 @@ type Watch struct {
 	// it does not select have no Helm release, so the sidecar must skip them
 	// too. An empty watches.yaml selector selects everything.
 	Selector labels.Selector
+
+	// OverrideValues are set over every CR's spec before the chart renders, as helm --set
+	// sets them; make add-kind writes some as a safe default (internal/addkind).
+	OverrideValues map[string]string
 }
 
 // GroupVersionKind returns the custom resource's GVK.
@@ -85,7 +89,7 @@ func Parse(data []byte) ([]Watch, error) {
 	out := make([]Watch, 0, len(entries))
 	seen := make(map[schema.GroupVersionKind]int, len(entries))
 	for i, e := range entries {
-		w := Watch{Group: e.Group, Version: e.Version, Kind: e.Kind, Chart: e.Chart}
+		w := Watch{Group: e.Group, Version: e.Version, Kind: e.Kind, Chart: e.Chart, OverrideValues: e.OverrideValues}
 		gvk := w.GroupVersionKind()
 		// An empty group is accepted, as it is by the helm-operator.
 		switch {

@@ -51,7 +51,7 @@ func TestSamplesRender(t *testing.T) {
 			if w.Chart != "helm-charts/"+chartName {
 				t.Errorf("chart path %q, want helm-charts/%s", w.Chart, chartName)
 			}
-			r := mustInstall(t, chartName, s.Name, s.Spec)
+			r := mustInstall(t, chartName, s.Name, s.Values)
 			if !isHouseChart(chartName) {
 				checkAnyChart(t, r)
 				return

@@ -22,6 +22,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -81,6 +82,9 @@ type sample struct {
 	Object map[string]any
 	Name   string
 	Spec   map[string]any
+	// Values are what the chart is rendered with: Spec with the kind's overrideValues of
+	// watches.yaml set over it, as the operator sets them.
+	Values map[string]any
 }
 
 func loadSample(t *testing.T, w watchfile.Watch) sample {
@@ -93,7 +97,13 @@ func loadSample(t *testing.T, w watchfile.Watch) sample {
 	metadata, _ := obj["metadata"].(map[string]any)
 	spec, _ := obj["spec"].(map[string]any)
 	name, _ := metadata["name"].(string)
-	return sample{Object: obj, Name: name, Spec: spec}
+	values := decodeYAML(t, string(data))["spec"].(map[string]any) // a copy, for the overrides
+	for _, k := range slices.Sorted(maps.Keys(w.OverrideValues)) {
+		if err := strvals.ParseInto(k+"="+os.ExpandEnv(w.OverrideValues[k]), values); err != nil {
+			t.Fatalf("watches.yaml, %s: overrideValues %s: %v", w.Kind, k, err)
+		}
+	}
+	return sample{Object: obj, Name: name, Spec: spec, Values: values}
 }
 
 // decodeYAML decodes YAML like the apiserver decodes JSON: whole numbers become int64.

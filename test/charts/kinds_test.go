@@ -212,6 +212,7 @@ var addKindCharts = []struct{ chart, kind, group string }{
 	{"ledger", "Ledger", "batch.example.com"},              // hooks with weights and delete policies
 	{"dashboards", "Dashboards", "monitoring.example.com"}, // a release record over 2 MiB
 	{"sessionstore", "SessionStore", "cache.example.com"},  // a schema that disagrees with values.yaml, a resource preset with ephemeral storage
+	{"plotboard", "Plotboard", "monitoring.example.com"},   // a ClusterRole and a ClusterRoleBinding by default, a Role with rbac.namespaced
 }
 
 // make add-kind makes each test chart a kind on a copy of the repository: the chart is copied

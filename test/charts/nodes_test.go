@@ -135,7 +135,7 @@ func TestSamplesFitKwokNodes(t *testing.T) {
 	for _, w := range watchList(t) {
 		t.Run(w.Kind, func(t *testing.T) {
 			s := loadSample(t, w)
-			r := mustInstall(t, strings.ToLower(w.Kind), s.Name, s.Spec)
+			r := mustInstall(t, strings.ToLower(w.Kind), s.Name, s.Values)
 			for key, obj := range r.all {
 				spec := podSpecOf(obj)
 				if spec == nil {

@@ -192,7 +192,7 @@ func renderCases(t *testing.T) map[string][]map[string]any {
 	}
 	for _, w := range watchList(t) {
 		chartName := strings.ToLower(w.Kind)
-		cases[chartName] = append(cases[chartName], loadSample(t, w).Spec)
+		cases[chartName] = append(cases[chartName], loadSample(t, w).Values)
 	}
 	return cases
 }
