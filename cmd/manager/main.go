@@ -16,6 +16,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
+	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
@@ -54,6 +55,18 @@ func main() {
 		"Values (objects, lists and scalars of its JSON) a CR's spec may hold: a CR over it is not reconciled, Stalled "+
 			"(SpecTooLarge), and kept in the manager's cache without its spec, so that no tenant's CR costs the manager "+
 			"more memory than this bounds (0: any number). See docs/security.md, \"Open specs\".")
+	opts.RenderBounds = renderbound.DefaultBounds()
+	flag.Var(byteSize{&opts.RenderBounds.Memory}, "render-max-memory",
+		"Memory one render of a chart with a CR's values may take, in the worker process that renders it before the manager does "+
+			"(a quantity: 160Mi): a CR whose render takes more is not reconciled, Stalled (RenderMemoryExceeded), and its release left as it is. "+
+			"See docs/security.md, \"Template bounds\".")
+	flag.Var(byteSize{&opts.RenderBounds.Output}, "render-max-output",
+		"Manifests one render may produce in all (a quantity: 16Mi); past it the CR is Stalled (RenderOutputExceeded).")
+	flag.DurationVar(&opts.RenderBounds.Timeout, "render-timeout", opts.RenderBounds.Timeout,
+		"How long one render may take; the worker is killed past it and the CR Stalled (RenderTimeExceeded).")
+	flag.IntVar(&opts.RenderBounds.Workers, "render-workers", opts.RenderBounds.Workers,
+		"Worker processes that render at once, each within --render-max-memory (0: renders are not bounded, which lets any "+
+			"template a tenant writes take the manager's memory and workers).")
 	flag.BoolVar(&opts.StatusReleaseManifest, "status-release-manifest", false,
 		"Also write the release's rendered manifest in each CR's status.deployedRelease.manifest, as the stock "+
 			"helm-operator does (it copies every rendered object, Secrets included, into the CR).")

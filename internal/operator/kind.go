@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -38,6 +39,7 @@ type shared struct {
 	manifests *releaseManifests      // the deployed manifests, for the drift filter
 	metrics   *fleetSeries           // the per-CR series
 	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
+	renders   *renderbound.Checker   // the render bounds' workers (layer_renderbounds.go); nil: off
 }
 
 // kindControllers are the three controllers of one CR kind and the channels between them.
@@ -114,7 +116,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	drift := driftPolicy{DriftSetting: s.drift.For(w.GroupVersionKind.Kind), hpas: mgr.GetAPIReader()}
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
-		drift: drift, live: mgr.GetAPIReader()}.build(engine)
+		drift: drift, live: mgr.GetAPIReader(), renders: s.renders}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),

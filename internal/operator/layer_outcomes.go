@@ -297,7 +297,9 @@ func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	start := time.Now()
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 	c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
-	if err != nil {
+	if f, refused := refusalOf(err); refused {
+		c.outcomes.failed(c.obj, f)
+	} else if err != nil {
 		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
 	}
 	return rel, err
@@ -309,7 +311,9 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if !isDryRun(opts) {
 		c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	}
-	if err != nil {
+	if f, refused := refusalOf(err); refused {
+		c.outcomes.failed(c.obj, f)
+	} else if err != nil {
 		reason := reasonUpgradeFailed
 		if isDryRun(opts) {
 			reason = "DryRunFailed" // the spec does not render or is refused: see layer_releaseevents.go

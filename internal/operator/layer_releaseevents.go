@@ -27,7 +27,8 @@ func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.Eve
 // no Event (its recorder is used for overridden values only). `kubectl describe` and `kubectl
 // get events`, where users and alerting look first, showed nothing. eventingClient records a
 // Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
-// aggregates repeats of the same failure into one Event with a count.
+// aggregates repeats of the same failure into one Event with a count. A layer's refusal
+// (refusal.go) is reported with its own reason.
 type eventingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
@@ -50,7 +51,9 @@ func (c eventingClient) Get(name string, opts ...helmclient.GetOption) (*release
 
 func (c eventingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	if err != nil {
+	if f, refused := refusalOf(err); refused {
+		c.warn(f.Reason, "release %s: %s", name, f.Message)
+	} else if err != nil {
 		c.warn(reasonInstallFailed, "installing release %s: %v", name, err)
 	}
 	return rel, err
@@ -61,7 +64,9 @@ func (c eventingClient) Install(name, namespace string, chrt *chart.Chart, vals 
 // rendered or applied fails there first.
 func (c eventingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-	if err != nil {
+	if f, refused := refusalOf(err); refused {
+		c.warn(f.Reason, "release %s: %s", name, f.Message)
+	} else if err != nil {
 		what := "upgrading"
 		if isDryRun(opts) {
 			what = "checking the upgrade (server-side dry run) of"

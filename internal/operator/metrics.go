@@ -38,11 +38,15 @@ var (
 		Name: "warpdrive_rollout_waves",
 		Help: "How many waves the chart rollout of a kind has.",
 	}, []string{"kind"})
+	renderRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warpdrive_render_refusals_total",
+		Help: "Renders refused because they passed a bound of the manager's (--render-*), by bound: memory, output, time, crash.",
+	}, []string{"bound"})
 )
 
 // managerCollectors are the metrics above, registered once with controller-runtime's
 // registry, which the manager serves. The per-CR series are Setup's (registerFleet).
-var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves}
+var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves, renderRefusals}
 
 func init() {
 	metrics.Registry.MustRegister(managerCollectors...)

@@ -53,6 +53,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
@@ -85,6 +86,9 @@ type Options struct {
 	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
 	// (driftsettings.go, docs/drift.md).
 	Drift DriftSettings
+	// RenderBounds bound each render of a chart with a CR's values, checked in a worker
+	// process first (internal/renderbound, layer_renderbounds.go); no Workers: unchecked.
+	RenderBounds renderbound.Bounds
 }
 
 // Setup adds to mgr, for every kind in the watches file, the kind's controllers (setupKind,
@@ -118,6 +122,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	s.ops = newOperations() // Helm operations in progress, across kinds: see layer_pendingrepair.go
 	if opts.LeaderElection {
 		if err := mgr.Add(leaderRunnable(func(context.Context) { s.ops.elected(time.Now()) })); err != nil {
+			return err
+		}
+	}
+	if opts.RenderBounds.Workers > 0 { // one pool for every kind: see layer_renderbounds.go
+		refused := func(bound string) { renderRefusals.WithLabelValues(bound).Inc() }
+		if s.renders, err = renderbound.NewChecker(opts.RenderBounds, refused); err != nil {
 			return err
 		}
 	}

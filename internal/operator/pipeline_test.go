@@ -115,14 +115,14 @@ func traced(layers []layer, trace *[]string) []layer {
 
 // The layers are stacked in the documented order, and every call the reconciler makes goes
 // through all of them, from the outermost (release versions) to the one next to the engine (the
-// redaction).
+// render bounds).
 func TestPipelineOrder(t *testing.T) {
 	p, _, _ := testPipeline()
 	var names []string
 	for _, l := range p.layers() {
 		names = append(names, l.name)
 	}
-	want := "redaction, release guard, render loop, rollout gate, pending repair, orphan sweep, hook cleanup, drift, release events, record report, outcomes, release versions"
+	want := "render bounds, redaction, release guard, render loop, rollout gate, pending repair, orphan sweep, hook cleanup, drift, release events, record report, outcomes, release versions"
 	if got := strings.Join(names, ", "); got != want {
 		t.Fatalf("layers from the engine outwards: %s\nwant (see pipeline): %s", got, want)
 	}

@@ -66,6 +66,13 @@ const (
 	// ReasonSourceChanged: a source of spec.valuesFrom changed since the release was
 	// rendered from it, and the upgrade that applies it is pending.
 	ReasonSourceChanged = "ValuesSourceChanged"
+	// The reasons of a CR whose render passed a bound of the manager's (--render-*), one per
+	// bound, so that `kubectl get` names it: Stalled until the spec, a source or the chart
+	// changes.
+	ReasonRenderMemory = "RenderMemoryExceeded"
+	ReasonRenderTime   = "RenderTimeExceeded"
+	ReasonRenderOutput = "RenderOutputExceeded"
+	ReasonRenderCrash  = "RenderCrashed"
 )
 
 // Failure is the last failed attempt at a generation.
