@@ -77,3 +77,34 @@ func TestInstallsCRDs(t *testing.T) {
 		t.Error("a chart whose subchart has crds/ installs none")
 	}
 }
+
+// RBACKinds reads the namespaced RBAC kinds a chart declares, and refuses any other kind:
+// ClusterRoles are declared as cluster-scoped kinds.
+func TestRBACKinds(t *testing.T) {
+	withAnnotation := func(v string) *chart.Chart {
+		return &chart.Chart{Metadata: &chart.Metadata{Name: "c", Annotations: map[string]string{RBACKindsAnnotation: v}}}
+	}
+	role := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "Role"}
+	binding := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}
+	for v, want := range map[string][]schema.GroupKind{
+		"": nil,
+		"RoleBinding.rbac.authorization.k8s.io, Role.rbac.authorization.k8s.io": {role, binding},
+		"Role.rbac.authorization.k8s.io":                                        {role},
+	} {
+		got, err := RBACKinds(withAnnotation(v))
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"ClusterRole.rbac.authorization.k8s.io", "Role", "ConfigMap", "Role.rbac.authorization.k8s.io,x y"} {
+		if _, err := RBACKinds(withAnnotation(v)); err == nil || !strings.Contains(err.Error(), RBACKindsAnnotation) {
+			t.Errorf("%q: error %v, want one naming %s", v, err, RBACKindsAnnotation)
+		}
+	}
+	for gk, want := range map[schema.GroupKind]bool{role: true, binding: true,
+		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}: false, {Kind: "ServiceAccount"}: false} {
+		if got := IsNamespacedRBAC(gk); got != want {
+			t.Errorf("IsNamespacedRBAC(%v) = %v", gk, got)
+		}
+	}
+}
