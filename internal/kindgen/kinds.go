@@ -8,9 +8,9 @@
 // otherwise written by hand, a region between a BEGIN and an END comment line: the users'
 // roles in config/rbac/kustomization.yaml, the manager role's rules in config/rbac/role.yaml
 // on the custom resources and on every kind the charts can render (rendered.go: all their
-// templates whatever the values, cluster-scoped kinds only where the chart declares them),
-// and the owned CRDs of the ClusterServiceVersion base. The CRDs themselves come from
-// internal/crdgen.
+// templates whatever the values, cluster-scoped kinds, Roles and RoleBindings only where the
+// chart declares them), and the owned CRDs of the ClusterServiceVersion base. The CRDs
+// themselves come from internal/crdgen.
 package kindgen
 
 import (
@@ -37,6 +37,11 @@ type Kind struct {
 	// (internal/chartpolicy). A kind whose chart renders any is not for namespace editors:
 	// its editor role is not aggregated to "edit".
 	ClusterScoped []schema.GroupKind
+	// RBAC are the namespaced RBAC kinds (Role, RoleBinding) the chart declares it renders
+	// (internal/chartpolicy). The apiserver lets the operator grant through them any right
+	// it holds in the namespace, to whichever subject the values name: a kind whose chart
+	// declares any is not for namespace editors either.
+	RBAC []schema.GroupKind
 	// CRD is the kind's CustomResourceDefinition, as internal/crdgen generates it.
 	CRD *apiextv1.CustomResourceDefinition
 	// Objects are the objects the chart can render, whatever the values
@@ -72,11 +77,15 @@ func Load(watchesPath, chartsDir string) ([]Kind, error) {
 		if err != nil {
 			return nil, err
 		}
+		rbac, err := chartpolicy.RBACKinds(c)
+		if err != nil {
+			return nil, err
+		}
 		objects, err := chartpolicy.Objects(c)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", dir, err)
 		}
-		kinds = append(kinds, Kind{GVK: gvk, ChartDir: dir, Plural: crd.Spec.Names.Plural, ClusterScoped: cluster, CRD: crd,
+		kinds = append(kinds, Kind{GVK: gvk, ChartDir: dir, Plural: crd.Spec.Names.Plural, ClusterScoped: cluster, RBAC: rbac, CRD: crd,
 			Objects: objects})
 	}
 	return kinds, nil
@@ -86,9 +95,11 @@ func Load(watchesPath, chartsDir string) ([]Kind, error) {
 func (k Kind) Lower() string { return strings.ToLower(k.GVK.Kind) }
 
 // AggregatesToEdit tells whether the kind's editor role joins the built-in "edit" role: only
-// when its chart renders nothing cluster-scoped, since a namespace editor could otherwise make
-// the operator create what the editor may not.
-func (k Kind) AggregatesToEdit() bool { return len(k.ClusterScoped) == 0 }
+// when its chart declares neither cluster-scoped nor RBAC kinds, so that all it can make the
+// operator write is namespaced objects "edit" may create itself; a namespace editor could
+// otherwise make the operator create what the editor may not. (The kinds a chart does not
+// declare get no rule in the manager role.)
+func (k Kind) AggregatesToEdit() bool { return len(k.ClusterScoped) == 0 && len(k.RBAC) == 0 }
 
 // Resource is the kind's custom resource.
 func (k Kind) Resource() schema.GroupResource {

@@ -8,8 +8,8 @@ import (
 )
 
 // userRoles writes per kind an editor and a viewer ClusterRole, for users of the CRDs.
-// Viewers aggregate to "view"; editors aggregate to "edit" only when the kind's chart renders
-// nothing cluster-scoped (see Kind.AggregatesToEdit).
+// Viewers aggregate to "view"; editors aggregate to "edit" only when the kind's chart declares
+// neither cluster-scoped nor RBAC kinds (see Kind.AggregatesToEdit).
 func (g *generator) userRoles() error {
 	for _, k := range g.kinds {
 		var b strings.Builder
@@ -24,10 +24,10 @@ func (g *generator) userRoles() error {
 #
 # Deliberately NOT aggregated to the built-in "edit" (nor "admin") ClusterRole: a
 # %[2]s makes the operator create %[3]s, which a namespace
-# editor could not create directly. Creating %[1]s is therefore a cluster-admin-level
+# editor could not create directly.%[4]s Creating %[1]s is therefore a cluster-admin-level
 # right: bind this role explicitly (ClusterRoleBinding, or RoleBinding for one
 # namespace) to the people who may create %[1]s.
-`, k.pluralKind(), k.GVK.Kind, clusterScopedProse(k))
+`, k.pluralKind(), k.GVK.Kind, notEditProse(k), rbacRisk(k))
 		}
 		writeUserRole(&b, k, "editor", k.AggregatesToEdit(), "aggregate-to-edit",
 			[]string{"create", "delete", "get", "list", "patch", "update", "watch"})
@@ -42,6 +42,38 @@ func (g *generator) userRoles() error {
 		g.add(RBACDir+"/"+k.Lower()+"_viewer_role.yaml", []byte(b.String()))
 	}
 	return nil
+}
+
+// notEditProse names what a kind's CR makes the operator create that "edit" may not.
+func notEditProse(k Kind) string {
+	var parts []string
+	if len(k.ClusterScoped) > 0 {
+		parts = append(parts, clusterScopedProse(k))
+	}
+	if len(k.RBAC) > 0 {
+		parts = append(parts, rbacProse(k))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// rbacProse names the namespaced RBAC kinds a kind's chart declares, in the plural.
+func rbacProse(k Kind) string {
+	names := make([]string, len(k.RBAC))
+	for i, gk := range k.RBAC {
+		names[i] = gk.Kind + "s"
+	}
+	return strings.Join(names, " and ")
+}
+
+// rbacRisk says, when a kind's chart declares RBAC kinds, what their creators could gain.
+func rbacRisk(k Kind) string {
+	if len(k.RBAC) == 0 {
+		return ""
+	}
+	return `
+# Through them the operator grants any right it holds in the namespace (reading its
+# Secrets, among them) to the subjects the chart's values name.
+#`
 }
 
 func clusterScopedProse(k Kind) string {

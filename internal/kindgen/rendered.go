@@ -68,13 +68,14 @@ type renderedRule struct {
 	resource schema.GroupResource
 	kind     string
 	cluster  bool
+	rbac     bool // a Role or RoleBinding, which some chart declares
 	// by lists, per CR kind, the files of its chart that render the resource.
 	by map[string][]string
 }
 
 // renderedRules derives the rules on the objects the kinds' charts can render: one per
-// resource of every object of a served kind, but of the cluster-scoped kinds a chart does not
-// declare. notes say what gets no rule and why; warnings are for the administrator.
+// resource of every object of a served kind, but of the cluster-scoped and RBAC kinds a chart
+// does not declare. notes say what gets no rule and why; warnings are for the administrator.
 func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) string) (rules []*renderedRule, notes, warnings []string) {
 	byResource := map[schema.GroupResource]*renderedRule{}
 	noted := map[string]bool{}
@@ -86,6 +87,7 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 	}
 	for _, k := range kinds {
 		undeclared := map[schema.GroupKind][]string{}
+		undeclaredRBAC := map[schema.GroupKind][]string{}
 		rendered := map[schema.GroupKind]bool{}
 		for _, o := range k.Objects {
 			where := k.GVK.Kind + ": " + o.File
@@ -114,10 +116,17 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 						kindPhrase(gk), chartpolicy.ClusterScopedKindsAnnotation, where))
 					continue
 				}
+				rbac := !cluster && chartpolicy.IsNamespacedRBAC(gk)
+				if rbac && !slices.Contains(k.RBAC, gk) {
+					undeclaredRBAC[gk] = append(undeclaredRBAC[gk], o.Where())
+					note(fmt.Sprintf("%s, RBAC and not declared in the chart's %s (%s).",
+						kindPhrase(gk), chartpolicy.RBACKindsAnnotation, where))
+					continue
+				}
 				gr := m.Resource.GroupResource()
 				r := byResource[gr]
 				if r == nil {
-					r = &renderedRule{resource: gr, kind: gk.Kind, cluster: cluster, by: map[string][]string{}}
+					r = &renderedRule{resource: gr, kind: gk.Kind, cluster: cluster, rbac: rbac, by: map[string][]string{}}
 					byResource[gr] = r
 					rules = append(rules, r)
 				}
@@ -126,12 +135,19 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 				}
 			}
 		}
-		warnings = append(warnings, undeclaredWarning(k, chartPath(k), undeclared)...)
+		warnings = append(warnings, undeclaredWarning(k, chartPath(k), undeclared, clusterDeclaration)...)
+		warnings = append(warnings, undeclaredWarning(k, chartPath(k), undeclaredRBAC, rbacDeclaration)...)
 		for _, gk := range k.ClusterScoped {
 			if !rendered[gk] {
 				warnings = append(warnings, fmt.Sprintf("chart %s declares the cluster-scoped %s in %s, but no template "+
 					"of it renders a served kind of that name: a stale declaration?", chartPath(k), gk,
 					chartpolicy.ClusterScopedKindsAnnotation))
+			}
+		}
+		for _, gk := range k.RBAC {
+			if !rendered[gk] {
+				warnings = append(warnings, fmt.Sprintf("chart %s declares %s in %s, but no template of it renders one: "+
+					"a stale declaration?", chartPath(k), gk, chartpolicy.RBACKindsAnnotation))
 			}
 		}
 	}
@@ -142,13 +158,38 @@ func renderedRules(kinds []Kind, apis *chartpolicy.APIs, chartPath func(Kind) st
 	return rules, notes, warnings
 }
 
-// undeclaredWarning tells the administrator which cluster-scoped kinds a chart can render
-// without declaring them, where, and the annotation that would declare them.
-func undeclaredWarning(k Kind, chartPath string, undeclared map[schema.GroupKind][]string) []string {
+// A declaration is one of the annotations by which a chart declares kinds that are the
+// administrator's decision, with what undeclaredWarning says of them.
+type declaration struct {
+	annotation string
+	declared   func(Kind) []schema.GroupKind
+	// what the chart renders undeclared, what becomes of it, and why declaring it is a
+	// decision.
+	what, refused, why string
+}
+
+var (
+	clusterDeclaration = declaration{annotation: chartpolicy.ClusterScopedKindsAnnotation,
+		declared: func(k Kind) []schema.GroupKind { return k.ClusterScoped },
+		what:     "cluster-scoped kinds", refused: "the manager role gets no rule for them and the operator refuses them",
+		why: "which makes creating one a cluster-admin-level right"}
+	rbacDeclaration = declaration{annotation: chartpolicy.RBACKindsAnnotation,
+		declared: func(k Kind) []schema.GroupKind { return k.RBAC },
+		what:     "Roles or RoleBindings",
+		// The operator's confinement refuses undeclared cluster-scoped kinds only: the
+		// apiserver refuses these for want of a rule, unless another kind's chart declares them.
+		refused: "the manager role gets no rule for them, so the apiserver refuses them unless another chart declares them",
+		why: "through which the operator grants any right it holds in the namespace, reading its Secrets among them, " +
+			"to the subjects the values name: its editor role then leaves edit, to be bound explicitly"}
+)
+
+// undeclaredWarning tells the administrator which kinds a chart can render without declaring
+// them (by d's annotation), where, and the annotation that would declare them.
+func undeclaredWarning(k Kind, chartPath string, undeclared map[schema.GroupKind][]string, d declaration) []string {
 	if len(undeclared) == 0 {
 		return nil
 	}
-	all := slices.Clone(k.ClusterScoped)
+	all := slices.Clone(d.declared(k))
 	var gks []schema.GroupKind
 	for gk := range undeclared {
 		gks = append(gks, gk)
@@ -161,14 +202,14 @@ func undeclaredWarning(k Kind, chartPath string, undeclared map[schema.GroupKind
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "chart %s (kind %s) can render cluster-scoped kinds its Chart.yaml does not declare; "+
-		"the manager role gets no rule for them and the operator refuses them:\n", chartPath, k.GVK.Kind)
+	fmt.Fprintf(&b, "chart %s (kind %s) can render %s its Chart.yaml does not declare; %s:\n",
+		chartPath, k.GVK.Kind, d.what, d.refused)
 	for _, gk := range gks {
 		fmt.Fprintf(&b, "  %s, by %s\n", gk, strings.Join(undeclared[gk], "; "))
 	}
-	fmt.Fprintf(&b, "  If %s CRs may create them (which makes creating one a cluster-admin-level right), declare them "+
-		"under annotations: in %s/Chart.yaml:\n    %s: %s", k.GVK.Kind, chartPath,
-		chartpolicy.ClusterScopedKindsAnnotation, strings.Join(names, ","))
+	fmt.Fprintf(&b, "  If %s CRs may create them (%s), declare them "+
+		"under annotations: in %s/Chart.yaml:\n    %s: %s", k.GVK.Kind, d.why, chartPath,
+		d.annotation, strings.Join(names, ","))
 	return []string{b.String()}
 }
 
@@ -186,7 +227,8 @@ func writeRenderedRules(b *strings.Builder, rules []*renderedRule, notes []strin
 	writeComment(b, "Objects the charts can render: every template of each chart and of its subcharts, "+
 		"whatever the values (internal/chartpolicy.Objects), of the kinds the cluster serves "+
 		"(internal/chartpolicy.APIs, and the CRDs of "+ExternalCRDs+"). Cluster-scoped kinds only where the "+
-		"chart declares them in Chart.yaml ("+chartpolicy.ClusterScopedKindsAnnotation+"). "+
+		"chart declares them in Chart.yaml ("+chartpolicy.ClusterScopedKindsAnnotation+"), Roles and RoleBindings "+
+		"only where it declares them ("+chartpolicy.RBACKindsAnnotation+"); never bind or escalate. "+
 		"Helm reads each object before it installs (to refuse adopting one of another release), creates it, "+
 		"patches it on upgrade (updates it with the upgrade-force annotation), deletes it, and watches a hook "+
 		"until it completes; the helm-operator watches them to repair drift; the orphan sweep lists and "+
@@ -204,10 +246,16 @@ func writeRenderedRules(b *strings.Builder, rules []*renderedRule, notes []strin
 		}
 		text := fmt.Sprintf("%s, rendered by %s.", kindPhrase(schema.GroupKind{Group: r.resource.Group, Kind: r.kind}),
 			strings.Join(by, ", "))
-		if r.cluster {
+		switch {
+		case r.cluster:
 			text = fmt.Sprintf("%s, cluster-scoped, declared by the chart of %s: creating those CRs is a "+
 				"cluster-admin-level right (their editor roles are not aggregated to edit).", text[:len(text)-1],
 				strings.Join(crKinds, ", "))
+		case r.rbac:
+			text = fmt.Sprintf("%s, declared by the chart of %s (%s): with Helm's verbs, never bind or escalate, "+
+				"the operator grants through them only rights it holds itself, but to the subjects the values name; "+
+				"creating those CRs is a right to bind explicitly (their editor roles are not aggregated to edit).",
+				text[:len(text)-1], strings.Join(crKinds, ", "), chartpolicy.RBACKindsAnnotation)
 		}
 		writeComment(b, text)
 		writeRule(b, r.resource.Group, r.resource.Resource, HelmVerbs)

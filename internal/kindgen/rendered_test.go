@@ -268,3 +268,97 @@ func TestKubernetesMinorIsGoMods(t *testing.T) {
 		t.Errorf("go.mod requires k8s.io/api 0.%d: set chartpolicy.KubernetesMinor to %d", minor, minor)
 	}
 }
+
+// A chart's Roles and RoleBindings are the administrator's decision, as its cluster-scoped
+// kinds are: undeclared, the manager role gets no rule on them and make manifests warns;
+// declared, it gets Helm's verbs, never bind or escalate, and the kind's editor role is kept
+// out of "edit", since the chart's values choose the rules and the subject.
+func TestManagerRoleGrantsRBACKindsOnlyDeclared(t *testing.T) {
+	root := repo(t)
+	write(t, filepath.Join(root, "helm-charts", "widget", "templates", "rbac.yaml"), `{{- if .Values.rbac.create }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .Release.Name }}
+rules: {{- toYaml .Values.rbac.extraRoleRules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .Release.Name }}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: {{ .Release.Name }}}
+subjects:
+- kind: ServiceAccount
+  name: {{ .Values.serviceAccount.name }}
+{{- end }}
+`)
+	write(t, filepath.Join(root, "helm-charts", "widget", "templates", "tests", "test-rolebinding.yaml"), `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .Release.Name }}-test
+  annotations:
+    helm.sh/hook: test
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+`)
+	files, warnings := generateWarn(t, root)
+	have := grants(t, files[ManagerRole])
+	for _, res := range []string{"rbac.authorization.k8s.io/roles", "rbac.authorization.k8s.io/rolebindings"} {
+		if v, ok := have[res]; ok {
+			t.Errorf("undeclared, %s is granted %v", res, v)
+		}
+	}
+	if !strings.Contains(files[ManagerRole], "# No rule: Role (rbac.authorization.k8s.io), RBAC and not declared in the chart's\n") {
+		t.Errorf("the manager role does not say why Roles get no rule:\n%s", files[ManagerRole])
+	}
+	var widget string
+	for _, w := range warnings {
+		if strings.Contains(w, "helm-charts/widget (kind Widget)") {
+			widget = w
+		}
+	}
+	for _, want := range []string{
+		"RoleBinding.rbac.authorization.k8s.io, by templates/rbac.yaml when if .Values.rbac.create\n",
+		"\n    warpdrive.transwarp.io/rbac-kinds: Role.rbac.authorization.k8s.io,RoleBinding.rbac.authorization.k8s.io",
+	} {
+		if !strings.Contains(widget, want) {
+			t.Errorf("the warning on the widget chart lacks %q:\n%s", want, widget)
+		}
+	}
+	if !strings.Contains(files[RBACDir+"/widget_editor_role.yaml"], "aggregate-to-edit") {
+		t.Error("undeclared, the chart's RBAC is refused: its editor role should stay in edit")
+	}
+
+	chartYAML := filepath.Join(root, "helm-charts", "widget", "Chart.yaml")
+	data, err := os.ReadFile(chartYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, chartYAML, string(data)+"  warpdrive.transwarp.io/rbac-kinds: Role.rbac.authorization.k8s.io,RoleBinding.rbac.authorization.k8s.io\n")
+	files, warnings = generateWarn(t, root)
+	have = grants(t, files[ManagerRole])
+	helm := strings.Join(HelmVerbs, ",")
+	for _, res := range []string{"rbac.authorization.k8s.io/roles", "rbac.authorization.k8s.io/rolebindings"} {
+		if got := strings.Join(have[res], ","); got != helm {
+			t.Errorf("declared, %s: verbs %s, want %s", res, got, helm)
+		}
+	}
+	for res, verbs := range have {
+		for _, v := range verbs {
+			if v == "bind" || v == "escalate" || v == "impersonate" || v == "*" {
+				t.Errorf("the manager role grants %s on %s", v, res)
+			}
+		}
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "helm-charts/widget") {
+			t.Errorf("declared, a warning on the widget chart: %s", w)
+		}
+	}
+	editor := files[RBACDir+"/widget_editor_role.yaml"]
+	if strings.Contains(editor, "aggregate-to-edit") || !strings.Contains(editor, "Roles and RoleBindings") {
+		t.Errorf("declared, the widget editor role:\n%s", editor)
+	}
+	if !strings.Contains(files[RBACKustomization], "except the Widget, Pool\n# editors") {
+		t.Errorf("config/rbac/kustomization.yaml:\n%s", files[RBACKustomization])
+	}
+}
