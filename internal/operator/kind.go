@@ -40,6 +40,7 @@ type shared struct {
 	metrics   *fleetSeries           // the per-CR series
 	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
 	renders   *renderbound.Checker   // the render bounds' workers (layer_renderbounds.go); nil: off
+	journal   *renderJournal         // what the leader renders, for the quarantine (renderjournal.go)
 }
 
 // kindControllers are the three controllers of one CR kind and the channels between them.
@@ -116,7 +117,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	drift := driftPolicy{DriftSetting: s.drift.For(w.GroupVersionKind.Kind), hpas: mgr.GetAPIReader()}
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
-		drift: drift, live: mgr.GetAPIReader(), renders: s.renders}.build(engine)
+		drift: drift, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),

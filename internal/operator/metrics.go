@@ -42,11 +42,16 @@ var (
 		Name: "warpdrive_render_refusals_total",
 		Help: "Renders refused because they passed a bound of the manager's (--render-*), by bound: memory, output, time, crash.",
 	}, []string{"bound"})
+	// quarantinedCRs is how many CRs the render journal holds quarantined (renderjournal.go).
+	quarantinedCRs = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "warpdrive_quarantined_crs",
+		Help: "CRs quarantined because the manager died twice in a row while rendering them; each is Stalled (Quarantined) until its spec changes.",
+	})
 )
 
 // managerCollectors are the metrics above, registered once with controller-runtime's
 // registry, which the manager serves. The per-CR series are Setup's (registerFleet).
-var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves, renderRefusals}
+var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves, renderRefusals, quarantinedCRs}
 
 func init() {
 	metrics.Registry.MustRegister(managerCollectors...)

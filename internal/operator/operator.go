@@ -131,6 +131,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
+	// The render journal, loaded once this process leads: see renderjournal.go.
+	s.journal = newRenderJournal(&configMapJournal{reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
+		key: types.NamespacedName{Namespace: opts.SigningKey.Namespace, Name: journalConfigMap}})
+	if err := mgr.Add(s.journal); err != nil {
+		return err
+	}
 	s.locks = newKeyedMutex()                                                     // one release name, across kinds: see layer_releaseguard.go
 	s.manifests = newReleaseManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see drift.go
 	s.metrics = newFleetSeries(opts.MaxCRMetrics)                                 // the per-CR series: see metrics.go

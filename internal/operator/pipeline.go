@@ -36,23 +36,31 @@ import (
 //     never renders it in this process. Next to the engine, so that it checks the chart
 //     and values the engine gets, the rollout gate's choice among them.
 //
-//  2. redaction (redactingClient, layer_redact.go). Every error that quotes a string the
+//  2. render journal (journalingClient, layer_renderjournal.go, renderjournal.go). Install,
+//     Upgrade (dry-run or not): the CR is recorded in flight in the render journal, a
+//     ConfigMap of the operator's namespace, before the call goes down, and taken out after;
+//     the leader that finds it in flight there after the previous leader's death counts that
+//     death, and a CR at two deaths in a row is refused, terminally, with reason Quarantined,
+//     until its generation changes. Uninstall: the CR's count is dropped, then passed on.
+//     Over the render bounds, so that a quarantined CR costs no worker's render.
+//
+//  3. redaction (redactingClient, layer_redact.go). Every error that quotes a string the
 //     visit in progress read from a Secret of spec.valuesFrom (valuessources.go) has it
 //     replaced by "[redacted]", before any layer above, the reconciler or its log sees it.
 //
-//  3. release guard (guardedClient, layer_releaseguard.go). Get: another chart's release is a
+//  4. release guard (guardedClient, layer_releaseguard.go). Get: another chart's release is a
 //     foreignReleaseError. Install, Upgrade (dry-run or not): under a lock on the release
 //     name shared by every kind, refused if the release is another chart's, else passed on.
 //     Uninstall: another chart's release is reported not found and left alone. Reconcile:
 //     passed on. Assumes of the engine: Get returns the release as stored, of any chart.
 //
-//  4. render loop (renderLoopClient, layer_renderloop.go). Upgrade (not a dry run): refused
+//  5. render loop (renderLoopClient, layer_renderloop.go). Upgrade (not a dry run): refused
 //     after 3 upgrades in a row of the CR from the same chart and values (a chart that renders
 //     something new at every render), until the inputs change or for an hour; counted in
 //     outcomes. Every other call is passed on. Below the gate, so that it sees the chart and
 //     values the upgrade is made with.
 //
-//  5. rollout gate (gatedClient, layer_rolloutgate.go). Upgrade (dry-run or not) to the chart the
+//  6. rollout gate (gatedClient, layer_rolloutgate.go). Upgrade (dry-run or not) to the chart the
 //     operator carries of a release on another chart: passed on if the kind's rollout admits
 //     the CR; else passed on with the chart of the release itself and the CR's spec as
 //     values, so that an edit applies with that chart and an unchanged spec leaves the
@@ -61,7 +69,7 @@ import (
 //     Assumes of the layer below: Get and History return the kind's own releases (the
 //     guard).
 //
-//  6. pending repair (repairingClient, layer_pendingrepair.go). Get: a last revision left pending
+//  7. pending repair (repairingClient, layer_pendingrepair.go). Get: a last revision left pending
 //     by an operation no longer running is marked failed in the storage (Warning Event
 //     PendingReleaseRepaired), and returned failed, so that the reconciler upgrades it.
 //     Install, Upgrade: recorded as running while they run; when one fails (not a dry run),
@@ -70,19 +78,19 @@ import (
 //     below: Get returns only the kind's own releases (the guard), and Config().Releases
 //     holds only the operator's records (the engine's signed storage).
 //
-//  7. orphan sweep (sweepingClient, layer_orphansweep.go). Uninstall of a CR being deleted that
+//  8. orphan sweep (sweepingClient, layer_orphansweep.go). Uninstall of a CR being deleted that
 //     finds no release: the objects of the cluster-scoped kinds the chart declares whose
 //     annotations name this CR as their owner are deleted (Warning Event OrphanDeleted), then
 //     "not found" is returned as before; a sweep that fails is an error, which keeps the
 //     finalizer. Every other call is passed on. Assumes of the layers below: another chart's
 //     release is reported not found (the guard), hence the owner check.
 //
-//  8. hook cleanup (hookCleanupClient, layer_hookcleanup.go). Uninstall that succeeds: the
+//  9. hook cleanup (hookCleanupClient, layer_hookcleanup.go). Uninstall that succeeds: the
 //     objects of the last revision's hooks that are still there (Helm leaves those no delete
 //     policy removes) are deleted through the confined client; a failure is a Warning Event
 //     HookCleanupFailed, not an error (the release is gone). Every other call is passed on.
 //
-//  9. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
+//  10. drift (driftClient, layer_drift.go). Reconcile, by the kind's drift mode (--drift,
 //     docs/drift.md): repair: passed on with a manifest whose objects lack the fields the
 //     kind's ignore rules name, and the replicas of those an HPA of the namespace scales, so
 //     that the repair leaves them as the cluster has them; report: nothing is repaired, the
@@ -90,25 +98,25 @@ import (
 //     in a Warning Event DriftDetected and the condition Drifted; off: nothing. Every other
 //     call is passed on.
 //
-//  10. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
+//  11. release events (eventingClient, layer_releaseevents.go). Every call that fails, but for "no
 //     release" on Get and Uninstall, leaves a Warning Event on the CR with the error
 //     (InstallFailed, UpgradeFailed, also for a failed dry run, UninstallFailed,
 //     ReconcileFailed, ReleaseLookupFailed). Above the guard, the repair, the sweep and the
 //     drift layer, so that their failures are reported too.
 //
-//  11. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
+//  12. record report (reportingClient, layer_recordreport.go). After each Get, Install, Upgrade and
 //     Uninstall, whatever its outcome: the records the engine's storage refused are
 //     reported on the CR (condition ReleaseRecordRefused, Warning Event). Assumes of the
 //     layers below: Config() is the engine's, which each of them passes on.
 //
-//  12. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
+//  13. outcomes (outcomeClient, layer_outcomes.go). A failure to get the client of any
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
 //     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
-//  13. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
+//  14. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
 //     Get, Install and Upgrade (not a dry run) hand the reconciler is recorded in versions
 //     (its revision and chart version, by its manifest's digest), for the status writer
 //     (statusclient.go), which writes them in status.deployedRelease in place of the manifest.
@@ -129,12 +137,13 @@ import (
 //	                  left are deleted; events: a Warning if it failed;
 //	                  record report. No error, or "not found": the finalizer is removed.
 //	otherwise, Get again (as above), then
-//	  no release:     Install: guard: refused, under the name's lock, if another chart's
+//	  no release:     Install: journal: refused if quarantined, else in flight;
+//	                  guard: refused, under the name's lock, if another chart's
 //	                  release appeared; repair: tracks it, and on failure marks its pending
 //	                  revisions failed; events: Warning InstallFailed; record report;
 //	                  outcomes: failure
-//	  a release:      dry-run Upgrade (does the spec change the release?): guard, under the
-//	                  lock; repair: tracks it; events: Warning UpgradeFailed; record
+//	  a release:      dry-run Upgrade (does the spec change the release?): journal, as
+//	                  Install; guard, under the lock; repair: tracks it; events: Warning UpgradeFailed; record
 //	                  report; outcomes: DryRunFailed
 //	    it changes, or the release failed: Get, then Upgrade: as the dry run, and repair
 //	                  marks the pending revisions failed when it fails; render loop: refused
@@ -167,6 +176,7 @@ type pipeline struct {
 	drift    driftPolicy          // what the kind's drift repair leaves alone (driftpolicy.go)
 	live     client.Reader        // the release's objects as the API server has them, for drift reports
 	renders  *renderbound.Checker // renders each new chart and values in a limited worker first; nil: off
+	journal  *renderJournal       // what is being rendered, for the quarantine (renderjournal.go); nil: off
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
@@ -174,6 +184,9 @@ func (p pipeline) layers() []layer {
 	return []layer{
 		{"render bounds", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRenderBounds(g, p.renders)
+		}},
+		{"render journal", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+			return withRenderJournal(g, p.journal)
 		}},
 		{"redaction", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRedaction(g, p.outcomes)

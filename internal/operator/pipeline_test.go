@@ -122,7 +122,7 @@ func TestPipelineOrder(t *testing.T) {
 	for _, l := range p.layers() {
 		names = append(names, l.name)
 	}
-	want := "render bounds, redaction, release guard, render loop, rollout gate, pending repair, orphan sweep, hook cleanup, drift, release events, record report, outcomes, release versions"
+	want := "render bounds, render journal, redaction, release guard, render loop, rollout gate, pending repair, orphan sweep, hook cleanup, drift, release events, record report, outcomes, release versions"
 	if got := strings.Join(names, ", "); got != want {
 		t.Fatalf("layers from the engine outwards: %s\nwant (see pipeline): %s", got, want)
 	}

@@ -73,6 +73,10 @@ const (
 	ReasonRenderTime   = "RenderTimeExceeded"
 	ReasonRenderOutput = "RenderOutputExceeded"
 	ReasonRenderCrash  = "RenderCrashed"
+	// ReasonQuarantined: the manager died twice in a row while rendering this generation of
+	// the CR (an OOM kill, a panic); Stalled until the spec changes, so that the operator does
+	// not crash-loop on it.
+	ReasonQuarantined = "Quarantined"
 )
 
 // Failure is the last failed attempt at a generation.

@@ -1,0 +1,277 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+)
+
+// testStore is a journal store that a test can kill, as the manager's death would: a dead
+// store writes nothing more, not even the clean stop's journal. It counts the writes, and
+// holds the next one until released if hold is set.
+type testStore struct {
+	journalStore
+	mu      sync.Mutex
+	dead    bool
+	saves   int
+	hold    chan struct{} // the next save waits for it to be closed
+	holding chan struct{} // closed once a save waits
+}
+
+func (s *testStore) save(ctx context.Context, st journalState) error {
+	s.mu.Lock()
+	hold, holding := s.hold, s.holding
+	s.hold = nil
+	s.mu.Unlock()
+	if hold != nil {
+		close(holding)
+		<-hold
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return errors.New("dead")
+	}
+	s.saves++
+	return s.journalStore.save(ctx, st)
+}
+
+func (s *testStore) kill() { s.mu.Lock(); s.dead = true; s.mu.Unlock() }
+
+func (s *testStore) writes() int { s.mu.Lock(); defer s.mu.Unlock(); return s.saves }
+
+// journalLife is one life of the manager's journal over the ConfigMaps of c.
+type journalLife struct {
+	journal *renderJournal
+	store   *testStore
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+func startJournal(t *testing.T, c client.Client) *journalLife {
+	t.Helper()
+	store := &testStore{journalStore: &configMapJournal{reader: c, writer: c,
+		key: types.NamespacedName{Namespace: "warpdrive-system", Name: journalConfigMap}}}
+	l := &journalLife{journal: newRenderJournal(store), store: store, stopped: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go func() { _ = l.journal.Start(ctx); close(l.stopped) }()
+	t.Cleanup(l.die)
+	<-l.journal.loaded
+	return l
+}
+
+// die ends this life as an OOM kill would: nothing more is written.
+func (l *journalLife) die() { l.store.kill(); l.cancel(); <-l.stopped }
+
+// stop ends this life cleanly, as a rollout does.
+func (l *journalLife) stop() { l.cancel(); <-l.stopped }
+
+func journalClient() client.Client {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	return fake.NewClientBuilder().WithScheme(scheme).Build()
+}
+
+func journalCR(generation int64) client.Object {
+	cr := appServiceCR()
+	cr.SetUID("uid-x")
+	cr.SetGeneration(generation)
+	return cr
+}
+
+func deathsOf(j *renderJournal, cr client.Object) journalDeath {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.deaths[entryOf(cr).key()]
+}
+
+func isQuarantine(err error) bool {
+	f, ok := refusalOf(err)
+	return ok && f.Reason == statuscontract.ReasonQuarantined && f.Terminal && errors.Is(err, reconcile.TerminalError(nil))
+}
+
+// A CR in flight when the manager dies counts one death at the next start, and is rendered
+// again; a second death in a row quarantines it at its generation, with the metric; an edit
+// of its spec lifts the quarantine.
+func TestRenderJournalQuarantinesAfterTwoDeaths(t *testing.T) {
+	c := journalClient()
+	cr := journalCR(1)
+	l := startJournal(t, c)
+	if _, err := l.journal.enter(cr); err != nil { // its render never ends: the manager dies
+		t.Fatal(err)
+	}
+	l.die()
+
+	l = startJournal(t, c)
+	if d := deathsOf(l.journal, cr); d.Deaths != 1 || d.Quarantined {
+		t.Fatalf("after one death: %+v, want one death, not quarantined", d)
+	}
+	if _, err := l.journal.enter(cr); err != nil {
+		t.Fatalf("after one death: %v, want the CR rendered again", err)
+	}
+	l.die()
+
+	l = startJournal(t, c)
+	if d := deathsOf(l.journal, cr); d.Deaths != 2 || !d.Quarantined || d.Generation != 1 {
+		t.Fatalf("after two deaths: %+v, want quarantined at generation 1", d)
+	}
+	if got := testutil.ToFloat64(quarantinedCRs); got != 1 {
+		t.Errorf("warpdrive_quarantined_crs %v, want 1", got)
+	}
+	_, err := l.journal.enter(cr)
+	if !isQuarantine(err) || !strings.Contains(err.Error(), "an edit of its spec lifts") {
+		t.Fatalf("after two deaths: %v, want a terminal Quarantined refusal that says an edit lifts it", err)
+	}
+	done, err := l.journal.enter(journalCR(2))
+	if err != nil {
+		t.Fatalf("edited: %v, want the quarantine lifted", err)
+	}
+	done()
+	if got := testutil.ToFloat64(quarantinedCRs); got != 0 {
+		t.Errorf("warpdrive_quarantined_crs %v after the edit, want 0", got)
+	}
+}
+
+// A render that finishes clears the CR's count: a death, a clean render, a death is not two in
+// a row. A clean stop counts no death for the renders in flight.
+func TestRenderJournalFinishedRenderAndCleanStopCountNone(t *testing.T) {
+	c := journalClient()
+	cr, other := journalCR(1), journalCR(1)
+	other.SetName("y")
+	l := startJournal(t, c)
+	if _, err := l.journal.enter(cr); err != nil {
+		t.Fatal(err)
+	}
+	l.die()
+
+	l = startJournal(t, c)
+	done, err := l.journal.enter(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if _, err := l.journal.enter(other); err != nil { // writes the finished render with it
+		t.Fatal(err)
+	}
+	l.die()
+
+	l = startJournal(t, c)
+	if d := deathsOf(l.journal, cr); d.Deaths != 0 {
+		t.Errorf("a finished render between two deaths: %+v, want no count", d)
+	}
+	if d := deathsOf(l.journal, other); d.Deaths != 1 {
+		t.Errorf("in flight at a death: %+v, want one", d)
+	}
+	if _, err := l.journal.enter(cr); err != nil { // in flight at a clean stop
+		t.Fatal(err)
+	}
+	l.stop()
+
+	l = startJournal(t, c)
+	if d := deathsOf(l.journal, cr); d.Deaths != 0 {
+		t.Errorf("in flight at a clean stop: %+v, want no death", d)
+	}
+}
+
+// Renders that enter while the journal is being written share the next write.
+func TestRenderJournalGroupCommit(t *testing.T) {
+	l := startJournal(t, journalClient())
+	base := l.store.writes() // the load's
+	hold, holding := make(chan struct{}), make(chan struct{})
+	l.store.mu.Lock()
+	l.store.hold, l.store.holding = hold, holding
+	l.store.mu.Unlock()
+
+	var wg sync.WaitGroup
+	enter := func(name string) {
+		defer wg.Done()
+		cr := journalCR(1)
+		cr.SetName(name)
+		done, err := l.journal.enter(cr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		done()
+	}
+	wg.Add(1)
+	go enter("first")
+	<-holding // the first render's write is under way
+	names := []string{"a", "b", "c", "d", "e"}
+	wg.Add(len(names))
+	for _, n := range names {
+		go enter(n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.journal.mu.Lock()
+		n := len(l.journal.inFlight)
+		l.journal.mu.Unlock()
+		if n == 1+len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renders in flight, want %d", n, 1+len(names))
+		}
+	}
+	close(hold)
+	wg.Wait()
+	if got := l.store.writes() - base; got != 2 {
+		t.Errorf("%d writes for six renders, five of them concurrent, want 2", got)
+	}
+}
+
+// The pipeline refuses a quarantined CR, dry run, install and upgrade alike, before Helm
+// renders it: terminal, its failure and its Warning Event name the quarantine.
+func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
+	c := journalClient()
+	cr := journalCR(3)
+	for range quarantineDeaths {
+		l := startJournal(t, c)
+		if _, err := l.journal.enter(cr); err != nil {
+			t.Fatal(err)
+		}
+		l.die()
+	}
+	l := startJournal(t, c)
+	p, rec, _ := testPipeline()
+	p.journal = l.journal
+	engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+	ac := clientFor(t, p, engine, cr)
+	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
+	for _, call := range []func() error{
+		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil, dryRun); return err },
+		func() error { _, err := ac.Install("x", "team-a", p.chart, nil); return err },
+		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil); return err },
+	} {
+		if err := call(); !isQuarantine(err) {
+			t.Errorf("%v, want a terminal Quarantined refusal", err)
+		}
+	}
+	if len(engine.calls) != 0 {
+		t.Errorf("Helm was called: %v", engine.calls)
+	}
+	e, _ := p.outcomes.get(client.ObjectKeyFromObject(cr), cr.GetUID())
+	if e.failure.Reason != statuscontract.ReasonQuarantined || !e.failure.Terminal {
+		t.Errorf("outcome %+v, want a terminal Quarantined", e.failure)
+	}
+	if evs := events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
+		t.Errorf("Events %q, want a Warning Quarantined", evs)
+	}
+}
