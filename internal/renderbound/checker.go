@@ -163,6 +163,8 @@ func (c *Checker) start() (*worker, error) {
 	w.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%d", workerEnv, c.bounds.Memory, c.bounds.Output))
 	w.cmd.ExtraFiles = []*os.File{reqR, repW} // fds 3 and 4: requestFD, replyFD
 	w.cmd.Stderr = w.stderr
+	// A worker dies with the manager, even in the middle of a render that would take hours.
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err = w.cmd.Start()
 	reqR.Close() // the worker's ends, now its own
 	repW.Close()
