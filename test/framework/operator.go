@@ -61,6 +61,9 @@ var SuiteFlags = map[string]string{
 	"release-list-secrets-per-get": "the attack suite's second pass reads every release's records by name",
 	// test/faults's TestFailover counts every revision of its releases, so it keeps them all.
 	"max-release-history": "test/faults TestFailover counts every write of a release",
+	// test/e2e's TestPoisonCRQuarantined turns the render bounds off, so that a template bomb
+	// kills the manager and the quarantine is what stops the crash loop.
+	"render-workers": "test/e2e lets a template bomb kill the manager, to check the quarantine",
 }
 
 // StockArgs is the stock helm-operator's configuration: the arguments operator-sdk's Helm
