@@ -137,6 +137,9 @@ func Add(o Options) (*Report, error) {
 		return nil, err
 	}
 	safe := findSafeDefault(c)
+	if err := refuseUndeclaredRBAC(safe, o.Chart, o.Kind); err != nil {
+		return nil, err
+	}
 	newWatches, err := appendWatch(watchesData, watchEntry{group: o.Group, version: o.Version, kind: o.Kind, chart: chartRel, overrides: safe.Overrides})
 	if err != nil {
 		return nil, err

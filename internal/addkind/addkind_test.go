@@ -11,6 +11,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
 // The end-to-end test, each test chart added to a copy of the repository and the chart tests
@@ -165,16 +167,17 @@ func TestAddGivesASafeDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	watches, _ := os.ReadFile(filepath.Join(root, "watches.yaml"))
-	if !strings.HasSuffix(string(watches), "  chart: helm-charts/plotboard\n  overrideValues:\n    rbac.namespaced: \"true\"\n") {
+	// rbac.namespaced would render a Role and a RoleBinding the chart does not declare either.
+	if !strings.HasSuffix(string(watches), "  chart: helm-charts/plotboard\n  overrideValues:\n    rbac.create: \"false\"\n") {
 		t.Errorf("watches.yaml:\n%s", watches)
 	}
 	var out strings.Builder
 	r.Print(&out)
 	for _, want := range []string{
-		"renders ClusterRole/release-plotboard-clusterrole, ClusterRoleBinding/release-plotboard-clusterrolebinding, cluster-scoped and not declared",
-		"safe default: watches.yaml sets overrideValues rbac.namespaced=true",
-		"it renders Role/release-plotboard, RoleBinding/release-plotboard in the CR's namespace",
+		"renders ClusterRole/release-plotboard-clusterrole, ClusterRoleBinding/release-plotboard-clusterrolebinding, which it does not declare",
+		"safe default: watches.yaml sets overrideValues rbac.create=false",
 		"declare their kinds in helm-charts/plotboard/Chart.yaml's warpdrive.transwarp.io/cluster-scoped-kinds and remove the override",
+		"Role.rbac.authorization.k8s.io by templates/role.yaml when if and .Values.rbac.create .Values.rbac.namespaced",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
@@ -190,8 +193,98 @@ func TestAddGivesASafeDefault(t *testing.T) {
 	watches, _ = os.ReadFile(filepath.Join(root, "watches.yaml"))
 	out.Reset()
 	r.Print(&out)
-	if strings.Contains(string(watches), "overrideValues") || strings.Contains(out.String(), "Cluster-scoped objects") {
+	if strings.Contains(string(watches), "overrideValues") || strings.Contains(out.String(), "Cluster-scoped and RBAC objects") ||
+		strings.Contains(out.String(), "Roles and RoleBindings the chart does not declare") {
 		t.Errorf("a chart that renders no cluster-scoped object got a safe default:\n%s\n%s", watches, out.String())
+	}
+}
+
+// A Role or RoleBinding a chart renders grants what the operator holds in the namespace to
+// the subject the values name. Undeclared, a boolean that turns it off is a safe default, and
+// a chart that renders one whatever its booleans is refused; declared, it is the
+// administrator's decision, and the kind's editor role leaves edit.
+func TestAddRefusesUndeclaredRBAC(t *testing.T) {
+	granting := filepath.Join(t.TempDir(), "plotboard")
+	copyDir(t, filepath.Join("testdata", "plotboard"), granting)
+	role, err := os.ReadFile(filepath.Join(granting, "templates", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Role and RoleBinding whatever the values.
+	unguarded := strings.Replace(strings.Replace(string(role), "{{- if and .Values.rbac.create .Values.rbac.namespaced }}\n", "", 1), "{{- end }}\n", "", 1)
+	write(t, filepath.Join(granting, "templates", "role.yaml"), unguarded)
+
+	root := smallRepo(t)
+	before := tree(t, root)
+	_, err = Add(Options{Root: root, Chart: granting, Kind: "Plotboard", Group: "monitoring.example.com", Version: "v1", Manifests: fakeManifests})
+	if err == nil {
+		t.Fatal("a chart that renders a RoleBinding whatever its values was added undeclared")
+	}
+	for _, want := range []string{"Role/release-plotboard, RoleBinding/release-plotboard",
+		"warpdrive.transwarp.io/rbac-kinds: Role.rbac.authorization.k8s.io,RoleBinding.rbac.authorization.k8s.io",
+		filepath.Join(granting, "Chart.yaml")} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+	if after := tree(t, root); !maps.EqualFunc(before, after, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Errorf("the refusal changed the repository: %v", keys(after))
+	}
+
+	chartYAML, err := os.ReadFile(filepath.Join(granting, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(granting, "Chart.yaml"), string(chartYAML)+
+		"annotations:\n  warpdrive.transwarp.io/rbac-kinds: Role.rbac.authorization.k8s.io,RoleBinding.rbac.authorization.k8s.io\n")
+	r, err := Add(Options{Root: root, Chart: granting, Kind: "Plotboard", Group: "monitoring.example.com", Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatalf("declared: %v", err)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	if !strings.Contains(out.String(), "the chart declares the RBAC kinds [Role.rbac.authorization.k8s.io RoleBinding.rbac.authorization.k8s.io]") ||
+		!strings.Contains(out.String(), "its editor role is not aggregated to edit") ||
+		!strings.Contains(out.String(), "with its defaults it renders Role/release-plotboard, RoleBinding/release-plotboard") {
+		t.Errorf("the report does not say the chart declares RBAC:\n%s", out.String())
+	}
+}
+
+// Grafana's chart let a tenant who may edit its CRs read every Secret of the namespace: a
+// ServiceAccount of their own in serviceAccount.name, and rbac.extraRoleRules that read
+// Secrets. Added by add-kind, the plotboard chart, shaped like it, renders no RBAC object for
+// those values under its overrides.
+func TestAddGivesGrafanaShapedValuesNoRBAC(t *testing.T) {
+	root := smallRepo(t)
+	if _, err := Add(Options{Root: root, Chart: filepath.Join("testdata", "plotboard"), Kind: "Plotboard", Group: "monitoring.example.com",
+		Version: "v1", Manifests: fakeManifests}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loader.LoadDir(filepath.Join(root, "helm-charts", "plotboard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches, err := watchfile.Load(filepath.Join(root, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrides := watches[len(watches)-1].OverrideValues
+	secretRule := map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get", "list"}}
+	for name, spec := range map[string]map[string]any{
+		"extraRoleRules": {"serviceAccount": map[string]any{"create": false, "name": "tenant"},
+			"rbac": map[string]any{"extraRoleRules": []any{secretRule}}},
+		"namespaced": {"serviceAccount": map[string]any{"create": false, "name": "tenant"},
+			"rbac": map[string]any{"create": true, "namespaced": true, "extraRoleRules": []any{secretRule}}},
+	} {
+		objs, err := renderObjects(c, spec, overrides)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, o := range objs {
+			if o.gk.Group == "rbac.authorization.k8s.io" {
+				t.Errorf("%s: overrides %v render %s", name, overrides, o.key)
+			}
+		}
 	}
 }
 

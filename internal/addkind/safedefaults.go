@@ -3,6 +3,7 @@ package addkind
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
@@ -29,17 +31,33 @@ import (
 // turning the booleans of values.yaml one at a time; the report says what was turned off and
 // how to offer it instead.
 
-// safeDefault is what add-kind found of the undeclared cluster-scoped objects a chart
-// renders with its defaults, and the values that turn them off.
+// The same holds of a Role or RoleBinding the chart does not declare
+// (chartpolicy.RBACKindsAnnotation): through it the operator grants what it holds in the
+// namespace to the subject the values name. Those are turned off as well, and a boolean a
+// CR's spec could turn to render them is pinned to its default; a chart that renders them
+// whatever its booleans is refused (refuseUndeclaredRBAC).
+
+// safeDefault is what add-kind found of the undeclared cluster-scoped and RBAC objects a
+// chart renders with its defaults, and the values that turn them off.
 type safeDefault struct {
 	// Undeclared are the objects, "Kind/name", rendered with values.yaml.
 	Undeclared []string
-	// Overrides are the values that turn them off, for watches.yaml's overrideValues.
+	// Overrides are the values that turn them off, and those that keep them off against a
+	// spec, for watches.yaml's overrideValues.
 	Overrides map[string]string
-	// Left are the undeclared objects still rendered with Overrides.
-	Left []string
-	// RBAC are the namespaced RBAC objects rendered with Overrides.
-	RBAC []string
+	// Pinned are the values of Overrides set to their defaults: turned, each would render
+	// undeclared RBAC objects.
+	Pinned []string
+	// Left are the undeclared objects still rendered with Overrides; LeftRBAC those of them
+	// that are Roles or RoleBindings.
+	Left, LeftRBAC []string
+	// DeclaredRBAC are the RBAC kinds the chart declares, and RBAC the objects of them
+	// rendered with Overrides.
+	DeclaredRBAC []schema.GroupKind
+	RBAC         []string
+	// RBACTemplates say where the chart's templates can render RBAC kinds it does not declare
+	// (whatever the values: chartpolicy.Objects), for the report.
+	RBACTemplates []string
 	// RenderErr is why the chart did not render with its defaults, if it did not.
 	RenderErr error
 }
@@ -57,10 +75,11 @@ const (
 	renderRelease   = "release"
 )
 
-// findSafeDefault renders c with its defaults and, if it renders cluster-scoped objects it
-// does not declare, looks for boolean values whose opposite renders none: greedily, the turn
-// that leaves the fewest undeclared objects, then removes the fewest other objects, then
-// renders the most (rbac.namespaced, a Role instead of a ClusterRole, over rbac.create).
+// findSafeDefault renders c with its defaults and, if it renders cluster-scoped or RBAC
+// objects it does not declare, looks for boolean values whose opposite renders none: greedily,
+// the turn that leaves the fewest undeclared objects, then removes the fewest other objects,
+// then renders the most. Then, if the chart's templates can render RBAC kinds it does not
+// declare, it pins each boolean whose opposite would render them.
 func findSafeDefault(c *chart.Chart) safeDefault {
 	var sd safeDefault
 	declared, err := chartpolicy.ClusterScopedKinds(c)
@@ -68,14 +87,23 @@ func findSafeDefault(c *chart.Chart) safeDefault {
 		sd.RenderErr = err
 		return sd
 	}
+	declaredRBAC, err := chartpolicy.RBACKinds(c)
+	if err != nil {
+		sd.RenderErr = err
+		return sd
+	}
+	sd.DeclaredRBAC = declaredRBAC
 	apis := chartpolicy.BuiltinAPIs()
+	undeclaredRBAC := func(gk schema.GroupKind) bool {
+		return chartpolicy.IsNamespacedRBAC(gk) && !slices.Contains(declaredRBAC, gk)
+	}
 	outcome := func(overrides map[string]string) (undeclared, others []string, err error) {
-		objs, err := renderObjects(c, overrides)
+		objs, err := renderObjects(c, nil, overrides)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, o := range objs {
-			if cluster, ok := apis.ClusterScoped(o.gk); ok && cluster && !slices.Contains(declared, o.gk) {
+			if cluster, ok := apis.ClusterScoped(o.gk); ok && cluster && !slices.Contains(declared, o.gk) || undeclaredRBAC(o.gk) {
 				undeclared = append(undeclared, o.key)
 			} else {
 				others = append(others, o.key)
@@ -90,9 +118,6 @@ func findSafeDefault(c *chart.Chart) safeDefault {
 		return sd
 	}
 	sd.Undeclared, sd.Left = undeclared, undeclared
-	if len(undeclared) == 0 {
-		return sd
-	}
 	bools := map[string]bool{}
 	booleanValues("", c.Values, bools)
 	overrides := map[string]string{}
@@ -131,15 +156,88 @@ func findSafeDefault(c *chart.Chart) safeDefault {
 		overrides[best.path] = strconv.FormatBool(!bools[best.path])
 		sd.Left, others = best.left, best.all
 	}
+
+	sd.RBACTemplates = rbacTemplates(c, declaredRBAC)
+	if len(sd.RBACTemplates) > 0 {
+		// A spec sets any value overrideValues do not: pin each boolean a tenant could turn to
+		// render a Role or RoleBinding (the chart's rbac.namespaced, say).
+		for _, path := range slices.Sorted(maps.Keys(bools)) {
+			if _, done := overrides[path]; done {
+				continue
+			}
+			try := maps.Clone(overrides)
+			try[path] = strconv.FormatBool(!bools[path])
+			objs, err := renderObjects(c, nil, try)
+			if err == nil && slices.ContainsFunc(objs, func(o renderedObject) bool { return undeclaredRBAC(o.gk) }) {
+				overrides[path] = strconv.FormatBool(bools[path])
+				sd.Pinned = append(sd.Pinned, path)
+			}
+		}
+	}
 	if len(overrides) > 0 {
 		sd.Overrides = overrides
 	}
-	for _, key := range others {
-		if strings.HasPrefix(key, "Role/") || strings.HasPrefix(key, "RoleBinding/") {
-			sd.RBAC = append(sd.RBAC, key)
+	objs, err := renderObjects(c, nil, overrides)
+	if err != nil {
+		sd.RenderErr = err
+		return sd
+	}
+	for _, o := range objs {
+		switch {
+		case undeclaredRBAC(o.gk):
+			sd.LeftRBAC = append(sd.LeftRBAC, o.key)
+		case chartpolicy.IsNamespacedRBAC(o.gk):
+			sd.RBAC = append(sd.RBAC, o.key)
 		}
 	}
 	return sd
+}
+
+// rbacTemplates says where the templates of c can render RBAC kinds it does not declare,
+// whatever the values, but in helm test's hooks, which the operator never runs.
+func rbacTemplates(c *chart.Chart, declared []schema.GroupKind) []string {
+	objects, err := chartpolicy.Objects(c)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, o := range objects {
+		gk := o.GroupVersionKind().GroupKind()
+		if o.APIVersion == "" { // a computed apiVersion: the kind's name decides
+			gk.Group = rbacv1.GroupName
+		}
+		if o.HelmTestOnly() || !chartpolicy.IsNamespacedRBAC(gk) || slices.Contains(declared, gk) {
+			continue
+		}
+		if where := gk.String() + " by " + o.Where(); !slices.Contains(out, where) {
+			out = append(out, where)
+		}
+	}
+	return out
+}
+
+// refuseUndeclaredRBAC is add-kind's refusal of a chart that renders Roles or RoleBindings
+// it does not declare whatever its booleans, or nil.
+func refuseUndeclaredRBAC(sd safeDefault, chartDir, kind string) error {
+	if len(sd.LeftRBAC) == 0 {
+		return nil
+	}
+	return fmt.Errorf("chart %s renders %s, RBAC it does not declare, and no boolean value of values.yaml turns them off: "+
+		"through a Role or RoleBinding the operator grants any right it holds in the namespace (reading its Secrets, among them) "+
+		"to the subjects the values name, so that whoever may create %s CRs could grant them to themselves.\n"+
+		"If that is your decision (the kind's editor role then leaves edit, to be bound explicitly), declare them under "+
+		"annotations: in %s:\n    %s: %s\nand run make add-kind again",
+		chartDir, strings.Join(sd.LeftRBAC, ", "), kind, filepath.Join(chartDir, "Chart.yaml"),
+		chartpolicy.RBACKindsAnnotation, kindList(chartpolicy.NamespacedRBACKinds))
+}
+
+// kindList writes kinds as an annotation lists them.
+func kindList(kinds []schema.GroupKind) string {
+	names := make([]string, len(kinds))
+	for i, gk := range kinds {
+		names[i] = gk.String()
+	}
+	return strings.Join(names, ",")
 }
 
 // booleanValues collects the boolean values of a values map by dotted path, outside lists.
@@ -164,11 +262,21 @@ type renderedObject struct {
 	key string
 }
 
-// renderObjects renders c as the operator installs a release of a CR whose spec is empty,
-// with overrides set as watches.yaml's overrideValues are, and lists its objects, hooks but
-// helm test's included.
-func renderObjects(c *chart.Chart, overrides map[string]string) ([]renderedObject, error) {
+// renderObjects renders c as the operator installs a release of a CR of the spec, with
+// overrides set over it as watches.yaml's overrideValues are, and lists its objects, hooks
+// but helm test's included.
+func renderObjects(c *chart.Chart, spec map[string]any, overrides map[string]string) ([]renderedObject, error) {
 	values := map[string]any{}
+	if spec != nil {
+		// A copy, since setPath writes into the maps of the spec.
+		data, err := yaml.Marshal(spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := yaml.Unmarshal(data, &values); err != nil {
+			return nil, err
+		}
+	}
 	for _, path := range slices.Sorted(maps.Keys(overrides)) {
 		setPath(values, strings.Split(path, "."), overrides[path] == "true")
 	}
@@ -227,37 +335,55 @@ func setPath(values map[string]any, keys []string, v any) {
 	values[keys[len(keys)-1]] = v
 }
 
-// reviewSafeDefault is the report's topic on the cluster-scoped objects the chart's defaults
-// render, if any.
+// reviewSafeDefault is the report's topics on the cluster-scoped and RBAC objects the chart's
+// defaults render and its templates can render, if any.
 func (r *Report) reviewSafeDefault(sd safeDefault, chartDir string) {
 	if sd.RenderErr != nil {
-		r.add("Cluster-scoped objects of the chart's defaults", fmt.Sprintf("not checked: the chart does not render with its defaults alone: %v", sd.RenderErr))
+		r.add("Cluster-scoped and RBAC objects of the chart's defaults", fmt.Sprintf("not checked: the chart does not render with its defaults alone: %v", sd.RenderErr))
 		return
 	}
-	if len(sd.Undeclared) == 0 {
-		return
+	var set []string
+	for _, k := range slices.Sorted(maps.Keys(sd.Overrides)) {
+		set = append(set, k+"="+sd.Overrides[k])
 	}
-	lines := []string{fmt.Sprintf("with its defaults the chart renders %s, cluster-scoped and not declared (%s): "+
-		"the operator would refuse every CR of the kind", strings.Join(sd.Undeclared, ", "), chartpolicy.ClusterScopedKindsAnnotation)}
-	if len(sd.Overrides) > 0 {
-		var set []string
-		for _, k := range slices.Sorted(maps.Keys(sd.Overrides)) {
-			set = append(set, k+"="+sd.Overrides[k])
+	if len(sd.Undeclared) > 0 {
+		lines := []string{fmt.Sprintf("with its defaults the chart renders %s, which it does not declare (cluster-scoped kinds in %s, "+
+			"Roles and RoleBindings in %s): the operator may not create them, so every CR of the kind would fail",
+			strings.Join(sd.Undeclared, ", "), chartpolicy.ClusterScopedKindsAnnotation, chartpolicy.RBACKindsAnnotation)}
+		if len(sd.Overrides) > 0 {
+			lines = append(lines, fmt.Sprintf("safe default: watches.yaml sets overrideValues %s over every CR's spec", strings.Join(set, ", ")))
 		}
-		lines = append(lines, fmt.Sprintf("safe default: watches.yaml sets overrideValues %s over every CR's spec", strings.Join(set, ", ")))
+		if len(sd.Left) > 0 {
+			lines = append(lines, fmt.Sprintf("no boolean value of values.yaml turns off %s: set overrideValues in watches.yaml "+
+				"that do, or declare the kinds; until then go test ./test/charts fails", strings.Join(sd.Left, ", ")))
+		} else {
+			lines = append(lines, "under it the chart renders no cluster-scoped or RBAC object it does not declare")
+		}
+		lines = append(lines, fmt.Sprintf("to offer the cluster-scoped objects instead (the administrator's decision: a ClusterRole's rules hold in every namespace, "+
+			"and any tenant who may create the kind's CRs gets them), declare their kinds in %s/Chart.yaml's %s and remove the override",
+			chartDir, chartpolicy.ClusterScopedKindsAnnotation))
+		r.add("Cluster-scoped and RBAC objects of the chart's defaults: an administrator's decision", lines...)
 	}
-	if len(sd.Left) > 0 {
-		lines = append(lines, fmt.Sprintf("no boolean value of values.yaml turns off %s: set overrideValues in watches.yaml "+
-			"that do, or declare the kinds; until then go test ./test/charts fails", strings.Join(sd.Left, ", ")))
-	} else {
-		lines = append(lines, "under it the chart renders no cluster-scoped object it does not declare")
+	if len(sd.RBACTemplates) > 0 {
+		lines := []string{"the chart's templates can render, with some values, " + strings.Join(sd.RBACTemplates, "; ")}
+		if len(sd.Pinned) > 0 {
+			lines = append(lines, fmt.Sprintf("watches.yaml pins %s to the defaults in overrideValues: a spec that turned them would render them",
+				strings.Join(sd.Pinned, ", ")))
+		}
+		lines = append(lines, "with values that render them, the manager role has no rule on them (make manifests), "+
+			"so the apiserver refuses them unless another kind's chart declares them",
+			fmt.Sprintf("to offer them (the administrator's decision: through them the operator grants any right it holds in the namespace, "+
+				"reading its Secrets among them, to the subjects the values name), declare them in %s/Chart.yaml's %s and remove the overrides: "+
+				"the kind's editor role then leaves edit, to be bound explicitly", chartDir, chartpolicy.RBACKindsAnnotation))
+		r.add("Roles and RoleBindings the chart does not declare", lines...)
 	}
-	if len(sd.RBAC) > 0 {
-		lines = append(lines, fmt.Sprintf("it renders %s in the CR's namespace: the apiserver lets the operator grant only rights it holds itself",
-			strings.Join(sd.RBAC, ", ")))
+	if len(sd.DeclaredRBAC) > 0 {
+		lines := []string{fmt.Sprintf("the chart declares the RBAC kinds %v (%s): the manager role gets Helm's verbs on them, never bind or escalate, "+
+			"and through them the operator grants any right it holds in the namespace, reading its Secrets among them, to the subjects the values name; "+
+			"so its editor role is not aggregated to edit: bind it to those who may have that", sd.DeclaredRBAC, chartpolicy.RBACKindsAnnotation)}
+		if len(sd.RBAC) > 0 {
+			lines = append(lines, "with its defaults it renders "+strings.Join(sd.RBAC, ", "))
+		}
+		r.add("Roles and RoleBindings the chart declares: an administrator's decision", lines...)
 	}
-	lines = append(lines, fmt.Sprintf("to offer the cluster-scoped objects instead (the administrator's decision: a ClusterRole's rules hold in every namespace, "+
-		"and any tenant who may create the kind's CRs gets them), declare their kinds in %s/Chart.yaml's %s and remove the override",
-		chartDir, chartpolicy.ClusterScopedKindsAnnotation))
-	r.add("Cluster-scoped objects of the chart's defaults: an administrator's decision", lines...)
 }

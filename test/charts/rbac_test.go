@@ -349,15 +349,15 @@ func markerNeeds(t *testing.T) map[permission]string {
 }
 
 // needs is every permission the operator needs, with the reason: Helm's verbs on every kind
-// a chart can render, but the cluster-scoped kinds it does not declare (the operator refuses
-// those), and what the CR kinds, the helm-operator and the markers need.
+// a chart can render, but the cluster-scoped and RBAC kinds it does not declare (the operator
+// may not create those), and what the CR kinds, the helm-operator and the markers need.
 func needs(t *testing.T) map[permission]string {
 	t.Helper()
 	out := map[permission]string{}
 	declared := declaredByChart(t)
 	for chartName, kinds := range renderableKinds(t) {
 		for _, r := range kinds {
-			if r.cluster && !slices.Contains(declared[chartName], r.gk) {
+			if needsDeclaration(r.gk, r.cluster) && !slices.Contains(declared[chartName], r.gk) {
 				continue
 			}
 			for _, v := range helmVerbs {
@@ -381,15 +381,32 @@ func needs(t *testing.T) map[permission]string {
 	return out
 }
 
-// declaredByChart are the cluster-scoped kinds each chart declares.
+// declaredByChart are the cluster-scoped and RBAC kinds each chart declares.
 func declaredByChart(t *testing.T) map[string][]schema.GroupKind {
 	t.Helper()
 	out := map[string][]schema.GroupKind{}
 	for _, w := range watchList(t) {
 		chartName := strings.ToLower(w.Kind)
-		out[chartName] = declaredKinds(t, loadChart(t, chartName))
+		out[chartName] = append(declaredKinds(t, loadChart(t, chartName)), declaredRBACKinds(t, chartName)...)
 	}
 	return out
+}
+
+// declaredRBACKinds are the Roles and RoleBindings a chart declares.
+func declaredRBACKinds(t *testing.T, chartName string) []schema.GroupKind {
+	t.Helper()
+	kinds, err := chartpolicy.RBACKinds(loadChart(t, chartName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kinds
+}
+
+// needsDeclaration tells whether a chart must declare a kind for the operator to create it:
+// a cluster-scoped kind, or a Role or RoleBinding, through which the operator would grant what
+// it holds to a subject the values name.
+func needsDeclaration(gk schema.GroupKind, cluster bool) bool {
+	return cluster || chartpolicy.IsNamespacedRBAC(gk)
 }
 
 // Every permission the charts and the code need is granted to the ServiceAccount: a chart
@@ -416,8 +433,8 @@ func TestServiceAccountHasWhatItNeeds(t *testing.T) {
 			if !slices.ContainsFunc(canRender[chartName], func(r renderable) bool { return r.gk == gvk.GroupKind() }) {
 				t.Errorf("chart %s renders %s, which chartpolicy.Objects does not find in its templates", chartName, gvk)
 			}
-			if isClusterScoped(t, gvk.GroupKind()) && !slices.Contains(declared[chartName], gvk.GroupKind()) {
-				continue // TestClusterScopedKindsDeclared
+			if needsDeclaration(gvk.GroupKind(), isClusterScoped(t, gvk.GroupKind())) && !slices.Contains(declared[chartName], gvk.GroupKind()) {
+				continue // TestClusterScopedKindsDeclared, TestRBACKindsDeclared
 			}
 			for _, v := range helmVerbs {
 				if p := (permission{gvk.Group, resourceOf(gvk), v}); !have[p] {
@@ -428,16 +445,16 @@ func TestServiceAccountHasWhatItNeeds(t *testing.T) {
 	}
 }
 
-// A cluster-scoped kind a chart can render but does not declare gets no rule (make manifests
-// warns of it instead), unless another chart declares it or the code needs it: the operator
-// may not create what the administrator did not allow.
+// A cluster-scoped or RBAC kind a chart can render but does not declare gets no rule (make
+// manifests warns of it instead), unless another chart declares it or the code needs it: the
+// operator may not create what the administrator did not allow.
 func TestUndeclaredClusterScopedKindsNotGranted(t *testing.T) {
 	have := granted(t)
 	need := needs(t)
 	declared := declaredByChart(t)
 	for chartName, kinds := range renderableKinds(t) {
 		for _, r := range kinds {
-			if !r.cluster || slices.Contains(declared[chartName], r.gk) {
+			if !needsDeclaration(r.gk, r.cluster) || slices.Contains(declared[chartName], r.gk) {
 				continue
 			}
 			p := permission{r.resource.Group, r.resource.Resource, "create"}
@@ -501,8 +518,9 @@ func TestRBACHasNoWildcards(t *testing.T) {
 
 // Users' roles: per kind an editor and a viewer ClusterRole. Viewers aggregate to "view".
 // Editors aggregate to "edit" (and so to "admin") only when their chart renders nothing
-// cluster-scoped: otherwise a namespace editor could make the operator create what the
-// editor may not, so binding that editor role is a cluster-admin-level decision.
+// cluster-scoped and declares no Role or RoleBinding: otherwise a namespace editor could make
+// the operator create what the editor may not, so binding that editor role is a
+// cluster-admin-level decision.
 func TestUserRolesAggregation(t *testing.T) {
 	rendered := renderedKinds(t)
 	plurals := crPlurals(t)
@@ -534,10 +552,10 @@ func TestUserRolesAggregation(t *testing.T) {
 				if labels["rbac.authorization.k8s.io/aggregate-to-view"] != "true" {
 					t.Errorf("%s viewer role does not aggregate to view", w.Kind)
 				}
-			case len(clusterKinds) > 0:
+			case len(clusterKinds) > 0 || len(declaredRBACKinds(t, chartName)) > 0:
 				for _, l := range []string{"aggregate-to-edit", "aggregate-to-admin"} {
 					if _, ok := labels["rbac.authorization.k8s.io/"+l]; ok {
-						t.Errorf("%s renders cluster-scoped %v, yet its editor role has %s", w.Kind, clusterKinds, l)
+						t.Errorf("%s renders cluster-scoped %v or declares RBAC kinds, yet its editor role has %s", w.Kind, clusterKinds, l)
 					}
 				}
 			default:
@@ -556,5 +574,28 @@ func TestUserRolesAggregation(t *testing.T) {
 	}
 	if strings.Join(pool, ",") != "StorageClass" {
 		t.Errorf("WarpdrivePool renders cluster-scoped %v, want exactly its StorageClass", pool)
+	}
+}
+
+// Every Role and RoleBinding a chart renders with its sample or the other values of
+// renderCases is declared in its Chart.yaml (chartpolicy.RBACKindsAnnotation): the manager role
+// has no rule on the others. Every declared kind can be rendered by the chart's templates, so
+// that no stale declaration keeps the rule and the editor role out of edit for nothing.
+func TestRBACKindsDeclared(t *testing.T) {
+	cases := renderCases(t)
+	canRender := renderableKinds(t)
+	for _, w := range watchList(t) {
+		chartName := strings.ToLower(w.Kind)
+		declared := declaredRBACKinds(t, chartName)
+		for gk := range kindsRendered(t, chartName, cases[chartName]) {
+			if chartpolicy.IsNamespacedRBAC(gk) && !slices.Contains(declared, gk) {
+				t.Errorf("chart %s renders %s, which Chart.yaml does not declare in %s", chartName, gk, chartpolicy.RBACKindsAnnotation)
+			}
+		}
+		for _, gk := range declared {
+			if !slices.ContainsFunc(canRender[chartName], func(r renderable) bool { return r.gk == gk }) {
+				t.Errorf("chart %s declares %s, which no template of it can render: a stale declaration", chartName, gk)
+			}
+		}
 	}
 }
