@@ -250,6 +250,33 @@ func TestAddRefusesUndeclaredRBAC(t *testing.T) {
 	}
 }
 
+// A boolean a spec could turn to render a Role the chart does not declare is pinned to its
+// default by overrideValues.
+func TestAddPinsWhatWouldRenderUndeclaredRBAC(t *testing.T) {
+	optIn := filepath.Join(t.TempDir(), "plotboard")
+	copyDir(t, filepath.Join("testdata", "plotboard"), optIn)
+	role, err := os.ReadFile(filepath.Join(optIn, "templates", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(optIn, "templates", "role.yaml"),
+		strings.Replace(string(role), "if and .Values.rbac.create .Values.rbac.namespaced", "if .Values.rbac.namespaced", 1))
+	root := smallRepo(t)
+	r, err := Add(Options{Root: root, Chart: optIn, Kind: "Plotboard", Group: "monitoring.example.com", Version: "v1", Manifests: fakeManifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches, _ := os.ReadFile(filepath.Join(root, "watches.yaml"))
+	if !strings.HasSuffix(string(watches), "  overrideValues:\n    rbac.create: \"false\"\n    rbac.namespaced: \"false\"\n") {
+		t.Errorf("watches.yaml:\n%s", watches)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	if !strings.Contains(out.String(), "watches.yaml pins rbac.namespaced to the defaults") {
+		t.Errorf("the report does not name the pinned value:\n%s", out.String())
+	}
+}
+
 // Grafana's chart let a tenant who may edit its CRs read every Secret of the namespace: a
 // ServiceAccount of their own in serviceAccount.name, and rbac.extraRoleRules that read
 // Secrets. Added by add-kind, the plotboard chart, shaped like it, renders no RBAC object for
