@@ -21,21 +21,31 @@ import (
 
 // The objects each chart renders for its sample, by release name and spec.
 var sampleObjects = map[string]func(release string, spec map[string]any) []string{
-	"WarpdrivePool": func(release string, _ map[string]any) []string {
-		return []string{"ConfigMap/" + release, "Service/" + release, "StatefulSet/" + release, "StorageClass/" + namespace + "." + release}
+	"WarpdrivePool": func(release string, spec map[string]any) []string {
+		return withBudget(spec, release, "ConfigMap/"+release, "Service/"+release, "StatefulSet/"+release, "StorageClass/"+namespace+"."+release)
 	},
 	"AppService": func(release string, spec map[string]any) []string {
-		return []string{"Deployment/" + spec["deploymentName"].(string), "Service/" + release}
+		return withBudget(spec, release, "Deployment/"+spec["deploymentName"].(string), "Service/"+release)
 	},
-	"UnitedDeployment": func(_ string, spec map[string]any) []string {
-		return []string{"Deployment/" + spec["deploymentName"].(string)}
+	"UnitedDeployment": func(release string, spec map[string]any) []string {
+		return withBudget(spec, release, "Deployment/"+spec["deploymentName"].(string))
 	},
-	"Guestbook": func(release string, _ map[string]any) []string {
-		return []string{"Deployment/" + release, "Service/" + release}
+	"Guestbook": func(release string, spec map[string]any) []string {
+		return withBudget(spec, release, "Deployment/"+release, "Service/"+release)
 	},
 	"Memcached": func(release string, _ map[string]any) []string {
 		return []string{"Deployment/" + release, "PodDisruptionBudget/" + release}
 	},
+}
+
+// withBudget is keys, sorted, with the release's PodDisruptionBudget when the spec asks for
+// more than one replica: a chart renders one only then.
+func withBudget(spec map[string]any, release string, keys ...string) []string {
+	if n, _ := spec["replicas"].(int64); n > 1 {
+		keys = append(keys, "PodDisruptionBudget/"+release)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Every watched kind has a chart and a sample, which renders; a house chart renders exactly
@@ -114,7 +124,7 @@ nodeSelector: {disktype: ssd}
 resources: {limits: {memory: 1Gi}}
 `))
 	checkCommon(t, r, "warpdrivepool", release)
-	if got, want := r.keys(), []string{"ConfigMap/pool-a", "Service/pool-a", "StatefulSet/pool-a", "StorageClass/fast-pool"}; !reflect.DeepEqual(got, want) {
+	if got, want := r.keys(), []string{"ConfigMap/pool-a", "PodDisruptionBudget/pool-a", "Service/pool-a", "StatefulSet/pool-a", "StorageClass/fast-pool"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("objects %v, want %v", got, want)
 	}
 
@@ -130,10 +140,12 @@ resources: {limits: {memory: 1Gi}}
 	if c.Image != "registry.example.com/pool:2.0" || c.EnvFrom[0].ConfigMapRef.Name != "pool-a" {
 		t.Errorf("container: image %q, envFrom %+v", c.Image, c.EnvFrom)
 	}
-	// Limits from the spec and the default requests are both kept.
+	// A limit from the spec replaces its default; the other defaults are kept.
 	wantRes := corev1.ResourceRequirements{
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("256Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("64Mi")},
 	}
 	if !equalResources(c.Resources, wantRes) {
 		t.Errorf("resources %v, want %v", c.Resources, wantRes)

@@ -243,8 +243,8 @@ func TestCRDAgreesWithChartSchema(t *testing.T) {
 			{"{capacity: 1Gi, nodeSelector: {" + strings.Repeat("k", 318) + ": a}}", false},
 			{"{capacity: 1Gi, nodeSelector: {zone: " + strings.Repeat("v", 63) + "}}", true},
 			{"{capacity: 1Gi, nodeSelector: {zone: " + strings.Repeat("v", 64) + "}}", false},
-			// 16 with the cpu and memory that values.yaml merges in.
-			{"{capacity: 1Gi, resources: {requests: " + flowMap(14, "example.com/r", "1") + "}}", true},
+			// 16 with the cpu, memory and ephemeral-storage that values.yaml merges in.
+			{"{capacity: 1Gi, resources: {requests: " + flowMap(13, "example.com/r", "1") + "}}", true},
 			{"{capacity: 1Gi, resources: {limits: " + flowMap(17, "example.com/r", "1") + "}}", false},
 			{"{capacity: 1Gi, resources: {limits: {" + strings.Repeat("r", 318) + ": 1}}}", false},
 			{"{capacity: 1Gi, resources: {limits: {memory: '1" + strings.Repeat("0", 64) + "'}}}", false},
