@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,7 +49,7 @@ func managerManifests(t *testing.T) (*corev1.Namespace, *appsv1.Deployment) {
 // The operator's namespace admits only restricted pods, and the manager pod is one: both
 // containers non-root, without privilege escalation or capabilities, seccomp RuntimeDefault,
 // read-only root filesystems with a writable /tmp (Helm's home, cache and config), probes
-// and resources.
+// and resources, ephemeral storage among them.
 func TestManagerPodIsRestricted(t *testing.T) {
 	ns, d := managerManifests(t)
 	for _, mode := range []string{"enforce", "audit", "warn"} {
@@ -58,6 +59,22 @@ func TestManagerPodIsRestricted(t *testing.T) {
 	}
 	tmpl := &d.Spec.Template
 	checkPod(t, "manager Deployment", tmpl)
+	// The pod runs as the image's user and group (the Dockerfile's USER), which the image's
+	// files (root's, readable by all) let run /manager and read the charts.
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user string
+	for _, line := range strings.Split(string(dockerfile), "\n") {
+		if u, ok := strings.CutPrefix(line, "USER "); ok {
+			user = strings.TrimSpace(u)
+		}
+	}
+	if sc := tmpl.Spec.SecurityContext; sc == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil ||
+		fmt.Sprintf("%d:%d", *sc.RunAsUser, *sc.RunAsGroup) != user {
+		t.Errorf("pod securityContext %+v: want runAsUser:runAsGroup %s, the Dockerfile's USER", sc, user)
+	}
 	if len(tmpl.Spec.Containers) != 2 {
 		t.Fatalf("containers %d, want the manager and the sidecar", len(tmpl.Spec.Containers))
 	}
@@ -93,7 +110,7 @@ func TestManagerPodIsRestricted(t *testing.T) {
 				t.Errorf("%s: %s probe port %v is not where --health-probe-bind-address serves", c.Name, name, p.HTTPGet.Port)
 			}
 		}
-		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
 			req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
 			if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
 				t.Errorf("%s: %s request %v, limit %v; want both, request <= limit", c.Name, res, req.String(), lim.String())
