@@ -25,6 +25,7 @@ KUBE_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/v
 KUBECTL ?= $(LOCALBIN)/kubectl
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+KUBE_SCORE ?= $(LOCALBIN)/kube-score
 GO_TEST_FLAGS ?= -count=1
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -51,7 +52,7 @@ manifests: ## Generate from watches.yaml and the charts the CRDs and every file 
 ADD_KIND_VERSION = $(if $(filter command line,$(origin VERSION)),$(VERSION),v1alpha1)
 
 .PHONY: add-kind
-add-kind: ## Make an existing chart a kind: CHART=<chart dir or .tgz> KIND=<Kind> GROUP=<api group> [VERSION=v1alpha1]; runs make manifests, says what to review.
+add-kind: $(KUBE_SCORE) ## Make an existing chart a kind: CHART=<chart dir or .tgz> KIND=<Kind> GROUP=<api group> [VERSION=v1alpha1]; runs make manifests, says what to review.
 	go run ./hack/addkind -chart "$(CHART)" -kind "$(KIND)" -group "$(GROUP)" -version "$(ADD_KIND_VERSION)"
 
 .PHONY: fmt
@@ -79,9 +80,10 @@ test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite
 	$(MAKE) test-faults
 
 # kustomize renders config/default, whose Deployment gives the binaries their flags
-# (internal/podargs; test/framework checks the suites use them).
+# (internal/podargs; test/framework checks the suites use them). The chart tests' lint gate
+# (test/charts/lint_test.go) runs kube-score over config/default and the five charts.
 .PHONY: test-unit
-test-unit: $(KUSTOMIZE) ## Unit and chart tests (no cluster).
+test-unit: $(KUSTOMIZE) $(KUBE_SCORE) ## Unit and chart tests (no cluster), the kube-score lint gate among them.
 	go test $(GO_TEST_FLAGS) $(UNIT_PACKAGES)
 
 .PHONY: lint
@@ -350,3 +352,9 @@ $(KUSTOMIZE): hack/tools/kustomize/go.mod
 
 $(GOLANGCI_LINT): hack/tools/lint/go.mod
 	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+# The manifest linter of the lint gate and of make add-kind's report (internal/kubescore).
+.PHONY: kube-score
+kube-score: $(KUBE_SCORE) ## Build bin/kube-score (pinned in hack/tools/kube-score).
+$(KUBE_SCORE): hack/tools/kube-score/go.mod
+	cd hack/tools/kube-score && go build -o $@ github.com/zegl/kube-score/cmd/kube-score

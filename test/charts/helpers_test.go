@@ -222,11 +222,13 @@ func installChart(t *testing.T, c *chart.Chart, release string, values map[strin
 		return nil, err
 	}
 	r := parseManifest(t, rel.Manifest)
+	r.manifest = rel.Manifest
 	for _, h := range rel.Hooks {
 		if testOnly(h) {
 			r.testHooks = append(r.testHooks, h.Kind+"/"+h.Name)
 			continue
 		}
+		r.manifest += "\n---\n" + h.Manifest
 		hooks := parseManifest(t, h.Manifest)
 		for key, obj := range hooks.objects {
 			if _, dup := r.hooks[key]; dup {
@@ -267,6 +269,8 @@ type rendered struct {
 	// hooks are the hooks the operator runs: all but helm test's, listed in testHooks.
 	hooks     map[string]runtime.Object
 	testHooks []string
+	// manifest is the YAML of the objects and hooks, as the operator applies them.
+	manifest string
 }
 
 // all calls yield with every object the operator creates for the release: its manifest's
