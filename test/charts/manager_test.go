@@ -46,6 +46,10 @@ func managerManifests(t *testing.T) (*corev1.Namespace, *appsv1.Deployment) {
 	return ns, d
 }
 
+// dockerfilePath is the manager image's Dockerfile. It is read from this repository, not from
+// $WARPDRIVE_CHARTS_ROOT's copy, as kubeModFile is.
+const dockerfilePath = "../../Dockerfile"
+
 // The operator's namespace admits only restricted pods, and the manager pod is one: both
 // containers non-root, without privilege escalation or capabilities, seccomp RuntimeDefault,
 // read-only root filesystems with a writable /tmp (Helm's home, cache and config), probes
@@ -61,7 +65,7 @@ func TestManagerPodIsRestricted(t *testing.T) {
 	checkPod(t, "manager Deployment", tmpl)
 	// The pod runs as the image's user and group (the Dockerfile's USER), which the image's
 	// files (root's, readable by all) let run /manager and read the charts.
-	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	dockerfile, err := os.ReadFile(dockerfilePath)
 	if err != nil {
 		t.Fatal(err)
 	}
