@@ -64,6 +64,8 @@ var SuiteFlags = map[string]string{
 	// test/e2e's TestPoisonCRQuarantined turns the render bounds off, so that a template bomb
 	// kills the manager and the quarantine is what stops the crash loop.
 	"render-workers": "test/e2e lets a template bomb kill the manager, to check the quarantine",
+	// test/security's TestTemplateBombsRefused waits for the CPU bomb's deadline: 5 s, not 30.
+	"render-timeout": "test/security's CPU bomb is refused at a shorter deadline, the same path",
 }
 
 // StockArgs is the stock helm-operator's configuration: the arguments operator-sdk's Helm
