@@ -30,6 +30,9 @@ type Options struct {
 	// Manifests regenerates what make manifests generates in root and returns what it
 	// printed; nil runs make manifests there.
 	Manifests func(root string) ([]byte, error)
+	// KubeScore is the kube-score binary the report lints the chart with; "" is
+	// bin/kube-score under Root (make add-kind builds it).
+	KubeScore string
 }
 
 // Paths in the repository, relative to its root.
@@ -180,6 +183,7 @@ func Add(o Options) (*Report, error) {
 		Written: changedFiles(before, after),
 	}
 	r.review(c, crd, safe, before, after)
+	r.reviewLint(c, safe.Overrides, kubeScoreBinary(o))
 	return r, nil
 }
 
