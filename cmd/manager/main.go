@@ -100,6 +100,7 @@ func main() {
 	flag.Parse()
 	log := setupLog(&common)
 	opts.LeaderElection = common.LeaderElect
+	opts.RenderJournal = common.LeaderElectionID + "-render-journal"
 	var err error
 	opts.SigningKey, err = operator.SigningKeySecret(signingKey, common.LeaderElectionNamespace)
 	exitOn(err, log, "locating the release signing key")

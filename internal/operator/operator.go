@@ -41,6 +41,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -89,6 +90,10 @@ type Options struct {
 	// RenderBounds bound each render of a chart with a CR's values, checked in a worker
 	// process first (internal/renderbound, layer_renderbounds.go); no Workers: unchecked.
 	RenderBounds renderbound.Bounds
+	// RenderJournal names the render journal's ConfigMap in the operator's namespace
+	// (renderjournal.go): one per leader election, so that two operators that elect their
+	// leaders apart never count each other's renders as their own deaths. Empty: the default.
+	RenderJournal string
 }
 
 // Setup adds to mgr, for every kind in the watches file, the kind's controllers (setupKind,
@@ -133,7 +138,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	// The render journal, loaded once this process leads: see renderjournal.go.
 	s.journal = newRenderJournal(&configMapJournal{reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
-		key: types.NamespacedName{Namespace: opts.SigningKey.Namespace, Name: journalConfigMap}})
+		key: types.NamespacedName{Namespace: opts.SigningKey.Namespace, Name: cmp.Or(opts.RenderJournal, journalConfigMap)}})
 	if err := mgr.Add(s.journal); err != nil {
 		return err
 	}

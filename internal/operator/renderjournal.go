@@ -29,7 +29,7 @@ import (
 // reconciles, so one journal serves both replicas. The manager's ClusterRole already grants
 // get, create and update on ConfigMaps (the charts render them).
 
-// journalConfigMap is the name of the journal's ConfigMap, in the operator's namespace.
+// journalConfigMap is the name of the journal's ConfigMap where Options.RenderJournal names none.
 const journalConfigMap = "warpdrive-render-journal"
 
 // journalDataKey is the ConfigMap's key that holds the journal (journalState, JSON).
