@@ -117,8 +117,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err != nil {
 			return err
 		}
+		rbacKinds, err := chartpolicy.RBACKinds(w.Chart)
+		if err != nil {
+			return err
+		}
 		policies = append(policies, trustedconfig.KindPolicy{GVK: w.GroupVersionKind, Chart: w.Chart.Name(),
-			ClusterKinds: clusterKinds, Hooks: chartpolicy.HasHooks(w.Chart),
+			ClusterKinds: clusterKinds, RBACKinds: rbacKinds, Hooks: chartpolicy.HasHooks(w.Chart),
 			InstallsCRDs: chartpolicy.InstallsCRDs(w.Chart, clusterKinds)})
 	}
 	if s.configs, err = trustedconfig.New(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET); err != nil {

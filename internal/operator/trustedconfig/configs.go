@@ -41,7 +41,8 @@ type KindPolicy struct {
 	GVK          schema.GroupVersionKind
 	Chart        string // the chart's name, as release records carry it
 	ClusterKinds []schema.GroupKind
-	Hooks        bool // the chart has Helm hooks; without them no hook of any record runs
+	RBACKinds    []schema.GroupKind // the Roles and RoleBindings the chart declares (chartpolicy.RBACKinds)
+	Hooks        bool               // the chart has Helm hooks; without them no hook of any record runs
 	// InstallsCRDs: the chart installs CustomResourceDefinitions, so its templates may ask
 	// .Capabilities for an API the same action has just added. Its releases read the
 	// capabilities afresh for each action, as Helm does, never the shared ones.
@@ -198,7 +199,7 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 	}
 	reads := &updateReads{}
 	kc.Factory = cmdutil.NewFactory(updateReadsGetter{RESTClientGetter: getter, reads: reads})
-	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds, reads)
+	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds, policy.RBACKinds, reads)
 	// The release is named after its CR (helm-operator-plugins' reconciler).
 	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName(),
 		clusterKinds: policy.ClusterKinds}

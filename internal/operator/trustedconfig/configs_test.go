@@ -13,6 +13,7 @@ func testMapper() meta.RESTMapper {
 	m.Add(configMapGVK, meta.RESTScopeNamespace)
 	m.Add(storageClassGVK, meta.RESTScopeRoot)
 	m.Add(clusterRoleGVK, meta.RESTScopeRoot)
+	m.Add(roleBindingGVK, meta.RESTScopeNamespace)
 	return m
 }
 
@@ -26,20 +27,23 @@ func TestConfinedManifest(t *testing.T) {
 		}
 		return "---\n" + s
 	}
+	binding := "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: b\n"
 	cases := []struct {
 		name, manifest, refuse string
-		kinds                  []schema.GroupKind
+		kinds, rbac            []schema.GroupKind
 	}{
-		{"no namespace", cm(""), "", nil},
-		{"own namespace", cm("t1"), "", nil},
-		{"another namespace", cm("t1") + cm("t2"), "outside the release's namespace", nil},
-		{"declared StorageClass", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n", "", sc},
-		{"undeclared StorageClass", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n", "not a kind this chart renders", nil},
-		{"ClusterRole", "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n", "not a kind", sc},
-		{"unknown kind", "---\napiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: r\n", "example.com", sc},
+		{"no namespace", cm(""), "", nil, nil},
+		{"own namespace", cm("t1"), "", nil, nil},
+		{"another namespace", cm("t1") + cm("t2"), "outside the release's namespace", nil, nil},
+		{"declared StorageClass", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n", "", sc, nil},
+		{"undeclared StorageClass", "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: s\n", "not a kind this chart renders", nil, nil},
+		{"ClusterRole", "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n", "not a kind", sc, nil},
+		{"unknown kind", "---\napiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: r\n", "example.com", sc, nil},
+		{"undeclared RoleBinding", binding, "does not declare the kind", nil, nil},
+		{"declared RoleBinding", binding, "", nil, []schema.GroupKind{roleBindingGVK.GroupKind()}},
 	}
 	for _, tc := range cases {
-		err := confinedManifest(testMapper(), "t1", tc.kinds, tc.manifest)
+		err := confinedManifest(testMapper(), "t1", tc.kinds, tc.rbac, tc.manifest)
 		switch {
 		case tc.refuse == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)

@@ -10,11 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 )
 
 // confinedKube is Helm's Kubernetes client for one release, confined to what the release's
 // chart may touch: namespaced objects in the release's namespace, and the cluster-scoped
-// kinds the chart declares (internal/chartpolicy). Helm turns every manifest into objects
+// kinds the chart declares, and of Roles and RoleBindings only those it declares
+// (internal/chartpolicy). Helm turns every manifest into objects
 // through Build before it creates, updates, deletes, adopts or waits for them (the rendered
 // chart, a release record's manifest and hooks, helm-operator-plugins' drift repair), so a
 // manifest naming anything else fails there, whatever record it came from. The other calls
@@ -26,26 +29,41 @@ type confinedKube struct {
 	*kube.Client
 	namespace string
 	cluster   map[schema.GroupKind]bool // cluster-scoped kinds the chart may render
+	rbac      map[schema.GroupKind]bool // Roles and RoleBindings, if the chart declares them
 	// reads answers the repeated reads of an update, through the client's REST configs; nil:
 	// every read goes to the API server.
 	reads *updateReads
 }
 
-func newConfinedKube(c *kube.Client, namespace string, clusterKinds []schema.GroupKind, reads *updateReads) *confinedKube {
-	allowed := make(map[schema.GroupKind]bool, len(clusterKinds))
-	for _, gk := range clusterKinds {
-		allowed[gk] = true
+func newConfinedKube(c *kube.Client, namespace string, clusterKinds, rbacKinds []schema.GroupKind, reads *updateReads) *confinedKube {
+	return &confinedKube{Client: c, namespace: namespace, cluster: kindSet(clusterKinds), rbac: kindSet(rbacKinds), reads: reads}
+}
+
+func kindSet(kinds []schema.GroupKind) map[schema.GroupKind]bool {
+	set := make(map[schema.GroupKind]bool, len(kinds))
+	for _, gk := range kinds {
+		set[gk] = true
 	}
-	return &confinedKube{Client: c, namespace: namespace, cluster: allowed, reads: reads}
+	return set
 }
 
 // outsideReleaseError says that a manifest names an object the release may not touch.
 type outsideReleaseError struct {
 	kind, namespace, name, releaseNamespace string
 	clusterKinds                            []string
+	// undeclaredRBAC: a Role or RoleBinding of the release's namespace, of a chart that does
+	// not declare them. The manager's rights on them are cluster-wide once any chart declares
+	// them, so without this another kind's values (an extraDeploy, an object through tpl)
+	// could bind what the operator holds to a subject the tenant names.
+	undeclaredRBAC bool
 }
 
 func (e *outsideReleaseError) Error() string {
+	if e.undeclaredRBAC {
+		return fmt.Sprintf("refused: %s %s/%s grants rights to a subject the values may name, and this chart does not declare "+
+			"the kind (Chart.yaml annotation %s); a release may only create the RBAC objects its chart declares",
+			e.kind, e.namespace, e.name, chartpolicy.RBACKindsAnnotation)
+	}
 	if e.namespace != "" {
 		return fmt.Sprintf("refused: %s %s/%s is outside the release's namespace %q; a release may only touch objects of its own namespace",
 			e.kind, e.namespace, e.name, e.releaseNamespace)
@@ -68,6 +86,9 @@ func (c *confinedKube) check(resources kube.ResourceList) error {
 		if info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 			if info.Namespace != c.namespace {
 				return &outsideReleaseError{kind: gk.String(), namespace: info.Namespace, name: info.Name, releaseNamespace: c.namespace}
+			}
+			if chartpolicy.IsNamespacedRBAC(gk) && !c.rbac[gk] {
+				return &outsideReleaseError{kind: gk.String(), namespace: info.Namespace, name: info.Name, undeclaredRBAC: true}
 			}
 			continue
 		}

@@ -19,13 +19,17 @@ var (
 	configMapGVK    = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	storageClassGVK = schema.GroupVersionKind{Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass"}
 	clusterRoleGVK  = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}
+	roleBindingGVK  = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}
+	roleGVK         = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}
 )
 
 // A release touches objects of its namespace and the cluster-scoped kinds its chart
 // declares, and nothing else, whatever manifest it is given.
 func TestConfinedKubeRefusesWhatTheChartCannotRender(t *testing.T) {
-	pool := newConfinedKube(nil, "t1", []schema.GroupKind{storageClassGVK.GroupKind()}, nil)
-	app := newConfinedKube(nil, "t1", nil, nil)
+	pool := newConfinedKube(nil, "t1", []schema.GroupKind{storageClassGVK.GroupKind()}, nil, nil)
+	app := newConfinedKube(nil, "t1", nil, nil, nil)
+	// A chart that declares its RoleBindings (warpdrive.transwarp.io/rbac-kinds), not its Roles.
+	binder := newConfinedKube(nil, "t1", nil, []schema.GroupKind{roleBindingGVK.GroupKind()}, nil)
 	cases := []struct {
 		name   string
 		c      *confinedKube
@@ -39,6 +43,9 @@ func TestConfinedKubeRefusesWhatTheChartCannotRender(t *testing.T) {
 		{"undeclared cluster-scoped kind", app, info(storageClassGVK, meta.RESTScopeRoot, "", "fast"), "its cluster-scoped kinds: none"},
 		{"another cluster-scoped kind", pool, info(clusterRoleGVK, meta.RESTScopeRoot, "", "admin"), "ClusterRole.rbac.authorization.k8s.io"},
 		{"no mapping", app, &resource.Info{Name: "x", Namespace: "t1"}, "scope is unknown"},
+		{"undeclared RoleBinding in its namespace", app, info(roleBindingGVK, meta.RESTScopeNamespace, "t1", "read-secrets"), "does not declare the kind"},
+		{"undeclared Role in its namespace", binder, info(roleGVK, meta.RESTScopeNamespace, "t1", "read-secrets"), "Role.rbac.authorization.k8s.io t1/read-secrets"},
+		{"declared RoleBinding", binder, info(roleBindingGVK, meta.RESTScopeNamespace, "t1", "read-secrets"), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -239,7 +241,7 @@ func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 		for _, h := range rel.Hooks {
 			manifests = append(manifests, h.Manifest)
 		}
-		if err := confinedManifest(t.mapper, s.Namespace, p.ClusterKinds, manifests...); err != nil {
+		if err := confinedManifest(t.mapper, s.Namespace, p.ClusterKinds, p.RBACKinds, manifests...); err != nil {
 			return err
 		}
 		return t.clusterObjectsOwned(ctx, s.Namespace, rel.Name, manifests...)
@@ -247,9 +249,10 @@ func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 	return fmt.Errorf("no custom resource %s/%s of a kind with chart %q", s.Namespace, rel.Name, chartName)
 }
 
-// confinedManifest returns an error if a manifest names an object outside namespace ns or a
-// cluster-scoped kind not in clusterKinds (as confinedKube would refuse it).
-func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds []schema.GroupKind, manifests ...string) error {
+// confinedManifest returns an error if a manifest names an object outside namespace ns, a
+// cluster-scoped kind not in clusterKinds or a Role or RoleBinding not in rbacKinds (as
+// confinedKube would refuse it).
+func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds, rbacKinds []schema.GroupKind, manifests ...string) error {
 	for _, m := range manifests {
 		for _, doc := range releaseutil.SplitManifests(m) {
 			var head struct {
@@ -271,6 +274,9 @@ func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds []schema.G
 			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 				if head.Metadata.Namespace != "" && head.Metadata.Namespace != ns {
 					return &outsideReleaseError{kind: gvk.GroupKind().String(), namespace: head.Metadata.Namespace, name: head.Metadata.Name, releaseNamespace: ns}
+				}
+				if chartpolicy.IsNamespacedRBAC(gvk.GroupKind()) && !slices.Contains(rbacKinds, gvk.GroupKind()) {
+					return &outsideReleaseError{kind: gvk.GroupKind().String(), namespace: ns, name: head.Metadata.Name, undeclaredRBAC: true}
 				}
 				continue
 			}

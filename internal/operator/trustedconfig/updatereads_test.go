@@ -99,7 +99,7 @@ func TestUpdateReadsEachObjectOnce(t *testing.T) {
 		defer hs.Close()
 		original := kube.ResourceList{coreInfo(t, hs.URL, reads, "configmaps", cm("1")), coreInfo(t, hs.URL, reads, "services", svc())}
 		target := kube.ResourceList{coreInfo(t, hs.URL, reads, "configmaps", cm("2")), coreInfo(t, hs.URL, reads, "services", svc())}
-		c := newConfinedKube(kube.New(nil), "t1", nil, reads)
+		c := newConfinedKube(kube.New(nil), "t1", nil, nil, reads)
 		if _, err := c.Update(original, target, false); err != nil {
 			t.Fatal(err)
 		}
