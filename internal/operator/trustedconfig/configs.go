@@ -202,7 +202,7 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds, policy.RBACKinds, reads)
 	// The release is named after its CR (helm-operator-plugins' reconciler).
 	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName(),
-		clusterKinds: policy.ClusterKinds}
+		owner: obj.GetUID(), clusterKinds: policy.ClusterKinds}
 	if !policy.InstallsCRDs {
 		cfg.Capabilities = t.capabilities.get(cfg.RESTClientGetter)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
@@ -44,12 +45,13 @@ const (
 type lookupGetter struct {
 	action.RESTClientGetter
 	namespace, release string
+	owner              types.UID          // the CR's: the controller of every object of its release's namespace
 	clusterKinds       []schema.GroupKind // the cluster-scoped kinds the chart declares (KindPolicy)
 }
 
 func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
 	return wrappedRESTConfig(g.RESTClientGetter, func(next http.RoundTripper) http.RoundTripper {
-		return &lookupTransport{next: next, namespace: g.namespace, release: g.release,
+		return &lookupTransport{next: next, namespace: g.namespace, release: g.release, owner: g.owner,
 			clusterKinds: g.clusterKinds, kinds: g.RESTClientGetter}
 	})
 }
@@ -74,10 +76,15 @@ func wrappedRESTConfig(getter interface{ ToRESTConfig() (*rest.Config, error) },
 //
 //   - Discovery (GET /api..., /apis...) passes.
 //   - A GET or LIST of a namespaced resource in the release's namespace passes, but of Secrets
-//     only those the release owns (Helm's ownership annotations name it) and those labelled
-//     valuesfrom.ReadableLabel "true" are kept: whoever may only edit the CR cannot send
-//     another Secret of the namespace into a rendered object (the rule of spec.valuesFrom;
-//     labelling a Secret takes the right to update it).
+//     only those the release made and those labelled valuesfrom.ReadableLabel "true" are
+//     kept: whoever may only edit the CR cannot send another Secret of the namespace into a
+//     rendered object (the rule of spec.valuesFrom; labelling a Secret takes the right to
+//     update it). The release made a Secret when the CR is its controller, as
+//     helm-operator-plugins' post-renderer makes it of every namespaced object it renders:
+//     proof by the CR's UID, which no other release's object carries. Helm's ownership
+//     annotations are no proof, for they name the release by the CR's name, which its author
+//     chose: a CR named like a release the helm CLI installed would read that release's
+//     Secrets.
 //   - A GET of a cluster-scoped object of a kind the chart declares passes, and the object is
 //     kept only if the release owns it (the same annotations): a chart may keep the name of a
 //     cluster-scoped object its release made (the pool chart keeps its StorageClass's name),
@@ -97,6 +104,7 @@ func wrappedRESTConfig(getter interface{ ToRESTConfig() (*rest.Config, error) },
 type lookupTransport struct {
 	next               http.RoundTripper
 	namespace, release string
+	owner              types.UID          // the CR's UID: see madeByRelease
 	clusterKinds       []schema.GroupKind // the only cluster-scoped kinds a GET reads
 	kinds              interface {
 		ToRESTMapper() (meta.RESTMapper, error)
@@ -259,9 +267,16 @@ func (t *lookupTransport) owned(obj metav1.Object) bool {
 	return a[releaseNameAnnotation] == t.release && a[releaseNamespaceAnnotation] == t.namespace
 }
 
+// madeByRelease reports whether the release made obj, an object of its namespace: the CR is
+// its controller.
+func (t *lookupTransport) madeByRelease(obj metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return t.owner != "" && ref != nil && ref.UID == t.owner
+}
+
 // readable reports whether the release's templates may read the Secret s of its namespace.
 func (t *lookupTransport) readable(s metav1.Object) bool {
-	return t.owned(s) || valuesfrom.Readable(s)
+	return t.madeByRelease(s) || valuesfrom.Readable(s)
 }
 
 // refused answers 403 Forbidden, saying why.

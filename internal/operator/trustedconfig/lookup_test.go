@@ -29,10 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -94,13 +96,21 @@ func storageClass(name string, annotations map[string]string) *storagev1.Storage
 }
 
 // newAPIServer serves, for the release "app" of namespace t1: its own Secret, one labelled
-// readable, one of another release, one plain, a ConfigMap; a Secret of namespace t2;
+// readable, one of another release, one that Helm's annotations name the release's but the
+// CR did not make, one plain, a ConfigMap; a Secret of namespace t2;
 // ClusterRoles and StorageClasses (the kind the release's chart declares) of no release, of
 // the release and of a release "app" of t2; a CSIDriver; the Namespaces.
 func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 	owned := map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t1"}
+	// The release's own Secret: rendered by it, the CR its controller.
+	own := secret("t1", "app-auth", nil, owned)
+	own.OwnerReferences = []metav1.OwnerReference{{APIVersion: appGVK.GroupVersion().String(), Kind: appGVK.Kind,
+		Name: "app", UID: appUID, Controller: ptr.To(true)}}
 	secrets := []*corev1.Secret{
-		secret("t1", "app-auth", nil, owned),
+		own,
+		// Named the release's by Helm's annotations, as the helm CLI's release "app" would make
+		// it, but not made by this CR: no proof.
+		secret("t1", "cli-auth", nil, owned),
 		secret("t1", "shared", map[string]string{valuesfrom.ReadableLabel: "true"}, nil),
 		secret("t1", "other-auth", nil, map[string]string{releaseNameAnnotation: "other", releaseNamespaceAnnotation: "t1"}),
 		secret("t1", "plain", nil, nil),
@@ -173,6 +183,9 @@ func (g configGetter) ActionConfigFor(context.Context, client.Object) (*action.C
 
 var appGVK = schema.GroupVersionKind{Group: "test.warpdrive.transwarp.io", Version: "v1", Kind: "App"}
 
+// appUID is the UID configFor gives the CR t1/app.
+const appUID = types.UID("app-uid")
+
 // storageClassGK is the cluster-scoped kind App's chart declares, as the pool chart does.
 var storageClassGK = schema.GroupKind{Group: "storage.k8s.io", Kind: "StorageClass"}
 
@@ -191,6 +204,7 @@ func configFor(t *testing.T, configs *Configs, gvk schema.GroupVersionKind, name
 	cr.SetGroupVersionKind(gvk)
 	cr.SetNamespace("t1")
 	cr.SetName(name)
+	cr.SetUID(types.UID(name + "-uid"))
 	cfg, err := configs.ActionConfigFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +233,7 @@ func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 		{name: "own Secret", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "app-auth", want: []string{"app-auth"}},
 		{name: "Secret labelled readable", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "shared", want: []string{"shared"}},
 		{name: "another release's Secret", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "other-auth"},
+		{name: "a Secret of a release of the same name that this CR did not make (the helm CLI's)", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "cli-auth"},
 		{name: "a Secret no release owns", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "plain"},
 		{name: "a Secret annotated for another namespace's release", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "moved"},
 		{name: "the namespace's Secrets", apiVersion: "v1", kind: "Secret", ns: "t1", want: []string{"app-auth", "shared"}, wantKind: "SecretList"},
