@@ -34,7 +34,8 @@ var lookupKind = framework.ChartKind{GVK: lookupGVK,
 // A namespace editor writes values that make tpl call lookup on another namespace's Secret
 // (labelled readable there), on every namespace's Secrets, on a ClusterRole, on the
 // Namespaces, on a Secret of their own namespace that no release owns and no one labelled
-// readable, and on another release's Secret. Nothing of any of them is rendered, at install
+// readable, on another release's Secret, and on the Secret of a release that the helm CLI
+// installed under the CR's own name. Nothing of any of them is rendered, at install
 // nor at upgrade: each reads as absent, as Helm reports what does not exist (an empty map, an
 // empty list). A Secret labelled readable is read (so lookup does work; the chart reads the
 // release's own for its password), and nothing outside the namespace changes.
@@ -56,6 +57,10 @@ func TestLookupReadsOnlyTheRelease(t *testing.T) {
 	secret(tn.ns, "other-auth", canary+"-other", nil,
 		map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": tn.ns})
 	secret(tn.ns, "shared", "shared-token", readable, nil)
+	// A Secret of a release "x" that the helm CLI installed before the tenant named their CR
+	// "x": Helm's annotations name the CR's release, but the operator did not make it.
+	secret(tn.ns, "x-db", canary+"-cli", nil,
+		map[string]string{"meta.helm.sh/release-name": "x", "meta.helm.sh/release-namespace": tn.ns})
 
 	env.InstallChartKind(t, lookupKind)
 	grantLookupKind(t, tn.ns)
@@ -79,6 +84,7 @@ func TestLookupReadsOnlyTheRelease(t *testing.T) {
 		"ownNamespace":  {`{{ lookup "v1" "Namespace" "" .Release.Namespace | toJson }}`, "{}"},
 		"private":       {`{{ (lookup "v1" "Secret" .Release.Namespace "private").data | toJson }}`, "null"},
 		"otherRelease":  {`{{ (lookup "v1" "Secret" .Release.Namespace "other-auth").data | toJson }}`, "null"},
+		"cliRelease":    {`{{ (lookup "v1" "Secret" .Release.Namespace "x-db").data | toJson }}`, "null"},
 		"shared":        {`{{ (lookup "v1" "Secret" .Release.Namespace "shared").data.token | b64dec }}`, "shared-token"},
 		// The namespace's Secrets: the labelled one (and the release's own, left out here: it
 		// appears after the install, and would change the render).
