@@ -73,9 +73,20 @@ func overBound(cr *unstructured.Unstructured, limit int) bool {
 // boundSpec is a cache transform: a CR whose spec holds more than limit values is kept with
 // an empty spec and specOverBoundAnnotation, so that the cache holds no more of it than of a
 // small CR. The informer still decodes each version of it once, as it arrives.
+//
+// The mark is the manager's alone: one that the CR's author wrote is dropped from the cached
+// copy. Else anyone who may edit a CR could have it refused at will, at the generation a
+// chart rollout judges it on, and halt the rollout of a working chart for every CR of the kind.
 func boundSpec(obj any, limit int) {
 	cr, ok := obj.(*unstructured.Unstructured)
-	if !ok || !overBound(cr, limit) {
+	if !ok {
+		return
+	}
+	if a := cr.GetAnnotations(); a[specOverBoundAnnotation] != "" {
+		delete(a, specOverBoundAnnotation)
+		cr.SetAnnotations(a)
+	}
+	if !overBound(cr, limit) {
 		return
 	}
 	cr.Object["spec"] = map[string]any{}

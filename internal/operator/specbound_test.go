@@ -66,6 +66,15 @@ func TestBoundSpecDropsTheSpecOverTheBound(t *testing.T) {
 		t.Errorf("a spec at the bound is changed: %d objects left, annotations %v", n, at.GetAnnotations())
 	}
 
+	// The mark is the manager's: written by the CR's author, it is dropped, and the CR is
+	// not refused for it.
+	forged := memcached(nil)
+	forged.SetAnnotations(map[string]string{specOverBoundAnnotation: "100", "team": "a"})
+	boundSpec(forged, 100)
+	if a := forged.GetAnnotations(); a[specOverBoundAnnotation] != "" || a["team"] != "a" {
+		t.Errorf("annotations %v of a CR under the bound, want the forged mark dropped and the rest kept", a)
+	}
+
 	unbounded := memcached(nil)
 	unbounded.Object["spec"] = emptyObjects(100)
 	boundSpec(unbounded, 0)
