@@ -62,7 +62,9 @@ func parseWorkerEnv(spec string) (memory, output int64, err error) {
 //   - The collector aims at three quarters of memory, so that garbage does not count against
 //     a render that holds less.
 //   - Goroutine stacks at 64 MiB: a template recursion dies here, not at Go's 1 GB.
-//   - The OOM killer takes the worker first, and the scheduler serves the manager first.
+//   - The OOM killer takes the worker first. Its CPU is not lowered: the render that waits
+//     for it is the manager's own work, and a niced worker starved behind a loaded API server
+//     slowed every reconcile; a render's time is bounded by the deadline instead.
 func limitSelf(memory int64) {
 	if vm := vmSize(); vm > 0 && memory > 0 {
 		lim := uint64(vm + memory)
@@ -71,7 +73,6 @@ func limitSelf(memory int64) {
 	}
 	debug.SetMaxStack(64 << 20)
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
-	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, 10)
 }
 
 // vmSize is the process's address space in bytes (VmSize of /proc/self/status), 0 if unknown.
