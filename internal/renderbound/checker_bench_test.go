@@ -23,7 +23,9 @@ func BenchmarkCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	values := func(i int) map[string]any { return map[string]any{"deploymentName": "web", "image": fmt.Sprintf("nginx:1.%d", i)} }
+	values := func(i int) map[string]any {
+		return map[string]any{"deploymentName": "web", "image": fmt.Sprintf("nginx:1.%d", i)}
+	}
 	in := func(i int) Input {
 		return Input{Chart: ch, Values: values(i), Release: chartutil.ReleaseOptions{Name: "web", Namespace: "t", IsUpgrade: true}}
 	}
