@@ -267,11 +267,13 @@ func (t *lookupTransport) owned(obj metav1.Object) bool {
 	return a[releaseNameAnnotation] == t.release && a[releaseNamespaceAnnotation] == t.namespace
 }
 
-// madeByRelease reports whether the release made obj, an object of its namespace: the CR is
-// its controller.
+// madeByRelease reports whether the release's templates made obj, an object of its
+// namespace: the CR is its controller. The release's records (Helm's storage labels them
+// owner=helm) have the CR as their controller too, but hold the whole release, the values
+// read from spec.valuesFrom's Secrets among them: never a template's to read.
 func (t *lookupTransport) madeByRelease(obj metav1.Object) bool {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	return t.owner != "" && ref != nil && ref.UID == t.owner
+	return t.owner != "" && ref != nil && ref.UID == t.owner && obj.GetLabels()["owner"] != "helm"
 }
 
 // readable reports whether the release's templates may read the Secret s of its namespace.

@@ -97,7 +97,7 @@ func storageClass(name string, annotations map[string]string) *storagev1.Storage
 
 // newAPIServer serves, for the release "app" of namespace t1: its own Secret, one labelled
 // readable, one of another release, one that Helm's annotations name the release's but the
-// CR did not make, one plain, a ConfigMap; a Secret of namespace t2;
+// CR did not make, the release's record, one plain, a ConfigMap; a Secret of namespace t2;
 // ClusterRoles and StorageClasses (the kind the release's chart declares) of no release, of
 // the release and of a release "app" of t2; a CSIDriver; the Namespaces.
 func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
@@ -106,8 +106,12 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 	own := secret("t1", "app-auth", nil, owned)
 	own.OwnerReferences = []metav1.OwnerReference{{APIVersion: appGVK.GroupVersion().String(), Kind: appGVK.Kind,
 		Name: "app", UID: appUID, Controller: ptr.To(true)}}
+	// The release's record, which the storage driver makes the CR the controller of.
+	record := secret("t1", "sh.helm.release.v1.app.v1", map[string]string{"owner": "helm", "name": "app"}, nil)
+	record.OwnerReferences = own.OwnerReferences
 	secrets := []*corev1.Secret{
 		own,
+		record,
 		// Named the release's by Helm's annotations, as the helm CLI's release "app" would make
 		// it, but not made by this CR: no proof.
 		secret("t1", "cli-auth", nil, owned),
@@ -234,6 +238,7 @@ func TestLookupReadsOnlyWhatTheReleaseMay(t *testing.T) {
 		{name: "Secret labelled readable", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "shared", want: []string{"shared"}},
 		{name: "another release's Secret", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "other-auth"},
 		{name: "a Secret of a release of the same name that this CR did not make (the helm CLI's)", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "cli-auth"},
+		{name: "the release's record", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "sh.helm.release.v1.app.v1"},
 		{name: "a Secret no release owns", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "plain"},
 		{name: "a Secret annotated for another namespace's release", apiVersion: "v1", kind: "Secret", ns: "t1", obj: "moved"},
 		{name: "the namespace's Secrets", apiVersion: "v1", kind: "Secret", ns: "t1", want: []string{"app-auth", "shared"}, wantKind: "SecretList"},
