@@ -62,6 +62,9 @@ type driftCheckingInformer struct {
 	// policy says which fields are none of the operator's business (driftpolicy.go): a
 	// change confined to them wakes no reconcile, which would repair or report nothing.
 	policy driftPolicy
+	// budget spaces the reconciles that updates of objects tied to their CR by annotations
+	// alone bring (annotationTie); nil passes them at once.
+	budget *perCRInterval
 }
 
 func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
@@ -90,11 +93,13 @@ type driftChecks struct {
 }
 
 // pendingCheck is an object waiting for its drift check: its latest version (new) and, of its
-// version before the updates (was), what tied it to a CR (ownedBy); and how many times its
-// check waited for a Helm operation on the release (waits).
+// version before the updates (was), what tied it to a CR (ownedBy); how many times its
+// check waited for a Helm operation on the release (waits); and, once its CR's budget held
+// it back, when it may pass (due).
 type pendingCheck struct {
 	new, was *unstructured.Unstructured
 	waits    int
+	due      time.Time
 }
 
 // maxReleaseWaits is how many times, settleDelay apart, a drift check waits for a Helm
@@ -121,6 +126,9 @@ func (h onlyDrift) check() {
 			h.checkLater(key, p)
 			continue
 		}
+		if ok && h.heldByBudget(key, &p) {
+			continue
+		}
 		if ok && h.inf.drifted(context.Background(), key) {
 			// The reconciler's update predicate passes an update only if the two versions
 			// differ beyond status and resourceVersion, and these hold only metadata: an
@@ -145,6 +153,53 @@ func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
 	h.checks.mu.Unlock()
 	h.checks.queue.Done(key)
 	h.checks.queue.AddAfter(key, settleDelay)
+}
+
+// heldByBudget puts p's check back if the object is tied to its CR by annotations alone and
+// that CR's budget of reconciles tenants may bring is spent (forcedInterval); an update that
+// comes meanwhile is merged into it and waits as well. Any namespace editor may write the
+// operator-sdk annotations on an object of their own naming a CR of their namespace, and
+// the reconciler's handler queues that CR at every write: without the budget, a loop of
+// `kubectl annotate` would keep the kind's workers busy for everyone. An object the CR
+// controls (owner reference) is the release's own, and its drift is repaired at once.
+func (h onlyDrift) heldByBudget(key types.NamespacedName, p *pendingCheck) bool {
+	if h.inf.budget == nil || h.inf.ownerName(p.new) != "" || h.inf.ownerName(p.was) != "" {
+		return false
+	}
+	cr, tied := annotationTie(p.new)
+	if !tied {
+		return false
+	}
+	now := time.Now()
+	if p.due.IsZero() {
+		p.due = now.Add(h.inf.budget.wait(cr, now))
+	}
+	if !p.due.After(now) {
+		return false
+	}
+	h.checks.mu.Lock()
+	if q, newer := h.checks.latest[key]; newer {
+		p.new = q.new
+	}
+	h.checks.latest[key] = *p
+	h.checks.mu.Unlock()
+	h.checks.queue.Done(key)
+	h.checks.queue.AddAfter(key, p.due.Sub(now))
+	return true
+}
+
+// annotationTie is the CR that obj's operator-sdk annotations name in obj's own namespace, if
+// they do (a cluster-scoped object's name a CR in any namespace).
+func annotationTie(obj metav1.Object) (types.NamespacedName, bool) {
+	owner, ok := obj.GetAnnotations()[libhandler.NamespacedNameAnnotation]
+	if !ok || tiedElsewhere(obj) {
+		return types.NamespacedName{}, false
+	}
+	ns, name, ok := strings.Cut(owner, "/")
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
 }
 
 func (h onlyDrift) OnAdd(obj any, initial bool) {
@@ -216,7 +271,8 @@ func (i driftCheckingInformer) mayBeOwned(obj *unstructured.Unstructured) bool {
 // at each write. The reconciler writes them on a namespaced object only for a CR of the same
 // namespace (the CRs are namespaced), so an object of a namespace that names a CR elsewhere
 // is passed on without them, and queues nothing; owner references are confined by the API
-// server already.
+// server already. The updates of an object tied to a CR of its own namespace this way draw on
+// that CR's budget of forced reconciles (heldByBudget).
 
 // tiedElsewhere reports whether obj is namespaced and its operator-sdk annotations name a CR
 // outside its namespace, or with no namespace (a bare name is a cluster-scoped CR's).

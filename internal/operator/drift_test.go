@@ -3,8 +3,10 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -533,5 +535,41 @@ func TestPrimaryResourceAnnotationConfined(t *testing.T) {
 			t.Errorf("%s: %d CRs queued, want %d", tc.name, q.Len(), tc.want)
 		}
 		q.ShutDown()
+	}
+}
+
+// A tenant who rewrites the operator-sdk annotations of an object of their own, naming a CR
+// of their namespace, gets no more reconciles of it than the forced-reconcile budget: the
+// first update passes at once, those within the interval wait and pass as one, the latest.
+func TestAnnotationTiesBudgeted(t *testing.T) {
+	defer func(d, f time.Duration) { settleDelay, forcedInterval = d, f }(settleDelay, forcedInterval)
+	settleDelay, forcedInterval = 5*time.Millisecond, 400*time.Millisecond
+	configMapGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	tied := func(rv int) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: strconv.Itoa(rv),
+			Annotations: map[string]string{libhandler.NamespacedNameAnnotation: "ns/m",
+				libhandler.TypeAnnotation: memcachedGVK.GroupKind().String(), "n": strconv.Itoa(rv)}}}
+	}
+	var passed []string
+	var mu sync.Mutex
+	h := &recordingHandler{onUpdate: func(_, n any) {
+		mu.Lock()
+		defer mu.Unlock()
+		passed = append(passed, n.(*unstructured.Unstructured).GetResourceVersion())
+	}}
+	inf := driftCheckingInformer{reader: readerWith(memcached(nil)), live: readerWith(), owner: memcachedGVK, gvk: configMapGVK,
+		budget: &perCRInterval{}}
+	wrapped := inf.wrap(h)
+	wrapped.OnUpdate(tied(0), tied(1))
+	time.Sleep(10 * settleDelay)
+	for rv := 2; rv <= 20; rv++ { // within the interval, and each past the settle delay
+		wrapped.OnUpdate(tied(rv-1), tied(rv))
+		time.Sleep(2 * settleDelay)
+	}
+	time.Sleep(2 * forcedInterval)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(passed, []string{"1", "20"}) {
+		t.Errorf("20 rewrites of the annotations within %v passed on as versions %v, want [1 20]", forcedInterval, passed)
 	}
 }

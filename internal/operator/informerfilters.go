@@ -82,7 +82,8 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 		if err != nil {
 			return inf, err
 		}
-		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk, policy: c.drift}
+		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk, policy: c.drift,
+			budget: c.budget}
 		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
 	}
 	if _, ok := obj.(*corev1.Secret); ok {
