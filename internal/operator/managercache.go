@@ -1,8 +1,12 @@
 package operator
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +32,9 @@ func CacheOptions(maxSpecValues int) cache.Options {
 		// metadata only (drift.go).
 		DefaultTransform: func(obj any) (any, error) {
 			boundSpec(obj, maxSpecValues)
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				boundMetadata(m)
+			}
 			return stripUnread(obj)
 		},
 		// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
@@ -112,10 +119,76 @@ func dropSecretData(obj any) (any, error) {
 		s.Data, s.StringData = nil, nil
 	}
 	if m, ok := obj.(metav1.Object); ok {
-		m.SetLabels(keepOnly(m.GetLabels(), recordLabels))
-		m.SetAnnotations(keepOnly(m.GetAnnotations(), recordAnnotations))
+		m.SetLabels(keepOnly(m.GetLabels(), recordLabels, maxRecordMeta))
+		m.SetAnnotations(keepOnly(m.GetAnnotations(), recordAnnotations, maxRecordMeta))
 	}
 	return stripUnread(obj)
+}
+
+// The manager caches as metadata the objects of every kind its charts render (drift.go), of
+// every namespace: each ConfigMap, Service or Deployment of the cluster, a chart's or not. A
+// namespace editor may give each of their objects 256 KiB of annotations and more of labels;
+// 2,000 ConfigMaps so annotated would hold 500 MiB on each replica. Of an object cached as
+// metadata, boundMetadata keeps:
+//   - the annotations that tie it to a CR and a release (cachedAnnotations), each bounded;
+//   - in place of every other annotation, their digest (annotationsDigest), which changes as
+//     they do: the drift filter passes an update that changed one (statusOnly), and reads the
+//     object from the API server to judge it;
+//   - its labels, up to maxCachedLabels bytes in all; past that, in their place, their digest
+//     (labelsDigest). The labels the manager selects cached objects by (the Namespaces'
+//     rollout labels, written by cluster administrators) are a few short ones.
+//
+// The deployment controller's annotations (controllerAnnotations) are dropped: no change of
+// them wakes a drift check.
+var cachedAnnotations = []string{ownerNameAnnotation, ownerTypeAnnotation, helmReleaseNameAnnotation,
+	helmReleaseNamespaceAnnotation}
+
+const (
+	annotationsDigest = "warpdrive.transwarp.io/cached-annotations-digest"
+	labelsDigest      = "warpdrive.transwarp.io/cached-labels-digest"
+	// maxCachedAnnotation is the longest annotation of cachedAnnotations kept: a
+	// "<namespace>/<name>" is at most 507 bytes, a group and kind less. A longer value ties
+	// nothing, and is kept empty.
+	maxCachedAnnotation = 512
+	maxCachedLabels     = 4 << 10
+)
+
+func boundMetadata(m *metav1.PartialObjectMetadata) {
+	if a := m.GetAnnotations(); len(a) > 0 {
+		kept := keepOnly(a, cachedAnnotations, maxCachedAnnotation)
+		rest := maps.Clone(a)
+		maps.DeleteFunc(rest, func(k, _ string) bool {
+			return slices.Contains(cachedAnnotations, k) || strings.HasPrefix(k, controllerAnnotations)
+		})
+		if len(rest) > 0 {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[annotationsDigest] = digestOf(rest)
+		}
+		m.SetAnnotations(kept)
+	}
+	if l := m.GetLabels(); len(l) > 0 {
+		size := 0
+		for k, v := range l {
+			size += len(k) + len(v)
+		}
+		if size > maxCachedLabels {
+			m.SetLabels(map[string]string{labelsDigest: digestOf(l)})
+		}
+	}
+}
+
+// digestOf is a short digest of m, the same for the same entries.
+func digestOf(m map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(m[k]))
+		h.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
 }
 
 // recordLabels are the labels Helm gives a record; recordAnnotations those its signature is.
@@ -129,8 +202,8 @@ var (
 // can be neither, so it is kept empty, which no signature verifies.
 const maxRecordMeta = 64
 
-// keepOnly returns the entries of m under keys, those longer than maxRecordMeta emptied.
-func keepOnly(m map[string]string, keys []string) map[string]string {
+// keepOnly returns the entries of m under keys, those longer than max emptied.
+func keepOnly(m map[string]string, keys []string, max int) map[string]string {
 	var out map[string]string
 	for _, k := range keys {
 		v, ok := m[k]
@@ -140,7 +213,7 @@ func keepOnly(m map[string]string, keys []string) map[string]string {
 		if out == nil {
 			out = make(map[string]string, len(keys))
 		}
-		if len(v) > maxRecordMeta {
+		if len(v) > max {
 			v = ""
 		}
 		out[k] = v

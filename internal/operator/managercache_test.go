@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"unsafe"
@@ -74,5 +76,78 @@ func TestCacheTransformInterns(t *testing.T) {
 	a, b := crs[0].GetLabels()["team"], crs[1].GetLabels()["team"]
 	if unsafe.StringData(a) != unsafe.StringData(b) {
 		t.Error("equal label values of two cached CRs do not share their bytes")
+	}
+}
+
+// Of an object cached as metadata (a release object's kind, any namespace's), the cache keeps
+// the annotations that tie it to a CR and a release, and a digest in place of the others and
+// of labels past their bound: a namespace editor's 256 KiB of annotations per ConfigMap cost
+// the cache a few bytes, and a change of them still shows.
+func TestCacheBoundsMetadataOnlyObjects(t *testing.T) {
+	padded := strings.Repeat("p", 256<<10)
+	tied := map[string]string{ownerNameAnnotation: "ns/m", ownerTypeAnnotation: "cache.example.com/Memcached",
+		helmReleaseNameAnnotation: "m", helmReleaseNamespaceAnnotation: "ns"}
+	object := func(annotations, labels map[string]string) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c",
+			Annotations: maps.Clone(annotations), Labels: maps.Clone(labels)}}
+		if _, err := CacheOptions(0).DefaultTransform(m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	size := func(m *metav1.PartialObjectMetadata) (n int) {
+		for k, v := range m.Annotations {
+			n += len(k) + len(v)
+		}
+		for k, v := range m.Labels {
+			n += len(k) + len(v)
+		}
+		return n
+	}
+
+	withPadding := maps.Clone(tied)
+	withPadding["padding"] = padded
+	withPadding["deployment.kubernetes.io/revision"] = "3"
+	bigLabels := map[string]string{}
+	for i := range 2000 {
+		bigLabels[fmt.Sprintf("example.com/label-%d", i)] = strings.Repeat("v", 63)
+	}
+	m := object(withPadding, bigLabels)
+	for k, v := range tied {
+		if m.Annotations[k] != v {
+			t.Errorf("annotation %s: %q kept, want %q", k, m.Annotations[k], v)
+		}
+	}
+	if got := size(m); got > 1024 {
+		t.Errorf("an object with 256 KiB of annotations and %d KiB of labels keeps %d bytes of them in the cache, want at most 1 KiB",
+			len(bigLabels)*80>>10, got)
+	}
+
+	// Changes show in the digests; the deployment controller's annotations do not.
+	changed := maps.Clone(withPadding)
+	changed["padding"] = padded[1:]
+	revised := maps.Clone(withPadding)
+	revised["deployment.kubernetes.io/revision"] = "4"
+	relabelled := maps.Clone(bigLabels)
+	relabelled["example.com/label-0"] = "w"
+	for _, tc := range []struct {
+		name   string
+		a, b   *metav1.PartialObjectMetadata
+		differ bool
+	}{
+		{"an annotation changed", m, object(changed, bigLabels), true},
+		{"the revision annotation changed", m, object(revised, bigLabels), false},
+		{"a label changed", m, object(withPadding, relabelled), true},
+		{"the same", m, object(withPadding, bigLabels), false},
+	} {
+		same := maps.Equal(tc.a.Annotations, tc.b.Annotations) && maps.Equal(tc.a.Labels, tc.b.Labels)
+		if same == tc.differ {
+			t.Errorf("%s: cached metadata differs %v, want %v", tc.name, !same, tc.differ)
+		}
+	}
+
+	// Small labels are kept as they are, for the selectors of cached objects.
+	if m := object(nil, map[string]string{"canary": "true"}); m.Labels["canary"] != "true" || m.Annotations != nil {
+		t.Errorf("an object with one label and no annotations cached as %v, %v", m.Labels, m.Annotations)
 	}
 }
