@@ -214,11 +214,18 @@ func TestCRCountAtQuota(t *testing.T) {
 
 // A namespace editor who forces reconciles of their CR in a loop gets at most one every
 // forcedInterval (10 s): the requests in between are passed on as one, and another tenant's
-// edit is served meanwhile.
+// edit is served meanwhile. So does one who writes another annotation beside each request
+// (`kubectl annotate ... reconcile-requested-at=$i n=$i`): any update that changes neither
+// spec nor generation draws on the same budget.
 func TestForcedReconcileLoop(t *testing.T) {
 	if stock {
 		t.Skip("the stock operator has no forced reconciles: every CR update is a full reconcile")
 	}
+	t.Run("request alone", func(t *testing.T) { forcedReconcileLoop(t, false) })
+	t.Run("request and another annotation", func(t *testing.T) { forcedReconcileLoop(t, true) })
+}
+
+func forcedReconcileLoop(t *testing.T, withAnother bool) {
 	attacker, other, cr, theirs := twoTenants(t)
 	ctx := context.Background()
 	const requests = 40
@@ -233,6 +240,9 @@ func TestForcedReconcileLoop(t *testing.T) {
 	}
 	for i := range requests {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"loop-%d"}}}`, statuscontract.RequestAnnotation, i)
+		if withAnother {
+			patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:"loop-%d","n":"%d"}}}`, statuscontract.RequestAnnotation, i, i)
+		}
 		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
@@ -498,4 +508,55 @@ func warningEvent(cr *unstructured.Unstructured, reason, text string) error {
 		}
 		return fmt.Errorf("no Warning Event %s on %s %s saying %q", reason, cr.GetKind(), cr.GetName(), text)
 	})
+}
+
+// The annotated-ConfigMaps attack: how many ConfigMaps a namespace editor makes, each with
+// annotations near the 256 KiB the API server allows an object.
+const (
+	annotatedConfigMaps = 300
+	annotatedBytes      = 250 << 10
+)
+
+// maxAnnotatedRise bounds what the annotated ConfigMaps may add to the manager's peak memory:
+// kept whole, the 73 MiB of annotations would be in its cache of ConfigMaps (that of the
+// chart objects, as the pool's release renders one) and in that of valuesFrom's sources,
+// each on every replica; the informers still decode each object once as it comes.
+const maxAnnotatedRise = 30
+
+// A namespace editor makes hundreds of ConfigMaps with 250 KiB of annotations each, while
+// the manager watches ConfigMaps twice (the sources of valuesFrom, and a chart's objects):
+// neither cache keeps the annotations, so its peak memory rises by a small part of what they
+// weigh, it stays up, and another tenant's edit is served.
+func TestAnnotatedConfigMapsDoNotExhaustTheManager(t *testing.T) {
+	attacker, other, _, theirs := twoTenants(t)
+	attacker.mayEditPools(t)
+	newPool(t, attacker.client, attacker.ns, "p") // its release renders a ConfigMap: the manager watches them
+	ctx := context.Background()
+	resetPeak(t, manager.Pid())
+	before := peakRSS(t, manager.Pid())
+	padding := strings.Repeat("a", annotatedBytes)
+	for i := range annotatedConfigMaps {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: fmt.Sprintf("annotated-%d", i),
+			Annotations: map[string]string{"padding": padding[:annotatedBytes-i]}}}
+		if err := attacker.client.Create(ctx, cm); err != nil {
+			t.Fatalf("ConfigMap %d: %v", i, err)
+		}
+	}
+	time.Sleep(5 * time.Second) // the manager's informers see them
+	other.setReplicas(t, theirs, 2)
+	var v []string
+	if err := deploymentReplicas(other.ns, "y-app", 2); err != nil {
+		v = append(v, "the other tenant's edit: "+err.Error())
+	}
+	if manager.Exited() {
+		v = append(v, "the manager exited")
+	} else {
+		rise := peakRSS(t, manager.Pid()) - before
+		t.Logf("manager peak RSS rose by %.0f MiB through %d ConfigMaps with %d KiB of annotations each",
+			rise, annotatedConfigMaps, annotatedBytes>>10)
+		if rise > maxAnnotatedRise {
+			v = append(v, fmt.Sprintf("the manager's peak RSS rose by %.0f MiB, more than %d", rise, maxAnnotatedRise))
+		}
+	}
+	report(t, v)
 }
