@@ -66,6 +66,8 @@ var SuiteFlags = map[string]string{
 	"render-workers": "test/e2e lets a template bomb kill the manager, to check the quarantine",
 	// test/security's TestTemplateBombsRefused waits for the CPU bomb's deadline: 5 s, not 30.
 	"render-timeout": "test/security's CPU bomb is refused at a shorter deadline, the same path",
+	// test/security's output bomb: far below the memory bound, which a 16 MiB output races.
+	"render-max-output": "test/security's output bomb is refused at 4Mi, far from the memory bound",
 }
 
 // StockArgs is the stock helm-operator's configuration: the arguments operator-sdk's Helm

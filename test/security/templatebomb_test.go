@@ -23,11 +23,13 @@ const maxBombRise = 64
 
 // A namespace editor writes values that the chart's tpl evaluates (the lookup test chart
 // renders its greeting through tpl, as Bitnami's charts render theirs): one that allocates
-// 300 MB, one that loops for hours with no function to guard, one that renders 20 MB. Each
-// is refused with the reason naming its bound (--render-max-memory, --render-timeout,
-// --render-max-output), a Warning Event, and the release left as it is, while another tenant's
-// edit applies; the manager stays up, its memory barely moves, and the CR is reconciled once
-// its owner makes it sane.
+// 300 MB, one that loops for hours with no function to guard, one that renders 8 MB, past
+// the 4 MiB output bound this test gives (at the default 16 MiB, the copies Helm's engine
+// makes of so long an output may reach the memory bound first, and the render is refused for
+// that instead). Each is refused with the reason naming its bound (--render-max-memory,
+// --render-timeout, --render-max-output), a Warning Event, and the release left as it is,
+// while another tenant's edit applies; the manager stays up, its memory barely moves, and the
+// CR is reconciled once its owner makes it sane.
 func TestTemplateBombsRefused(t *testing.T) {
 	if stock {
 		t.Skip("the stock operator renders in its own process, unbounded: the memory bomb takes it past the pod's limit")
@@ -38,7 +40,7 @@ func TestTemplateBombsRefused(t *testing.T) {
 	grantLookupKind(t, attacker.ns)
 	grantLookupKind(t, other.ns)
 	p, err := env.StartManager(framework.ProcessOptions{Name: "security-template-bombs", WatchesFile: lookupKind.WatchesFile(t),
-		Flags: []string{"--leader-election-id=security-template-bombs", "--render-timeout=5s"}})
+		Flags: []string{"--leader-election-id=security-template-bombs", "--render-timeout=5s", "--render-max-output=4Mi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestTemplateBombsRefused(t *testing.T) {
 	}{
 		{"memory", `{{ len (repeat 300000000 "x") }}`, statuscontract.ReasonRenderMemory, "--render-max-memory"},
 		{"time", `{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}`, statuscontract.ReasonRenderTime, "--render-timeout"},
-		{"output", `{{ repeat 20000000 "x" }}`, statuscontract.ReasonRenderOutput, "--render-max-output"},
+		{"output", `{{ repeat 8000000 "x" }}`, statuscontract.ReasonRenderOutput, "--render-max-output"},
 	} {
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"greeting": bomb.greeting}})
 		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
