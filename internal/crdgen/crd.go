@@ -413,10 +413,12 @@ func statusSchema() apiextv1.JSONSchemaProps {
 					"baseline": {
 						Type: "object",
 						Description: "How the resource stood on its own chart before the rollout moved it: only a resource healthy " +
-							"before its move, whose spec has not changed since, can fail the new chart and halt its rollout.",
+							"before its move, whose spec and sources of values have not changed since, can fail the new chart " +
+							"and halt its rollout.",
 						Properties: map[string]apiextv1.JSONSchemaProps{
 							"digest":     str("Digest of the chart being rolled out."),
 							"generation": {Type: "integer", Format: "int64", Description: "The resource's generation then."},
+							"inputs":     str("Digest of the versions of the sources of spec.valuesFrom its release was rendered from then."),
 							"healthy":    {Type: "boolean", Description: "Whether it was Ready and not Stalled then."},
 						},
 					},

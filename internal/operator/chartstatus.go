@@ -1,6 +1,9 @@
 package operator
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // Fields of status.chart, the chart of a CR's release as the manager last saw it
@@ -62,7 +66,11 @@ func baselineField(b rollout.Baseline) map[string]any {
 	if b.Digest == "" {
 		return nil
 	}
-	return map[string]any{"digest": b.Digest, "generation": b.Generation, "healthy": b.Healthy}
+	f := map[string]any{"digest": b.Digest, "generation": b.Generation, "healthy": b.Healthy}
+	if b.Inputs != "" {
+		f["inputs"] = b.Inputs
+	}
+	return f
 }
 
 // sameChart reports whether status.chart of cr says what ch says.
@@ -72,6 +80,16 @@ func sameChart(cr *unstructured.Unstructured, ch map[string]any) bool {
 		return !found
 	}
 	return reflect.DeepEqual(old, ch)
+}
+
+// inputsOf names the versions of a release's sources (rollout.Member.Inputs): short, for it
+// is kept in the CR's baseline.
+func inputsOf(sources []valuesfrom.Source) string {
+	h := sha256.New()
+	for _, s := range sources {
+		fmt.Fprintf(h, "%s/%s@%s\n", s.Kind, s.Name, s.ResourceVersion)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:12])
 }
 
 // chartMember is what the rollout controller observes of cr (rollout.Member).
@@ -88,6 +106,10 @@ func memberOf(cr *unstructured.Unstructured, conds []metav1.Condition) rollout.M
 		m.Baseline.Digest, _ = b["digest"].(string)
 		m.Baseline.Healthy, _ = b["healthy"].(bool)
 		m.Baseline.Generation, _, _ = unstructured.NestedInt64(b, "generation")
+		m.Baseline.Inputs, _ = b["inputs"].(string)
+	}
+	if sources, ok := statusSourcesOf(cr); ok && len(sources) > 0 {
+		m.Inputs = inputsOf(sources)
 	}
 	m.Digest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartDigest)
 	m.FailedDigest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartFailed)

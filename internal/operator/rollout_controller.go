@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,9 @@ type kindRollout struct {
 	recorder record.EventRecorder
 	log      logr.Logger
 	now      func() time.Time
+	// sources tells whether a CR's valuesFrom sources changed since its release was
+	// deployed (inputsPending); nil: none can have.
+	sources sourceVersions
 
 	wake   chan event.GenericEvent // into the kind's helm reconciler
 	notify chan event.GenericEvent // into the kind's readiness controller
@@ -134,6 +138,7 @@ func (k *kindRollout) observe(cr *unstructured.Unstructured) *observed {
 	if o == nil || rv == "" || o.resourceVersion != rv {
 		conds := statuscontract.Conditions(cr)
 		o = &observed{resourceVersion: rv, member: memberOf(cr, conds)}
+		o.member.InputsPending = k.inputsPending(cr, conds)
 		if c := statuscontract.Find(conds, statuscontract.ChartRollout); c != nil {
 			o.chartRollout, o.chartRolloutStatus, o.chartRolloutReason, o.chartRolloutMessage = true, c.Status, c.Reason, c.Message
 		}
@@ -141,6 +146,28 @@ func (k *kindRollout) observe(cr *unstructured.Unstructured) *observed {
 	}
 	o.plan = k.plans
 	return o
+}
+
+// ownersInputFailures are the failures that name the input a CR's owner gave it, not its chart:
+// a source of spec.valuesFrom that cannot be read (gone, unlabelled) or is past the bound, a
+// spec over the bound.
+var ownersInputFailures = []string{reasonValuesFromFailed, reasonSpecTooLarge}
+
+// inputsPending reports whether cr's owner changed its input since its release was deployed
+// (rollout.Member.InputsPending): it is Stalled by one of ownersInputFailures, or a source of
+// its values is not at the version the release was rendered from. A CR's status changes as
+// its reconcile takes a source's change (its conditions, status.valuesFrom), so the answer
+// read at each of its versions (observe) follows the source.
+func (k *kindRollout) inputsPending(cr *unstructured.Unstructured, conds []metav1.Condition) bool {
+	if c := statuscontract.Find(conds, statuscontract.Stalled); c != nil && c.Status == metav1.ConditionTrue &&
+		slices.Contains(ownersInputFailures, c.Reason) {
+		return true
+	}
+	if k.sources == nil {
+		return false
+	}
+	applied, _ := statusSourcesOf(cr)
+	return k.sources.changed(context.Background(), cr, applied) != ""
 }
 
 // forgetUnseen drops what was read of the CRs the last plan did not see (deleted ones).

@@ -35,6 +35,15 @@ type Member struct {
 	Key string
 	// Generation is the CR's metadata.generation: a spec edit changes it.
 	Generation int64
+	// Inputs names what else its owner gave the CR's deployed release: the versions of the
+	// sources of its spec.valuesFrom (status.valuesFrom), digested; "" if none. A source
+	// edited changes no generation.
+	Inputs string
+	// InputsPending: the CR's owner changed its input since its release was deployed, and
+	// the release does not have it yet: a source edited, deleted or past its bound, or a
+	// failure that names the owner's input (a source that cannot be read, a spec over the
+	// bound). Its state says nothing of a chart.
+	InputsPending bool
 	// Canary: the CR's Namespace carries CanaryLabel "true".
 	Canary bool
 	// Digest is the digest of the chart of the CR's release (status.chart.digest); "" if
@@ -67,14 +76,21 @@ func (m Member) healthy() bool { return m.Ready && !m.Stalled }
 
 // Baseline is how a CR stood on its own chart just before the rollout moved it to the chart
 // of Digest: its state on the new chart is judged against it. Only a CR that was healthy
-// before, and whose spec has not changed since, can fail a chart: a CR that was already
-// broken, or that someone edited during its move, says nothing of the chart, and must not
-// halt every other tenant's rollout (a person who may edit one CR could otherwise stop the
-// fleet's upgrades at will).
+// before, and whose input has not changed since (its spec, the sources of its values), can
+// fail a chart: a CR that was already broken, or whose owner changed what it is given during
+// its move, says nothing of the chart, and must not halt every other tenant's rollout (a
+// person who may edit one CR, or one ConfigMap it reads, could otherwise stop the fleet's
+// upgrades at will).
 type Baseline struct {
 	Digest     string
 	Generation int64
+	Inputs     string
 	Healthy    bool
+}
+
+// sameInput reports whether b was recorded with the input m has now, none of it pending.
+func (b Baseline) sameInput(m *Member) bool {
+	return b.Generation == m.Generation && b.Inputs == m.Inputs && !m.InputsPending
 }
 
 // Counts are the CRs of a kind by where they stand in the rollout.
@@ -130,7 +146,7 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 	}
 	// judged: the CR's state on the target chart says something of the chart (Baseline).
 	judged := func(m *Member) bool {
-		return m.Baseline.Digest == target && m.Baseline.Healthy && m.Baseline.Generation == m.Generation
+		return m.Baseline.Digest == target && m.Baseline.Healthy && m.Baseline.sameInput(m)
 	}
 	done := func(m *Member) bool {
 		if m.Paused && m.Digest != target {
@@ -226,9 +242,9 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 			// No further CR moves; those already on the target chart stay there.
 			plan.Admitted[m.Key] = m.Digest == target
 		default:
-			// A CR moves once its baseline is recorded at its generation (Baseline).
+			// A CR moves once its baseline is recorded at its input (Baseline).
 			plan.Admitted[m.Key] = i < upTo && (m.Digest == target || p.AllAtOnce ||
-				(m.Baseline.Digest == target && m.Baseline.Generation == m.Generation))
+				(m.Baseline.Digest == target && m.Baseline.Generation == m.Generation && m.Baseline.Inputs == m.Inputs))
 		}
 		switch {
 		case plan.Failed[m.Key]:
@@ -251,8 +267,8 @@ func Decide(p Policy, target string, members []Member, now time.Time) Plan {
 
 // Baseline is the baseline to record for m: a CR not yet on the target chart records its
 // state now, until the plan admits it; from then on (and once on the target chart) the one
-// recorded stays, for the move is judged against the state before it, unless a spec edit
-// makes a new one.
+// recorded stays, for the move is judged against the state before it, unless a spec edit or
+// a source's makes a new one.
 func (p Plan) Baseline(m Member) Baseline {
 	kept := m.Baseline
 	if kept.Digest != p.Target {
@@ -263,10 +279,10 @@ func (p Plan) Baseline(m Member) Baseline {
 		return Baseline{}
 	case m.Digest == p.Target:
 		return kept // moved, or on the chart before the rollout reached it (nothing to judge)
-	case kept.Digest != "" && p.Admitted[m.Key] && kept.Generation == m.Generation:
+	case kept.Digest != "" && p.Admitted[m.Key] && kept.Generation == m.Generation && kept.Inputs == m.Inputs:
 		return kept
 	}
-	return Baseline{Digest: p.Target, Generation: m.Generation, Healthy: m.healthy()}
+	return Baseline{Digest: p.Target, Generation: m.Generation, Inputs: m.Inputs, Healthy: m.healthy() && !m.InputsPending}
 }
 
 // ordered sorts the members in rollout order: canaries first, then by a hash of the key

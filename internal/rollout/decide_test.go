@@ -224,6 +224,21 @@ func TestDecide(t *testing.T) {
 			upgrade(ms, flat(waves, 1), false, 20*time.Minute)
 			member(ms, waves[0][0], func(m *Member) { m.Stalled, m.Generation = true, 2 })
 		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "a canary whose source was edited since its move: its failure is the source's", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), false, 20*time.Minute)
+			member(ms, waves[0][0], func(m *Member) { m.Stalled, m.Inputs = true, "configmap/values@2" })
+		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "a canary whose source is gone or past its bound: its failure is its owner's", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), false, 20*time.Minute)
+			member(ms, waves[0][0], func(m *Member) { m.Stalled, m.InputsPending = true, true })
+		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "a canary not Ready past the timeout after its owner edited a source: not judged", observe: func(ms []Member) {
+			upgrade(ms, flat(waves, 1), true, 20*time.Minute)
+			member(ms, waves[0][0], func(m *Member) { m.Ready, m.Inputs = false, "configmap/values@2" })
+		}, wave: 1, admitted: flat(waves, 2), counts: Counts{Behind: 45, InProgress: 4, Upgraded: 1}},
+		{name: "a baseline of other sources does not count", observe: func(ms []Member) {
+			member(ms, waves[0][0], func(m *Member) { m.Inputs = "configmap/values@2" })
+		}, wave: 0, admitted: nil, counts: Counts{Behind: 50}},
 		{name: "no baseline at the CR's generation: it waits for one", observe: func(ms []Member) {
 			member(ms, waves[0][0], func(m *Member) { m.Baseline = Baseline{} })
 		}, wave: 0, admitted: nil, counts: Counts{Behind: 50}},
@@ -334,6 +349,12 @@ func TestBaseline(t *testing.T) {
 		{name: "admitted, then edited: a new baseline", pol: policy, observe: func(m *Member) {
 			m.Key, m.Generation, m.Ready = "canary", 2, false
 		}, want: Baseline{Digest: newChart, Generation: 2}},
+		{name: "admitted, then a source edited: a new baseline", pol: policy, observe: func(m *Member) {
+			m.Key, m.Inputs, m.Ready = "canary", "configmap/values@2", false
+		}, want: Baseline{Digest: newChart, Generation: 1, Inputs: "configmap/values@2"}},
+		{name: "a source's change pending: recorded broken", pol: policy, observe: func(m *Member) {
+			m.InputsPending = true
+		}, want: Baseline{Digest: newChart, Generation: 1}},
 		{name: "on the new chart: the baseline stays", pol: policy, observe: func(m *Member) {
 			m.Digest, m.Stalled = newChart, true
 		}, want: recorded},
