@@ -44,29 +44,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	chart := env.NewChartCopy(t)
 	grantRolloutKind(t, tn.ns)
 
-	// The operator of the test kind: a manager over the chart copy, and a sidecar.
-	lease := "security-rollout"
-	start := func() *framework.Process {
-		p, err := env.StartManager(framework.ProcessOptions{Name: lease + "-manager", WatchesFile: chart.WatchesFile(),
-			Flags: []string{"--leader-election-id=" + lease + "-manager", "--rollout=" + framework.RolloutGVK.Kind + "=" + policy}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	manager := start()
-	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: lease + "-sidecar", WatchesFile: chart.WatchesFile(),
-		Flags: []string{"--leader-election-id=" + lease + "-sidecar"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := chart.DeleteCRs(context.Background(), tn.ns, others); err != nil {
-			t.Errorf("deleting the CRs: %v", err)
-		}
-		manager.Stop()
-		sidecar.Stop()
-	})
+	restart := startRolloutOperator(t, chart, "security-rollout", policy, tn.ns, others)
 
 	// The broken CR, named to be the first wave (the one canary) of the administrator's order:
 	// the first of many candidate names in that order, and every other CR named so as to come
@@ -116,8 +94,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	chart.Write(t, "0.2.0", "")
 	crLog := env.Record(t, framework.RolloutGVR, "", tn.ns, others)
 	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", tn.ns, others)
-	manager.Stop()
-	manager = start()
+	restart()
 	chart.WaitOnChart(t, 5*time.Minute, "0.2.0", working, tn.ns, others)
 	crLog.Stop()
 	deployLog.Stop()
@@ -159,6 +136,39 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 				t.Errorf("%s/%s: %s", ns, e.InvolvedObject.Name, e.Message)
 			}
 		}
+	}
+}
+
+// startRolloutOperator runs the operator of the test kind: a manager over the chart copy,
+// with the rollout policy given, and a sidecar. restart stops the manager and starts another,
+// which carries the chart copy as it is then. At the end, the CRs of namespaces are deleted
+// and both stopped.
+func startRolloutOperator(t *testing.T, chart *framework.ChartCopy, lease, policy string, namespaces ...string) (restart func()) {
+	t.Helper()
+	start := func() *framework.Process {
+		p, err := env.StartManager(framework.ProcessOptions{Name: lease + "-manager", WatchesFile: chart.WatchesFile(),
+			Flags: []string{"--leader-election-id=" + lease + "-manager", "--rollout=" + framework.RolloutGVK.Kind + "=" + policy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	manager := start()
+	sidecar, err := env.StartSidecar(framework.ProcessOptions{Name: lease + "-sidecar", WatchesFile: chart.WatchesFile(),
+		Flags: []string{"--leader-election-id=" + lease + "-sidecar"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := chart.DeleteCRs(context.Background(), namespaces...); err != nil {
+			t.Errorf("deleting the CRs: %v", err)
+		}
+		manager.Stop()
+		sidecar.Stop()
+	})
+	return func() {
+		manager.Stop()
+		manager = start()
 	}
 }
 
