@@ -2,18 +2,10 @@ package addkind
 
 import (
 	"fmt"
-	"maps"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
 
-	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/kubescore"
 )
 
@@ -30,7 +22,7 @@ const lintTitle = "Linter warnings (kube-score, the checks of the lint gate, ove
 // reviewLint adds the topic of kube-score's findings on c rendered with its defaults and
 // overrides, kube-score being the binary bin.
 func (r *Report) reviewLint(c *chart.Chart, overrides map[string]string, bin string) {
-	manifest, err := renderManifest(c, overrides)
+	manifest, err := renderManifest(c, nil, overrides)
 	if err != nil {
 		r.add(lintTitle, fmt.Sprintf("not checked: the chart does not render with its defaults alone: %v", err))
 		return
@@ -63,33 +55,4 @@ func kubeScoreBinary(o Options) string {
 		return filepath.Join(o.Root, filepath.FromSlash(kubescore.Binary))
 	}
 	return bin
-}
-
-// renderManifest renders c as the operator installs a release of a CR whose spec is empty,
-// with overrides set as watches.yaml's overrideValues are, and returns the YAML of its
-// objects and of its hooks but helm test's.
-func renderManifest(c *chart.Chart, overrides map[string]string) (string, error) {
-	values := map[string]any{}
-	for _, path := range slices.Sorted(maps.Keys(overrides)) {
-		setPath(values, strings.Split(path, "."), overrides[path] == "true")
-	}
-	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	inst.DryRun = true
-	inst.ClientOnly = true
-	inst.ReleaseName = renderRelease
-	inst.Namespace = renderNamespace
-	inst.KubeVersion = &chartutil.KubeVersion{Version: fmt.Sprintf("v1.%d.0", chartpolicy.KubernetesMinor),
-		Major: "1", Minor: strconv.Itoa(chartpolicy.KubernetesMinor)}
-	rel, err := inst.Run(c, values)
-	if err != nil {
-		return "", err
-	}
-	manifests := []string{rel.Manifest}
-	for _, h := range rel.Hooks {
-		if !slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return e != release.HookTest }) {
-			continue // helm test's, which the operator never runs
-		}
-		manifests = append(manifests, h.Manifest)
-	}
-	return strings.Join(manifests, "\n---\n"), nil
 }

@@ -9,10 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,12 +65,6 @@ const maxOverrides = 3
 // safeOverrideKey matches the value paths add-kind may set: overrideValues are read as
 // helm --set's key=value, where dots separate keys and other punctuation has a meaning.
 var safeOverrideKey = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
-
-// renderNamespace and renderRelease stand in for a CR's namespace and name.
-const (
-	renderNamespace = "default"
-	renderRelease   = "release"
-)
 
 // findSafeDefault renders c with its defaults and, if it renders cluster-scoped or RBAC
 // objects it does not declare, looks for boolean values whose opposite renders none: greedily,
@@ -262,42 +253,13 @@ type renderedObject struct {
 	key string
 }
 
-// renderObjects renders c as the operator installs a release of a CR of the spec, with
-// overrides set over it as watches.yaml's overrideValues are, and lists its objects, hooks
-// but helm test's included.
+// renderObjects renders c as renderManifest does and lists its objects.
 func renderObjects(c *chart.Chart, spec map[string]any, overrides map[string]string) ([]renderedObject, error) {
-	values := map[string]any{}
-	if spec != nil {
-		// A copy, since setPath writes into the maps of the spec.
-		data, err := yaml.Marshal(spec)
-		if err != nil {
-			return nil, err
-		}
-		if err := yaml.Unmarshal(data, &values); err != nil {
-			return nil, err
-		}
-	}
-	for _, path := range slices.Sorted(maps.Keys(overrides)) {
-		setPath(values, strings.Split(path, "."), overrides[path] == "true")
-	}
-	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	inst.DryRun = true
-	inst.ClientOnly = true
-	inst.ReleaseName = renderRelease
-	inst.Namespace = renderNamespace
-	inst.KubeVersion = &chartutil.KubeVersion{Version: fmt.Sprintf("v1.%d.0", chartpolicy.KubernetesMinor),
-		Major: "1", Minor: strconv.Itoa(chartpolicy.KubernetesMinor)}
-	rel, err := inst.Run(c, values)
+	manifest, err := renderManifest(c, spec, overrides)
 	if err != nil {
 		return nil, err
 	}
-	manifests := []string{rel.Manifest}
-	for _, h := range rel.Hooks {
-		if !slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return e != release.HookTest }) {
-			continue // helm test's, which the operator never runs
-		}
-		manifests = append(manifests, h.Manifest)
-	}
+	manifests := []string{manifest}
 	var out []renderedObject
 	for _, m := range manifests {
 		for _, doc := range releaseutil.SplitManifests(m) {
