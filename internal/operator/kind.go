@@ -114,7 +114,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
 	}
-	k.rollout.sources = values
+	k.rollout.sources, k.rollout.orderKey = values, s.configs.RolloutOrderKey
 	drift := driftPolicy{DriftSetting: s.drift.For(w.GroupVersionKind.Kind), hpas: mgr.GetAPIReader()}
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,

@@ -76,6 +76,9 @@ type kindRollout struct {
 	// sources tells whether a CR's valuesFrom sources changed since its release was
 	// deployed (inputsPending); nil: none can have.
 	sources sourceVersions
+	// orderKey is the secret that keys the order of the waves (rollout.Policy.OrderKey);
+	// nil: unkeyed (the package's tests).
+	orderKey func(context.Context) ([]byte, error)
 
 	wake   chan event.GenericEvent // into the kind's helm reconciler
 	notify chan event.GenericEvent // into the kind's readiness controller
@@ -249,6 +252,12 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	policy := k.policy
+	if k.orderKey != nil {
+		if policy.OrderKey, err = k.orderKey(ctx); err != nil {
+			return reconcile.Result{}, fmt.Errorf("the key of the rollout order: %w", err)
+		}
+	}
 	k.plans++
 	crs := make([]*unstructured.Unstructured, 0, len(list.Items))
 	seen := make([]*observed, 0, len(list.Items))
@@ -269,7 +278,7 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	if len(k.seen) > len(seen) {
 		k.forgetUnseen()
 	}
-	plan := rollout.Decide(k.policy, k.carried.digest, members, k.now())
+	plan := rollout.Decide(policy, k.carried.digest, members, k.now())
 
 	k.mu.Lock()
 	prev, first := k.plan, !k.planned

@@ -84,6 +84,15 @@ func (k Key) ID() string {
 	return hex.EncodeToString(sum[:])[:keyIDLen]
 }
 
+// Derive is a key for another purpose than signing records, made from k: another holder of
+// it learns nothing of k, and the same k and purpose give the same key on every replica
+// and after a restart.
+func (k Key) Derive(purpose string) []byte {
+	m := hmac.New(sha256.New, k)
+	m.Write([]byte("warpdrive.transwarp.io/derived-key/" + purpose))
+	return m.Sum(nil)
+}
+
 // validKeyID reports whether id has the shape of a key id: only then is it repeated in a
 // refusal (it is written by whoever wrote the record, and ends up in Events and logs).
 func validKeyID(id string) bool {

@@ -1,6 +1,7 @@
 package releasesign
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -382,5 +383,20 @@ func TestResign(t *testing.T) {
 	}
 	if _, err := keys.Resign("t2", metadataOf(ofOld)); err == nil {
 		t.Error("re-signed as if it were in another namespace")
+	}
+}
+
+// A derived key is the same for the same key and purpose, another for another purpose or
+// key, and never the key itself.
+func TestDerive(t *testing.T) {
+	k, other := Key(bytes.Repeat([]byte{1}, MinKeySize)), Key(bytes.Repeat([]byte{2}, MinKeySize))
+	a := k.Derive("rollout-order")
+	switch {
+	case !bytes.Equal(a, k.Derive("rollout-order")):
+		t.Error("the same key and purpose derived two keys")
+	case bytes.Equal(a, k.Derive("another")), bytes.Equal(a, other.Derive("rollout-order")):
+		t.Error("another purpose or key derived the same key")
+	case bytes.Equal(a, k):
+		t.Error("the derived key is the key")
 	}
 }

@@ -390,3 +390,23 @@ func BenchmarkDecide(b *testing.B) {
 		Decide(p, newChart, ms, now)
 	}
 }
+
+// The rollout order is keyed: the same key gives the same order in every process (whatever
+// the chart), another key another order, so that a name searched to come first under one
+// cannot be known to come first under the operator's.
+func TestOrderKeyed(t *testing.T) {
+	keys := func(key []byte, target string) []string {
+		p := Policy{Waves: []int{100}, OrderKey: key}
+		return Decide(p, target, fleet(50), now).Waves[0]
+	}
+	a, b := []byte("operator's secret"), []byte("a tenant's guess")
+	if !reflect.DeepEqual(keys(a, newChart), keys(a, newChart)) {
+		t.Error("the same key and chart gave two orders")
+	}
+	if reflect.DeepEqual(keys(a, newChart), keys(b, newChart)) {
+		t.Error("another key gave the same order")
+	}
+	if !reflect.DeepEqual(keys(a, newChart), keys(a, "another chart")) {
+		t.Error("another chart gave another order")
+	}
+}

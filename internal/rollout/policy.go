@@ -28,6 +28,12 @@ type Policy struct {
 	// Rollback moves the CRs that failed back to the chart they had; without it they are
 	// left on the new chart for a person to look at.
 	Rollback bool
+	// OrderKey keys the order of the CRs in the waves (ordered): a secret of the operator's,
+	// set by it, never parsed from a flag. Keyed, the order cannot be searched for a name
+	// that comes first: with a plain hash of "namespace/name", 2 million names took 0.4 s
+	// to find one in the lowest 1.5e-6 of the order, and a tenant so named a CR to be the
+	// canary of every rollout of the kind.
+	OrderKey []byte
 }
 
 // Waved is the policy "waved" names: a canary, then 10%, 25%, 50% and 100% of the CRs.

@@ -107,6 +107,7 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 		f.names = append(f.names, name)
 	}
 	f.chart.WaitOnChart(f.t, 5*time.Minute, "0.1.0", f.names, f.ns, f.canaryNS)
+	f.policy.OrderKey = env.RolloutOrderKey(t) // the manager's order, for the waves the test expects
 	return f
 }
 
@@ -129,13 +130,13 @@ func (f *rolloutFleet) brokenTenantCR() string {
 	}
 	first := tenants[0]
 	for _, k := range tenants[1:] {
-		if framework.Before(k, first) {
+		if framework.Before(f.policy.OrderKey, k, first) {
 			first = k
 		}
 	}
 	for i := range 1_000_000 {
 		name := fmt.Sprintf("tenant-%d", i)
-		if !framework.Before(f.ns+"/"+name, first) {
+		if !framework.Before(f.policy.OrderKey, f.ns+"/"+name, first) {
 			continue
 		}
 		if !slices.Contains(framework.Waves(f.policy, append(keys, f.ns+"/"+name), f.canaryNS)[0], name) {

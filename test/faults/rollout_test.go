@@ -59,6 +59,7 @@ func TestRolloutSurvivesKills(t *testing.T) {
 	chart.WaitOnChart(t, convergeTimeout(), "0.1.0", names, ns)
 
 	chart.Write(t, "0.2.0", "")
+	pol.OrderKey = env.RolloutOrderKey(t)
 	waves := framework.Waves(pol, keys)
 	crLog := env.Record(t, framework.RolloutGVR, "", ns)
 	deployLog := env.Record(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "", ns)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
@@ -262,15 +266,34 @@ func OnChart(cr *unstructured.Unstructured, digest string) bool {
 }
 
 // Before reports whether the CR of key a (namespace/name) comes before that of key b in the
-// manager's rollout order, neither a canary: the order the waves are cut from.
-func Before(a, b string) bool {
+// manager's rollout order under orderKey (Env.RolloutOrderKey), neither a canary: the order
+// the waves are cut from.
+func Before(orderKey []byte, a, b string) bool {
 	_, name, _ := strings.Cut(a, "/")
-	return Waves(rollout.Policy{Canaries: 1}, []string{a, b})[0][0] == name
+	return Waves(rollout.Policy{Canaries: 1, OrderKey: orderKey}, []string{a, b})[0][0] == name
+}
+
+// RolloutOrderKey is the key of the rollout order (rollout.Policy.OrderKey) of the managers
+// the tests start: derived, as they derive it, from the signing key they share, in the Lease
+// namespace. A manager has made the key by the time any of its CRs is Ready.
+func (e *Env) RolloutOrderKey(t testing.TB) []byte {
+	t.Helper()
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: e.LeaseNamespace, Name: operator.DefaultSigningKeyName}
+	if err := e.Client.Get(context.Background(), key, s); err != nil {
+		t.Fatalf("the signing key the rollout order is keyed with: %v", err)
+	}
+	keys, err := releasesign.ParseKeys(s.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys.Current.Derive(trustedconfig.RolloutOrderPurpose)
 }
 
 // Waves are the waves policy cuts the CRs of keys (namespace/name) into, as the manager
 // cuts them: the CRs in canaryNamespaces (labelled rollout.CanaryLabel) are the canaries.
-// The waves hold the CRs' names.
+// The waves hold the CRs' names. The order is the manager's once policy.OrderKey is
+// Env.RolloutOrderKey.
 func Waves(policy rollout.Policy, keys []string, canaryNamespaces ...string) [][]string {
 	canary := map[string]bool{}
 	for _, ns := range canaryNamespaces {

@@ -179,6 +179,22 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	return keys, nil
 }
 
+// RolloutOrderKey keys the order of the chart rollouts' waves (rollout.Policy.OrderKey): a
+// key derived from the signing key, so that every replica and every restart orders the CRs
+// alike, and no namespace editor can compute where a name falls. A rotation of the signing
+// key changes it: a rollout under way then goes on in another order (docs/rollouts.md).
+func (t *Configs) RolloutOrderKey(ctx context.Context) ([]byte, error) {
+	keys, err := t.signingKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keys.Current.Derive(RolloutOrderPurpose), nil
+}
+
+// RolloutOrderPurpose is the purpose the rollout order's key is derived for
+// (releasesign.Key.Derive): tests that predict the waves derive it from the signing key too.
+const RolloutOrderPurpose = "rollout-order"
+
 // ActionConfigFor is the configuration for the release of the CR obj.
 func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
 	policy, ok := t.policies[obj.GetObjectKind().GroupVersionKind()]
