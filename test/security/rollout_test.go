@@ -13,9 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -45,6 +47,9 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	grantRolloutKind(t, tn.ns)
 
 	restart := startRolloutOperator(t, chart, "security-rollout", policy, tn.ns, others)
+	// The test knows the operator's key, which orders the waves; the tenant does not. It
+	// names its CRs as a tenant who had found the order's secret would.
+	pol.OrderKey = env.RolloutOrderKey(t)
 
 	// The broken CR, named to be the first wave (the one canary) of the administrator's order:
 	// the first of many candidate names in that order, and every other CR named so as to come
@@ -52,7 +57,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	// on the random namespace names.
 	brokenKey := tn.ns + "/broken-0"
 	for i := 1; i < 5000; i++ {
-		if k := fmt.Sprintf("%s/broken-%d", tn.ns, i); framework.Before(k, brokenKey) {
+		if k := fmt.Sprintf("%s/broken-%d", tn.ns, i); framework.Before(pol.OrderKey, k, brokenKey) {
 			brokenKey = k
 		}
 	}
@@ -63,7 +68,7 @@ func TestTenantCannotSteerAChartRollout(t *testing.T) {
 	create := func(c client.Client, ns, prefix string, n int, labels map[string]string) {
 		for i := 0; n > 0; i++ {
 			name := fmt.Sprintf("%s-%02d", prefix, i)
-			if !framework.Before(brokenKey, ns+"/"+name) {
+			if !framework.Before(pol.OrderKey, brokenKey, ns+"/"+name) {
 				continue
 			}
 			cr := chart.NewCR(ns, name)
@@ -185,6 +190,139 @@ func grantRolloutKind(t *testing.T, ns string) {
 	for _, o := range []client.Object{role, rb} {
 		if err := env.Client.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestCanaryStrikeCannotHaltARollout: the tenant whose CRs are the first wave of a chart
+// rollout strikes each of them as its status names the new chart, through what they own
+// beside the spec, which changes no generation: one's valuesFrom ConfigMap deleted, one's
+// filled past the bound, one's rewritten so that its pods ask for a resource no node offers,
+// and one's CR marked with the manager's own spec-over-bound annotation. Each says nothing of
+// the chart: the rollout must reach every other tenant's CR, and mark none failed.
+func TestCanaryStrikeCannotHaltARollout(t *testing.T) {
+	if stock {
+		t.Skip("the stock helm-operator has no chart rollouts")
+	}
+	if env.Impersonating() {
+		t.Skip("the test kind's CRD is not in the operator's RBAC")
+	}
+	const policy = "canaries:4,waves:50/100,timeout:1m,minready:20s"
+	ctx := context.Background()
+	tn := newTenant(t)
+	others := env.Namespace(t)
+	chart := env.NewChartCopy(t)
+	grantRolloutKind(t, tn.ns)
+	restart := startRolloutOperator(t, chart, "security-rollout-strike", policy, tn.ns, others)
+
+	// The strikers are the first four of the administrator's order among many candidate names,
+	// and the other tenant's CRs are named to come after them.
+	var candidates []string
+	for i := range 2000 {
+		candidates = append(candidates, fmt.Sprintf("%s/strike-%d", tn.ns, i))
+	}
+	orderKey := env.RolloutOrderKey(t)
+	strikers := framework.Waves(rollout.Policy{Waves: []int{100}, OrderKey: orderKey}, candidates)[0][:4]
+	last := tn.ns + "/" + strikers[3]
+	never := "security.warpdrive.transwarp.io/never-offered"
+	overBound := &strings.Builder{}
+	for i := range 30000 {
+		fmt.Fprintf(overBound, "k%d: 0\n", i)
+	}
+	strikes := map[string]func() error{
+		strikers[0]: func() error { // its source deleted
+			return tn.client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: strikers[0]}})
+		},
+		strikers[1]: func() error { // its source past the bound
+			return tn.client.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: strikers[1]},
+				Data: map[string]string{"values.yaml": overBound.String()}})
+		},
+		strikers[2]: func() error { // its source makes its pods unschedulable
+			return tn.client.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: strikers[2]},
+				Data: map[string]string{"values.yaml": fmt.Sprintf("resources: {requests: {%q: 1}, limits: {%q: 1}}\n", never, never)}})
+		},
+		strikers[3]: func() error { // the manager's mark, written by the CR's owner
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"warpdrive.transwarp.io/spec-over-bound":"true",%q:"strike"}}}`,
+				statuscontract.RequestAnnotation)
+			cr := chart.NewCR(tn.ns, strikers[3])
+			return tn.client.Patch(ctx, cr, client.RawPatch(types.MergePatchType, []byte(patch)))
+		},
+	}
+	for _, name := range strikers {
+		if err := tn.client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name},
+			Data: map[string]string{"values.yaml": "size: 1\n"}}); err != nil {
+			t.Fatal(err)
+		}
+		cr := chart.NewCR(tn.ns, name)
+		cr.Object["spec"] = map[string]any{"valuesFrom": []any{map[string]any{"kind": "ConfigMap", "name": name}}}
+		if err := tn.client.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var working []string
+	for i := 0; len(working) < 8; i++ {
+		name := fmt.Sprintf("app-%02d", i)
+		if !framework.Before(orderKey, last, others+"/"+name) {
+			continue
+		}
+		if err := chart.Client.Create(ctx, chart.NewCR(others, name)); err != nil {
+			t.Fatal(err)
+		}
+		working = append(working, name)
+	}
+	chart.WaitOnChart(t, 5*time.Minute, "0.1.0", append(slices.Clone(strikers), working...), tn.ns, others)
+
+	// The new chart; each striker is struck as soon as its status names it.
+	chart.Write(t, "0.2.0", "")
+	struck := map[string]error{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for deadline := time.Now().Add(5 * time.Minute); len(struck) < len(strikers) && time.Now().Before(deadline); {
+			crs, err := chart.List(ctx, tn.ns)
+			if err == nil {
+				for _, name := range strikers {
+					d, _, _ := unstructured.NestedString(crs[name].Object, "status", "chart", "digest")
+					if _, ok := struck[name]; !ok && d == chart.Digests["0.2.0"] {
+						struck[name] = strikes[name]()
+					}
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	restart()
+	chart.WaitOnChart(t, 5*time.Minute, "0.2.0", working, others)
+	<-done
+	for _, name := range strikers {
+		if err, ok := struck[name]; !ok || err != nil {
+			t.Errorf("striker %s: struck %v (%v)", name, ok, err)
+		}
+	}
+	crs, err := chart.List(ctx, tn.ns, others)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cr := range crs {
+		if d, _, _ := unstructured.NestedString(cr.Object, "status", "chart", "failedDigest"); d != "" {
+			t.Errorf("%s is marked failed on chart %s", name, d)
+		}
+	}
+	for _, name := range strikers[:3] { // the strikes took: their own CRs are broken
+		if c := statuscontract.Find(statuscontract.Conditions(crs[name]), statuscontract.Ready); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("striker %s is Ready: its strike did not take, and the test shows nothing", name)
+		}
+	}
+	if c := statuscontract.Find(statuscontract.Conditions(crs[strikers[3]]), statuscontract.Stalled); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("striker %s is Stalled (%s) by a mark its owner wrote", strikers[3], c.Reason)
+	}
+	events := &corev1.EventList{}
+	if err := env.Client.List(ctx, events, client.InNamespace(tn.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Reason == "ChartRolloutFailed" {
+			t.Errorf("%s: %s", e.InvolvedObject.Name, e.Message)
 		}
 	}
 }
