@@ -150,9 +150,9 @@ test-node: build tools ## The operator's real pod on the local cluster's real no
 	$(MAKE) node-down
 
 .PHONY: bench
-bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs, then spec.valuesFrom, a noisy neighbour, updates of unowned ConfigMaps, planted release records and the release history's etcd bytes (several hours): docs/bench/.
+bench: build helm-operator tools ## Benchmark against the stock helm-operator and kubectl apply at 100, 1000 and 10000 CRs, then spec.valuesFrom, a noisy neighbour, updates of unowned ConfigMaps, planted release records, template bombs and the release history's etcd bytes (several hours): docs/bench/.
 	$(MAKE) cluster-up
-	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 840m -v -run 'TestCompare|TestPool|TestValuesFrom|TestNoisyNeighbour|TestUnownedUpdates|TestPlantedRecords|TestHistoryFootprint' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 840m -v -run 'TestCompare|TestPool|TestValuesFrom|TestNoisyNeighbour|TestUnownedUpdates|TestPlantedRecords|TestTemplateBombs|TestHistoryFootprint' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench.log
 
 .PHONY: bench-quick
 bench-quick: build helm-operator tools ## The same at 10 CRs with a 20 s idle window (valuesFrom: 2 edits, 500 unrelated Secrets), to check the benchmark runs; figures go to .cluster/bench-quick.
@@ -172,9 +172,9 @@ bench-fairness: build helm-operator tools ## Benchmark a noisy neighbour: one te
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 150m -v -run TestNoisyNeighbour ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-fairness.log
 
 .PHONY: bench-exhaustion
-bench-exhaustion: build helm-operator tools ## Benchmark 10,000 updates of ConfigMaps no chart owns (the manager's GETs and CPU) and 300 planted release records of 900 KiB (its peak RSS), this operator beside the stock one (about 15 minutes): docs/bench/exhaustion.md.
+bench-exhaustion: build helm-operator tools ## Benchmark 10,000 updates of ConfigMaps no chart owns (the manager's GETs and CPU), 300 planted release records of 900 KiB (its peak RSS) and template bombs in a tenant's values (memory, CPU, output: its peak RSS, whether it stays up, another tenant's edit served), this operator beside the stock one (about 25 minutes): docs/bench/exhaustion.md.
 	$(MAKE) cluster-up
-	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run 'TestUnownedUpdates|TestPlantedRecords' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-exhaustion.log
+	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 60m -v -run 'TestUnownedUpdates|TestPlantedRecords|TestTemplateBombs' ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-exhaustion.log
 
 .PHONY: bench-history
 bench-history: build helm-operator tools ## Benchmark etcd bytes per CR after the creates, 1 and 10 edits of 100 CRs: kubectl apply, the stock helm-operator and this operator at --max-release-history 10, 5, 3, 2 (about 30 minutes): docs/bench/history.md.

@@ -327,14 +327,15 @@ func install(t *testing.T, ns, addr string, crs ...client.Object) {
 // begins, it would name what was committed meanwhile.
 var exhaustionMeasured = sync.OnceValue(measuredNow)
 
-// exhaustionFile holds the sections of TestUnownedUpdates and TestPlantedRecords; each test
-// rewrites its own, so that either can run alone.
+// exhaustionFile holds the sections of TestUnownedUpdates, TestPlantedRecords and
+// TestTemplateBombs; each test rewrites its own, so that any of them can run alone.
 const exhaustionFile = "exhaustion.md"
 
 const unownedTitle = "Updates of ConfigMaps no chart owns"
 
 // benchCommand is the command that produced the figures: go test with the -run pattern this
-// run was given (make bench-exhaustion's is 'TestUnownedUpdates|TestPlantedRecords').
+// run was given (make bench-exhaustion's is
+// 'TestUnownedUpdates|TestPlantedRecords|TestTemplateBombs').
 func benchCommand() string {
 	run := ""
 	if f := flag.Lookup("test.run"); f != nil {
@@ -363,16 +364,18 @@ func writeSection(t *testing.T, s settings, file, title, body string) {
 }
 
 // exhaustionSections are the titles of exhaustion.md's sections, in order.
-var exhaustionSections = []string{unownedTitle, plantedTitle}
+var exhaustionSections = []string{unownedTitle, plantedTitle, bombsTitle}
 
-const exhaustionHead = "# Exhaustion: noise and planted records against the manager\n\n" +
-	"Written by `make bench-exhaustion` (TestUnownedUpdates and TestPlantedRecords in test/bench, about 15 minutes), " +
+const exhaustionHead = "# Exhaustion: noise, planted records and template bombs against the manager\n\n" +
+	"Written by `make bench-exhaustion` (TestUnownedUpdates, TestPlantedRecords and TestTemplateBombs in test/bench, about 25 minutes), " +
 	"each operator in namespaces of its own on the local cluster, this operator's manager and sidecar beside the stock " +
-	"helm-operator in one run. Each test rewrites its own section, so that either can be run again alone " +
+	"helm-operator in one run. Each test rewrites its own section, so that any of them can be run again alone " +
 	"(`WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=.cluster/kubeconfig go test -count=1 -v -run TestPlantedRecords ./test/bench/`). " +
 	"Both operators run as in TestCompare: this operator with the arguments of config/default, the stock " +
 	"helm-operator with its scaffold's (a reconcile of every CR every minute). The control plane, kwok and the " +
-	"operator share the machine's cores with whatever else runs: each section gives the load average.\n"
+	"operator share the machine's cores with whatever else runs: each section gives the load average. " +
+	"The template bombs run each operator on a kind of their own, the manager alone, against values a tenant writes " +
+	"where the chart's tpl evaluates them.\n"
 
 // unownedReport is the section of TestUnownedUpdates.
 func unownedReport(measured string, runs []unownedRun) string {
