@@ -118,7 +118,8 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	drift := driftPolicy{DriftSetting: s.drift.For(w.GroupVersionKind.Kind), hpas: mgr.GetAPIReader()}
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
-		drift: drift, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal}.build(engine)
+		drift: drift, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal,
+		unproven: s.configs.UnprovenRecords}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,18 +10,24 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
-// newReleaseGuard hands out action clients that refuse releases of charts other than c.
-// Operations on a release name are serialised across kinds by locks (shared by every
-// kind's guard), so that the check and the operation it guards cannot interleave with
-// another kind's.
-func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex) helmclient.ActionClientGetter {
+// newReleaseGuard hands out action clients that refuse releases of charts other than c, and
+// installs over the records of a release that the operator cannot prove its own (unproven
+// counts them; nil: none is checked). Operations on a release name are serialised across
+// kinds by locks (shared by every kind's guard), so that the check and the operation it
+// guards cannot interleave with another kind's.
+func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex,
+	unproven func(ctx context.Context, ns, name string) (int, error)) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
-		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks}
+		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks,
+			cr: cr, unproven: unproven}
 	})
 }
 
@@ -54,6 +61,8 @@ type guardedClient struct {
 	chart     string
 	namespace string // the CR's, where its release lives
 	locks     *keyedMutex
+	cr        client.Object
+	unproven  func(ctx context.Context, ns, name string) (int, error)
 }
 
 // lock holds the release name in the CR's namespace until the returned func is called.
@@ -78,7 +87,43 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.foreign(name); err != nil {
 		return nil, err
 	}
+	if err := c.anotherTools(name); err != nil {
+		return nil, err
+	}
 	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+}
+
+// anotherTools refuses to install release name where records of it exist that no key of the
+// operator verifies, unless the CR's status says that the operator deployed that release
+// before: then they are a person's Helm command over it (`helm upgrade`, `helm rollback`),
+// which the install goes on from, moving them aside (releasesign.SecretClient). Otherwise the
+// release is another tool's (the helm CLI, Flux): a CR named after it must not move its
+// records aside nor take its objects, which Helm adopts by their annotations alone, a name
+// anyone who may create the CR can choose. Only the operator writes a CR's status; records
+// and annotations, whoever may write the namespace's Secrets and objects.
+func (c guardedClient) anotherTools(name string) error {
+	if c.unproven == nil || deployedBefore(c.cr, name) {
+		return nil
+	}
+	n, err := c.unproven(context.Background(), c.namespace, name)
+	if err != nil || n == 0 {
+		return err
+	}
+	return refuse(statuscontract.Failure{Reason: statuscontract.ReasonReleaseNameTaken, Step: "install", Message: fmt.Sprintf(
+		"Helm release %q in namespace %q has %d record(s) that this operator did not sign: another tool installed it "+
+			"(the helm CLI, Flux) or someone wrote them; the operator neither installs over it nor takes its objects. "+
+			"Give this resource another name, or uninstall that release; if it is this operator's release after all, "+
+			"an administrator takes its records over (%s)", name, c.namespace, n, releasesign.KeyDocs)})
+}
+
+// deployedBefore reports whether cr's status says the operator deployed its release name.
+func deployedBefore(cr client.Object, name string) bool {
+	u, ok := cr.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	deployed, _, _ := unstructured.NestedString(u.Object, "status", statuscontract.FieldDeployedRelease, "name")
+	return deployed == name
 }
 
 // foreign returns a foreignReleaseError if release name is another chart's. Any other error

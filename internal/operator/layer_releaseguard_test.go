@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,11 +24,12 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
 	t.Helper()
-	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex())
+	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), nil)
 	c, err := g.ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +136,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, name := range []string{"appservice", "guestbook"} {
-			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks).ActionClientFor(context.Background(), appServiceCR())
+			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, nil).ActionClientFor(context.Background(), appServiceCR())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,5 +196,51 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 				t.Fatalf("install over the other kind's release: %v, installed %v; want it refused as another chart's", err, installed)
 			}
 		})
+	}
+}
+
+// A CR named like a release whose records no key of the operator verifies is not installed
+// over it (Stalled ReleaseNameTaken), unless its status says the operator deployed that
+// release: then the records are a person's Helm command over it, which the install goes on
+// from.
+func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		unproven int
+		deployed string // status.deployedRelease.name
+		refused  bool
+	}{
+		{"another tool's release", 2, "", true},
+		{"no records", 0, "", false},
+		{"the operator's release, a person's helm upgrade over it", 2, "x", false},
+		{"another release deployed before under the CR's status", 2, "y", true},
+	} {
+		f := &fakeActions{}
+		cr := appServiceCR().(*unstructured.Unstructured)
+		if tc.deployed != "" {
+			_ = unstructured.SetNestedField(cr.Object, tc.deployed, "status", "deployedRelease", "name")
+		}
+		var asked string
+		unproven := func(_ context.Context, ns, name string) (int, error) {
+			asked = ns + "/" + name
+			return tc.unproven, nil
+		}
+		c, err := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(),
+			unproven).ActionClientFor(context.Background(), cr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Install("x", "team-a", nil, nil)
+		failure, refused := refusalOf(err)
+		if refused != tc.refused || (refused && (failure.Reason != statuscontract.ReasonReleaseNameTaken ||
+			!strings.Contains(failure.Message, `release "x" in namespace "team-a" has 2 record(s)`))) {
+			t.Errorf("%s: Install: %v, refused %v (%+v), want refused %v", tc.name, err, refused, failure, tc.refused)
+		}
+		if installed := len(f.calls) > 0; installed == tc.refused {
+			t.Errorf("%s: Helm's install called: %v", tc.name, f.calls)
+		}
+		if tc.deployed != "x" && asked != "team-a/x" {
+			t.Errorf("%s: the records counted are of %q, want team-a/x", tc.name, asked)
+		}
 	}
 }

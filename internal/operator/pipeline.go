@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"context"
+
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -177,6 +179,9 @@ type pipeline struct {
 	live     client.Reader        // the release's objects as the API server has them, for drift reports
 	renders  *renderbound.Checker // renders each new chart and values in a limited worker first; nil: off
 	journal  *renderJournal       // what is being rendered, for the quarantine (renderjournal.go); nil: off
+	// unproven counts the records of a release that no key of the operator verifies
+	// (trustedconfig.Configs.UnprovenRecords); nil: not checked.
+	unproven func(ctx context.Context, ns, name string) (int, error)
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
@@ -192,7 +197,7 @@ func (p pipeline) layers() []layer {
 			return withRedaction(g, p.outcomes)
 		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return newReleaseGuard(g, p.chart, p.locks)
+			return newReleaseGuard(g, p.chart, p.locks, p.unproven)
 		}},
 		{"render loop", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRenderLoopGuard(g, p.outcomes)

@@ -77,6 +77,10 @@ const (
 	// the CR (an OOM kill, a panic); Stalled until the spec changes, so that the operator does
 	// not crash-loop on it.
 	ReasonQuarantined = "Quarantined"
+	// ReasonReleaseNameTaken: a Helm release of the CR's name has records in its namespace
+	// that the operator cannot prove its own (installed by the helm CLI, Flux or another
+	// tool): it neither installs over them nor takes their objects.
+	ReasonReleaseNameTaken = "ReleaseNameTaken"
 )
 
 // Failure is the last failed attempt at a generation.

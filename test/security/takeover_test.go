@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -120,24 +121,26 @@ func TestTakeOverOfUnsignedRecords(t *testing.T) {
 		t.Logf("the manager's peak RSS through the take-over of the bombs: %.0f MiB", peak)
 	}
 
-	// The planted record is not: when its CR comes, it gets a release of its own.
+	// The planted record is not: when its CR comes, the operator refuses the record and, as
+	// with a release another tool made under that name, installs nothing over it (Stalled
+	// ReleaseNameTaken) until the record is gone.
 	ghostCR := appService(tn.ns, "ghost", "ghost-app", 1)
 	if err := tn.client.Create(ctx, ghostCR); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deployed(ghostCR, 1); err != nil {
-		t.Error(err)
-	}
 	if err := refusedEvent(ghostCR, ghost.Name); err != nil {
 		t.Error(err)
 	}
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
 		got := ghostCR.DeepCopy()
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ghostCR), got); err != nil {
 			return err
 		}
 		if s, _, msg := framework.Condition(got, "ReleaseRecordRefused"); s != "True" || !strings.Contains(msg, ghost.Name) {
 			return fmt.Errorf("ReleaseRecordRefused=%q: %s", s, msg)
+		}
+		if s, reason, _ := framework.Condition(got, statuscontract.Stalled); s != "True" || reason != statuscontract.ReasonReleaseNameTaken {
+			return fmt.Errorf("Stalled=%q (%s), want True %s", s, reason, statuscontract.ReasonReleaseNameTaken)
 		}
 		return nil
 	})

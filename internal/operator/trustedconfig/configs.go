@@ -179,6 +179,25 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	return keys, nil
 }
 
+// UnprovenRecords counts the records of release name in namespace ns, as the manager's cache
+// holds them, that no key of the operator verifies: those of a release another tool made (the
+// helm CLI, Flux), of a person's Helm command over one of the operator's, or planted by a
+// namespace editor. It reads the cache only: the metadata of the release Secrets and their
+// signatures.
+func (t *Configs) UnprovenRecords(ctx context.Context, ns, name string) (int, error) {
+	list := releaserecords.CachedList()
+	if err := t.records.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": name}); err != nil {
+		return 0, fmt.Errorf("listing the records of release %s/%s: %w", ns, name, err)
+	}
+	n := 0
+	for i := range list.Items {
+		if !t.SignedRecord(&list.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // RolloutOrderKey keys the order of the chart rollouts' waves (rollout.Policy.OrderKey): a
 // key derived from the signing key, so that every replica and every restart orders the CRs
 // alike, and no namespace editor can compute where a name falls. A rotation of the signing
