@@ -83,8 +83,11 @@ test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite
 # (internal/podargs; test/framework checks the suites use them). The chart tests' lint gate
 # (test/charts/lint_test.go) runs kube-score over config/default and the five charts.
 .PHONY: test-unit
+# Built as the image's binaries are, without cgo: internal/renderbound's tests run the render
+# worker from the test binary, and a cgo binary's threads each reserve 8 MiB of the address
+# space the worker's memory bound limits, more of them the busier the machine.
 test-unit: $(KUSTOMIZE) $(KUBE_SCORE) ## Unit and chart tests (no cluster), the kube-score lint gate among them.
-	go test $(GO_TEST_FLAGS) $(UNIT_PACKAGES)
+	CGO_ENABLED=0 go test $(GO_TEST_FLAGS) $(UNIT_PACKAGES)
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/tools/lint, configured in .golangci.yml).
