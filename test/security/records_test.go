@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -13,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
 // attack is one attack on release records: the tenant's AppService is deployed, plant
@@ -211,7 +215,9 @@ func TestCurrentRecordRelabelledThenDeleted(t *testing.T) {
 
 // A record planted before its CR exists, naming another namespace's ConfigMap: when the
 // tenant then creates the CR, Helm would take the planted record as its release and upgrade
-// (and later uninstall) from it.
+// (and later uninstall) from it. The operator refuses the record and, as for a release another
+// tool made under the CR's name, installs nothing over it: the CR is Stalled
+// ReleaseNameTaken, and nothing outside the namespace changes, through its deletion too.
 func TestRecordPlantedBeforeItsCR(t *testing.T) {
 	tn := newTenant(t)
 	vns, vcm := victim(t)
@@ -227,13 +233,25 @@ func TestRecordPlantedBeforeItsCR(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v []string
-	if _, err := deployed(cr, 1); err != nil {
-		v = append(v, "the CR's release: "+err.Error())
-	}
 	if !stock {
 		if err := refusedEvent(cr, planted.Name); err != nil {
 			v = append(v, err.Error())
 		}
+		err := framework.Poll(ctx, time.Minute, func(ctx context.Context) error {
+			got := cr.DeepCopy()
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+				return err
+			}
+			if s, reason, _ := framework.Condition(got, statuscontract.Stalled); s != "True" || reason != statuscontract.ReasonReleaseNameTaken {
+				return fmt.Errorf("Stalled=%q (%s), want True %s", s, reason, statuscontract.ReasonReleaseNameTaken)
+			}
+			return nil
+		})
+		if err != nil {
+			v = append(v, "the CR named after the planted record: "+err.Error())
+		}
+	} else if _, err := deployed(cr, 1); err != nil {
+		v = append(v, "the CR's release: "+err.Error())
 	}
 	if err := tn.deleteAndWait(cr); err != nil {
 		v = append(v, "deleting the CR: "+err.Error())
