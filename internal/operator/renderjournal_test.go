@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -8,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
@@ -273,5 +277,56 @@ func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
 	}
 	if evs := events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
 		t.Errorf("Events %q, want a Warning Quarantined", evs)
+	}
+}
+
+// renderingActions renders as Helm's install and upgrade do: the call's options applied, then
+// the post-renderers run over the manifests; then, before it returns, what follows the render
+// (the record, the objects applied), where it reports whether the CR is still in flight.
+type renderingActions struct {
+	*fakeActions
+	inFlight func() (before, after bool)
+	before   bool
+	after    bool
+}
+
+func (r *renderingActions) Install(_, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	i := &action.Install{}
+	for _, o := range opts {
+		if err := o(i); err != nil {
+			return nil, err
+		}
+	}
+	r.before, _ = r.inFlight()
+	if _, err := i.PostRenderer.Run(bytes.NewBufferString("kind: ConfigMap")); err != nil {
+		return nil, err
+	}
+	_, r.after = r.inFlight()
+	return nil, nil
+}
+
+// A CR is in the journal's flight while Helm renders it, not while Helm applies what it
+// rendered: a manager killed then did not die of the CR's templates.
+func TestRenderJournalEndsAtTheRender(t *testing.T) {
+	l := startJournal(t, journalClient())
+	defer l.stop()
+	cr := journalCR(1)
+	k := entryOf(cr).key()
+	held := func() bool {
+		l.journal.mu.Lock()
+		defer l.journal.mu.Unlock()
+		_, ok := l.journal.inFlight[k]
+		return ok
+	}
+	engine := &renderingActions{fakeActions: &fakeActions{}, inFlight: func() (bool, bool) { h := held(); return h, h }}
+	c := journalingClient{ActionInterface: engine, journal: l.journal, cr: cr}
+	if _, err := c.Install("x", "team-a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !engine.before || engine.after {
+		t.Errorf("in flight before the post-render: %v, after it: %v; want true, false", engine.before, engine.after)
+	}
+	if held() {
+		t.Error("still in flight after the install")
 	}
 }
