@@ -31,4 +31,7 @@
 // leaves the moved value without a place, kept as above. Only a malformed file (Parse and
 // Load name the step), an unknown version, or more to keep than an annotation may hold
 // (MaxAnnotationBytes) is an error.
+//
+// Infer proposes the moves between two versions' spec schemas that the fields' names make
+// plain, and lists the fields a person must place.
 package conversion
