@@ -241,7 +241,7 @@ func (o *outcomes) forget(key types.NamespacedName) {
 }
 
 // forgetGone drops the outcomes of the CRs that live does not hold and that were already
-// recorded at since (goneSweep).
+// recorded at since (goneForgetter).
 func (o *outcomes) forgetGone(live map[types.NamespacedName]bool, since time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

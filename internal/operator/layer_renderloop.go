@@ -32,7 +32,7 @@ const (
 )
 
 // withRenderLoopGuard hands out action clients that refuse the upgrades of a render loop.
-// The count lives in outcomes, whose per-CR state the gone-CR sweep forgets.
+// The count lives in outcomes, whose per-CR state goneForgetter forgets once the CR is gone.
 func withRenderLoopGuard(getter helmclient.ActionClientGetter, o *outcomes) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return renderLoopClient{ActionInterface: ac, cr: cr, outcomes: o, now: time.Now}

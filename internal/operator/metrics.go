@@ -140,7 +140,7 @@ func (f *fleetSeries) series(key crKey) *crSeries {
 }
 
 // forgetGone drops the series of the CRs of kind that live does not hold and that were
-// already there at since (goneSweep).
+// already there at since (goneForgetter).
 func (f *fleetSeries) forgetGone(kind string, live map[types.NamespacedName]bool, since time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -156,20 +156,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("registering the per-CR metrics: %w", err)
 	}
 	log := ctrl.Log.WithName("operator")
-	sweep := &goneSweep{reader: mgr.GetCache(), metrics: s.metrics}
+	forget := &goneForgetter{reader: mgr.GetCache(), metrics: s.metrics}
 	for i, w := range ws {
 		k, err := setupKind(mgr, w, policies[i], s)
 		if err != nil {
 			return err
 		}
-		sweep.kinds = append(sweep.kinds, sweptKind{gvk: w.GroupVersionKind, outcomes: k.outcomes})
+		forget.kinds = append(forget.kinds, forgetKind{gvk: w.GroupVersionKind, outcomes: k.outcomes})
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", k.period, "maxConcurrentReconciles", k.concurrency,
 			"clusterScopedKinds", policies[i].ClusterKinds, "hooks", policies[i].Hooks,
 			"chart", w.Chart.Metadata.Version, "chartDigest", k.rollout.carried.digest, "rollout", k.rollout.policy.String(),
 			"drift", opts.Drift.For(w.GroupVersionKind.Kind).String())
 	}
-	if err := mgr.Add(sweep); err != nil {
+	if err := mgr.Add(forget); err != nil {
 		return err
 	}
 	return setupOrphanCollectors(mgr, policies)

@@ -11,7 +11,7 @@ import (
 
 // The state of a CR the cache no longer holds is forgotten, whatever path the CR went by;
 // that of a CR the cache holds, or of one recorded since the cache was read, is kept.
-func TestGoneSweepForgetsGoneCRs(t *testing.T) {
+func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 	crAt := func(name string) *unstructured.Unstructured {
 		cr := memcached(nil)
 		cr.SetName(name)
@@ -26,9 +26,9 @@ func TestGoneSweepForgetsGoneCRs(t *testing.T) {
 		o.entry(cr)
 		o.mu.Unlock()
 	}
-	s := &goneSweep{reader: readerWith(crAt("here")), metrics: fleet,
-		kinds: []sweptKind{{gvk: memcachedGVK, outcomes: o}}}
-	s.sweep(context.Background())
+	s := &goneForgetter{reader: readerWith(crAt("here")), metrics: fleet,
+		kinds: []forgetKind{{gvk: memcachedGVK, outcomes: o}}}
+	s.forget(context.Background())
 	for name, want := range map[string]bool{"gone": false, "here": true} {
 		if _, kept := fleet.crs[crKey{"Memcached", "ns", name}]; kept != want {
 			t.Errorf("series of %s kept: %v, want %v", name, kept, want)
@@ -43,6 +43,6 @@ func TestGoneSweepForgetsGoneCRs(t *testing.T) {
 	fleet.helmOperation("Memcached", "ns", "new", time.Second, nil)
 	fleet.forgetGone("Memcached", map[types.NamespacedName]bool{}, before)
 	if _, kept := fleet.crs[crKey{"Memcached", "ns", "new"}]; !kept {
-		t.Error("the series of a CR recorded after the sweep read the cache was forgotten")
+		t.Error("the series of a CR recorded after goneForgetter read the cache was forgotten")
 	}
 }
