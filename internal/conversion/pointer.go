@@ -101,7 +101,7 @@ func reach(spec map[string]any, p pointer) (m map[string]any, depth int, blocked
 			return m, depth, false
 		}
 		next, ok := v.(map[string]any)
-		if !ok {
+		if !ok || next == nil { // a nil map, which Go code may build, cannot hold a value
 			return m, depth, true
 		}
 		m = next
@@ -110,7 +110,8 @@ func reach(spec map[string]any, p pointer) (m map[string]any, depth int, blocked
 	return m, depth, false
 }
 
-// free reports whether a value can be put at p without replacing or blocking anything.
+// free reports whether nothing is at p and nothing stands in its way: a put there replaces
+// no value.
 func free(spec map[string]any, p pointer) bool {
 	m, depth, blocked := reach(spec, p)
 	if blocked {

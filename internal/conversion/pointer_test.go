@@ -103,8 +103,8 @@ func TestTakeMissesWhatIsNotThere(t *testing.T) {
 }
 
 func TestPut(t *testing.T) {
-	spec := map[string]any{"s": "str", "l": []any{}, "n": nil, "m": map[string]any{"k": 1}}
-	for _, p := range []pointer{{"s", "k"}, {"l", "k"}, {"n", "k"}, {"m", "k", "j"}} {
+	spec := map[string]any{"s": "str", "l": []any{}, "n": nil, "m": map[string]any{"k": 1}, "nilmap": map[string]any(nil)}
+	for _, p := range []pointer{{"s", "k"}, {"l", "k"}, {"n", "k"}, {"m", "k", "j"}, {"nilmap", "k"}} {
 		if free(spec, p) {
 			t.Errorf("free %s, want blocked", p)
 		}
@@ -121,7 +121,7 @@ func TestPut(t *testing.T) {
 		}
 	}
 	want := map[string]any{
-		"s": "str", "l": []any{}, "n": nil,
+		"s": "str", "l": []any{}, "n": nil, "nilmap": map[string]any(nil),
 		"m":   map[string]any{"k": 1, "new": 2},
 		"new": 2,
 		"a":   map[string]any{"b": map[string]any{"c": 2}},
