@@ -37,8 +37,9 @@ func (c *Chain) Convert(obj *unstructured.Unstructured, version string) (*unstru
 // through as it is, in every direction.
 //
 // ConvertMap fails only when obj's version or the target version is not one of the chain's,
-// when what must be kept exceeds MaxAnnotationBytes, or when obj's metadata is not an
-// object: never for the content of the spec, whatever its shape.
+// or when what must be kept exceeds MaxAnnotationBytes, or cannot be kept: in an object
+// whose metadata or annotations are not objects, or as a value JSON cannot hold (a NaN),
+// which no object the API server decoded has. It never fails for the shape of a spec.
 func (c *Chain) ConvertMap(obj map[string]any, version string) (map[string]any, error) {
 	apiVersion, _ := obj["apiVersion"].(string)
 	gv, err := schema.ParseGroupVersion(apiVersion)

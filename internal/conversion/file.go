@@ -76,9 +76,9 @@ func Load(chartDir string) (*Chain, error) {
 // hand, and a conversion webhook must not find out at a tenant's read that a step is
 // ambiguous, so Parse refuses, naming the step: unknown keys, malformed versions and
 // pointers, a pointer moved twice or moved into twice, a pointer inside another pointer of
-// its step (a move of one would move part of the other), a version pair listed twice (in
-// either direction), and steps that do not form one chain from an oldest version to a
-// newest.
+// its step (whether the inner value moves with the outer one is unclear), a version pair
+// listed twice (in either direction), and steps that do not form one chain from an oldest
+// version to a newest.
 func Parse(data []byte) (*Chain, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
@@ -180,7 +180,9 @@ func parseStep(raw json.RawMessage) (step, error) {
 
 	// A pointer may be a source and a destination of the same step (a rename chain, a swap:
 	// all values are taken before any is put), but not twice either, and none may lie inside
-	// another: whether the inner value moves with the outer one would be ambiguous.
+	// another: whether the inner value moves with the outer one would be unclear, and a value
+	// kept from the outer place (what a tenant had beside the inner one) could not be put
+	// back once the inner one is.
 	for i, a := range uses {
 		for _, b := range uses[i+1:] {
 			switch {
