@@ -7,17 +7,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 )
 
-// Reasons of a failed release operation: of the Warning Event on the CR (layer_releaseevents.go)
-// and of the failure that the CR's Ready and Stalled conditions report (layer_outcomes.go), so
-// that both say the same.
-const (
-	reasonInstallFailed   = "InstallFailed"
-	reasonUpgradeFailed   = "UpgradeFailed"
-	reasonUninstallFailed = "UninstallFailed"
-	reasonReconcileFailed = "ReconcileFailed"
-	reasonReleaseInvalid  = "ReleaseLookupFailed"
-)
-
 // maxEventMessage bounds an Event's message: an error may quote a value of any size.
 const maxEventMessage = 1024
 

@@ -271,7 +271,7 @@ func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes, metrics *fl
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
 		c, err := getter.ActionClientFor(ctx, cr)
 		if err != nil {
-			o.failed(cr, statuscontract.Failure{Reason: "ErrorGettingClient", Step: "reconcile", Message: err.Error()})
+			o.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonErrorGettingClient, Step: "reconcile", Message: err.Error()})
 			return nil, err
 		}
 		return outcomeClient{ActionInterface: c, obj: cr, outcomes: o, metrics: metrics}, nil
@@ -288,7 +288,7 @@ type outcomeClient struct {
 func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonReleaseInvalid, Step: "reconcile", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: statuscontract.ReasonReleaseLookupFailed, Step: "reconcile", Message: err.Error()})
 	}
 	return rel, err
 }
@@ -300,7 +300,7 @@ func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	if f, refused := refusalOf(err); refused {
 		c.outcomes.failed(c.obj, f)
 	} else if err != nil {
-		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonInstallFailed, Step: "install", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: statuscontract.ReasonInstallFailed, Step: "install", Message: err.Error()})
 	}
 	return rel, err
 }
@@ -314,9 +314,9 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if f, refused := refusalOf(err); refused {
 		c.outcomes.failed(c.obj, f)
 	} else if err != nil {
-		reason := reasonUpgradeFailed
+		reason := statuscontract.ReasonUpgradeFailed
 		if isDryRun(opts) {
-			reason = "DryRunFailed" // the spec does not render or is refused: see layer_releaseevents.go
+			reason = statuscontract.ReasonDryRunFailed // the spec does not render or is refused: see layer_releaseevents.go
 		}
 		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reason, Step: "upgrade", Message: err.Error()})
 	}
@@ -326,7 +326,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 func (c outcomeClient) Reconcile(rel *release.Release) error {
 	err := c.ActionInterface.Reconcile(rel)
 	if err != nil {
-		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: reasonReconcileFailed, Step: "drift repair", Message: err.Error()})
+		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: statuscontract.ReasonReconcileFailed, Step: "drift repair", Message: err.Error()})
 	}
 	return err
 }

@@ -29,7 +29,7 @@ func drain(o *outcomes) {
 func TestOutcomesCountFailures(t *testing.T) {
 	o := newOutcomes()
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	f := statuscontract.Failure{Reason: reasonUpgradeFailed, Step: "upgrade", Message: "boom"}
+	f := statuscontract.Failure{Reason: statuscontract.ReasonUpgradeFailed, Step: "upgrade", Message: "boom"}
 
 	// A restarted manager: the status counts 2 failures at generation 3.
 	cr := crAt(3, map[string]any{"failures": int64(2), "conditions": []any{
@@ -50,7 +50,7 @@ func TestOutcomesCountFailures(t *testing.T) {
 	}
 
 	// A terminal refusal is counted once per generation, however often it is met again.
-	refused := statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: "too many", Terminal: true}
+	refused := statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: "too many", Terminal: true}
 	o.failed(crAt(5, nil), refused)
 	o.failed(crAt(5, nil), refused)
 	if got, _ := o.get(key, "uid-1"); got.failures != 1 || got.failedGeneration != 5 {

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // withReleaseEvents hands out action clients that record failed operations as Events.
@@ -44,7 +46,7 @@ func (c eventingClient) warn(reason, format string, args ...any) {
 func (c eventingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		c.warn(reasonReleaseInvalid, "reading release %s: %v", name, err)
+		c.warn(statuscontract.ReasonReleaseLookupFailed, "reading release %s: %v", name, err)
 	}
 	return rel, err
 }
@@ -54,7 +56,7 @@ func (c eventingClient) Install(name, namespace string, chrt *chart.Chart, vals 
 	if f, refused := refusalOf(err); refused {
 		c.warn(f.Reason, "release %s: %s", name, f.Message)
 	} else if err != nil {
-		c.warn(reasonInstallFailed, "installing release %s: %v", name, err)
+		c.warn(statuscontract.ReasonInstallFailed, "installing release %s: %v", name, err)
 	}
 	return rel, err
 }
@@ -71,7 +73,7 @@ func (c eventingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals 
 		if isDryRun(opts) {
 			what = "checking the upgrade (server-side dry run) of"
 		}
-		c.warn(reasonUpgradeFailed, "%s release %s: %v", what, name, err)
+		c.warn(statuscontract.ReasonUpgradeFailed, "%s release %s: %v", what, name, err)
 	}
 	return rel, err
 }
@@ -79,7 +81,7 @@ func (c eventingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals 
 func (c eventingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
 	resp, err := c.ActionInterface.Uninstall(name, opts...)
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		c.warn(reasonUninstallFailed, "uninstalling release %s: %v", name, err)
+		c.warn(statuscontract.ReasonUninstallFailed, "uninstalling release %s: %v", name, err)
 	}
 	return resp, err
 }
@@ -87,7 +89,7 @@ func (c eventingClient) Uninstall(name string, opts ...helmclient.UninstallOptio
 func (c eventingClient) Reconcile(rel *release.Release) error {
 	err := c.ActionInterface.Reconcile(rel)
 	if err != nil {
-		c.warn(reasonReconcileFailed, "repairing the objects of release %s: %v", rel.Name, err)
+		c.warn(statuscontract.ReasonReconcileFailed, "repairing the objects of release %s: %v", rel.Name, err)
 	}
 	return err
 }

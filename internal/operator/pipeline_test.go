@@ -20,6 +20,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // statusWrites is a status client that counts its updates.
@@ -182,8 +183,8 @@ func TestPipelineGuardActsFirst(t *testing.T) {
 	if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseLookupFailed reading release x: Helm release \"x\"") {
 		t.Errorf("events %q, want one Warning ReleaseLookupFailed with the guard's error (and no repair)", got)
 	}
-	if got := lastFailure(p); got != reasonReleaseInvalid {
-		t.Errorf("outcomes: failure %q, want %s", got, reasonReleaseInvalid)
+	if got := lastFailure(p); got != statuscontract.ReasonReleaseLookupFailed {
+		t.Errorf("outcomes: failure %q, want %s", got, statuscontract.ReasonReleaseLookupFailed)
 	}
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
 	if _, err := c.Upgrade("x", "team-a", p.chart, nil, dryRun); !errors.As(err, &foreign) {
@@ -233,8 +234,8 @@ func TestPipelineLayersAct(t *testing.T) {
 		if got := events(rec); len(got) != 1 || got[0] != "Warning InstallFailed installing release x: boom" {
 			t.Errorf("events %q, want one Warning InstallFailed", got)
 		}
-		if got := lastFailure(p); got != reasonInstallFailed {
-			t.Errorf("outcomes: failure %q, want %s", got, reasonInstallFailed)
+		if got := lastFailure(p); got != statuscontract.ReasonInstallFailed {
+			t.Errorf("outcomes: failure %q, want %s", got, statuscontract.ReasonInstallFailed)
 		}
 		if err := c.Reconcile(revision("appservice", 1, release.StatusDeployed)); err == nil {
 			t.Fatal("Reconcile: no error")
@@ -242,8 +243,8 @@ func TestPipelineLayersAct(t *testing.T) {
 		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReconcileFailed ") {
 			t.Errorf("events %q, want one Warning ReconcileFailed", got)
 		}
-		if got := lastFailure(p); got != reasonReconcileFailed {
-			t.Errorf("outcomes: failure %q, want %s", got, reasonReconcileFailed)
+		if got := lastFailure(p); got != statuscontract.ReasonReconcileFailed {
+			t.Errorf("outcomes: failure %q, want %s", got, statuscontract.ReasonReconcileFailed)
 		}
 	})
 

@@ -154,7 +154,7 @@ func (k *kindRollout) observe(cr *unstructured.Unstructured) *observed {
 // ownersInputFailures are the failures that name the input a CR's owner gave it, not its chart:
 // a source of spec.valuesFrom that cannot be read (gone, unlabelled) or is past the bound, a
 // spec over the bound.
-var ownersInputFailures = []string{reasonValuesFromFailed, reasonSpecTooLarge}
+var ownersInputFailures = []string{statuscontract.ReasonValuesFromFailed, statuscontract.ReasonSpecTooLarge}
 
 // inputsPending reports whether cr's owner changed its input since its release was deployed
 // (rollout.Member.InputsPending): it is Stalled by one of ownersInputFailures, or a source of

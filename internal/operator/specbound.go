@@ -28,10 +28,6 @@ import (
 // value set stays far below the bound, which costs at most a few MiB of heap per CR.
 const DefaultMaxSpecValues = 20000
 
-// reasonSpecTooLarge is the reason of the Stalled condition and the Warning Event of a CR whose
-// spec holds more values than --max-spec-values.
-const reasonSpecTooLarge = "SpecTooLarge"
-
 // specOverBoundAnnotation marks, in the manager's cache only, a CR whose spec the cache
 // dropped because it holds more values than the bound; its value is the bound. It is never
 // written to the API server: specBoundClient refuses to hand such a CR to the reconciler,
@@ -145,7 +141,7 @@ func (c specBoundClient) refuse(cr *unstructured.Unstructured) error {
 	msg := fmt.Sprintf("the spec holds more than %d values (objects, lists and scalars of its JSON), "+
 		"the bound of this operator (--max-spec-values): the CR is not reconciled, and its release is "+
 		"left as it is, until its spec holds fewer", c.limit)
-	c.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
-	c.recorder.Event(cr, corev1.EventTypeWarning, reasonSpecTooLarge, msg)
+	c.outcomes.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
+	c.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
 	return reconcile.TerminalError(fmt.Errorf("%s %s: %s", cr.GetKind(), client.ObjectKeyFromObject(cr), msg))
 }

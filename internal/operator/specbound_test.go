@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -154,7 +155,7 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 			t.Errorf("%s: the reconciler got %d objects of the spec, want %d", tc.name, len(notes), tc.wantNotes)
 		}
 		e, _ := o.get(client.ObjectKey{Namespace: live[0].GetNamespace(), Name: tc.name}, types.UID(tc.name))
-		if failed := e.failure.Reason == reasonSpecTooLarge && e.failure.Terminal && e.failedGeneration == 2; failed != tc.refused {
+		if failed := e.failure.Reason == statuscontract.ReasonSpecTooLarge && e.failure.Terminal && e.failedGeneration == 2; failed != tc.refused {
 			t.Errorf("%s: outcome %+v, want a failure %v", tc.name, e.failure, tc.refused)
 		}
 	}
@@ -201,7 +202,7 @@ func TestValuesFromOverTheBoundIsRefused(t *testing.T) {
 			t.Errorf("values from %s: refused with %v, want a terminal error", tc.source, err)
 		}
 		e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID())
-		if failed := e.failure.Reason == reasonSpecTooLarge && e.failure.Terminal; failed != tc.refused {
+		if failed := e.failure.Reason == statuscontract.ReasonSpecTooLarge && e.failure.Terminal; failed != tc.refused {
 			t.Errorf("values from %s: outcome %+v, want a failure %v", tc.source, e.failure, tc.refused)
 		}
 	}

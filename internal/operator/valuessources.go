@@ -29,10 +29,6 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
-// reasonValuesFromFailed is the failure (condition reason and Warning Event) of a visit whose
-// spec.valuesFrom could not be read.
-const reasonValuesFromFailed = "ValuesFromFailed"
-
 // sourcesIndex indexes the CRs of a kind by the sources they take values from, "Kind/name"
 // (the cache keys the index by namespace too).
 const sourcesIndex = "warpdrive.transwarp.io/valuesFrom"
@@ -111,8 +107,8 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 	res, err := v.resolver.Resolve(ctx, cr)
 	if err != nil {
 		msg := err.Error() // names the source and why, never its content
-		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonValuesFromFailed, Step: "values", Message: msg})
-		v.recorder.Event(cr, corev1.EventTypeWarning, reasonValuesFromFailed, msg)
+		v.outcomes.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonValuesFromFailed, Step: "values", Message: msg})
+		v.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonValuesFromFailed, msg)
 		return nil, err
 	}
 	if v.maxValues > 0 && countValues(res.Values, v.maxValues) > v.maxValues {
@@ -123,8 +119,8 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 			valuesfrom.Field, v.maxValues)
 		// Terminal, as a spec over the bound (specBoundClient.refuse): an edit of the CR or
 		// of a source reconciles it again.
-		v.outcomes.failed(cr, statuscontract.Failure{Reason: reasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
-		v.recorder.Event(cr, corev1.EventTypeWarning, reasonSpecTooLarge, msg)
+		v.outcomes.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
+		v.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
 		return nil, reconcile.TerminalError(errors.New(msg))
 	}
 	v.outcomes.resolved(cr, res.Sources, res.Secrets, res.Values)

@@ -1,0 +1,72 @@
+package statuscontract
+
+import "testing"
+
+// The names of the contract are an API: tenants wait on them (`kubectl wait
+// --for=condition=Ready`, `--for=jsonpath`), Argo CD's and Flux's health checks read them, and
+// alerts match on reasons. A constant may be renamed; its value may not change unnoticed.
+func TestWireValues(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		// Condition types.
+		{Ready, "Ready"},
+		{Reconciling, "Reconciling"},
+		{Stalled, "Stalled"},
+		{RolledOut, "RolledOut"},
+		{Paused, "Paused"},
+		{ChartRollout, "ChartRollout"},
+
+		// Reasons of the manager's conditions (Decide).
+		{ReasonReady, "Ready"},
+		{ReasonInstallPending, "InstallPending"},
+		{ReasonUpgradePending, "UpgradePending"},
+		{ReasonRollingOut, "RollingOut"},
+		{ReasonRetrying, "RetryingAfterFailure"},
+		{ReasonPaused, "Paused"},
+		{ReasonStalled, "Stalled"},
+		{ReasonProgressing, "Progressing"},
+		{ReasonNotStalled, "NotStalled"},
+		{ReasonSourceChanged, "ValuesSourceChanged"},
+		{ReasonRenderMemory, "RenderMemoryExceeded"},
+		{ReasonRenderTime, "RenderTimeExceeded"},
+		{ReasonRenderOutput, "RenderOutputExceeded"},
+		{ReasonRenderCrash, "RenderCrashed"},
+		{ReasonQuarantined, "Quarantined"},
+		{ReasonReleaseNameTaken, "ReleaseNameTaken"},
+
+		// Reasons of a failed attempt (failures.go).
+		{ReasonInstallFailed, "InstallFailed"},
+		{ReasonUpgradeFailed, "UpgradeFailed"},
+		{ReasonDryRunFailed, "DryRunFailed"},
+		{ReasonUninstallFailed, "UninstallFailed"},
+		{ReasonReconcileFailed, "ReconcileFailed"},
+		{ReasonReleaseLookupFailed, "ReleaseLookupFailed"},
+		{ReasonErrorGettingClient, "ErrorGettingClient"},
+		{ReasonValuesFromFailed, "ValuesFromFailed"},
+		{ReasonSpecTooLarge, "SpecTooLarge"},
+
+		// Fields under status.
+		{FieldDeployedRelease, "deployedRelease"},
+		{FieldObservedGeneration, "observedGeneration"},
+		{FieldFailures, "failures"},
+		{FieldLastHandledReconcileAt, "lastHandledReconcileAt"},
+		{FieldChart, "chart"},
+		{FieldChartRevision, "revision"},
+		{FieldValuesFrom, "valuesFrom"},
+		{FieldReplicas, "replicas"},
+		{FieldReadyReplicas, "readyReplicas"},
+		{FieldAvailableReplicas, "availableReplicas"},
+		{FieldSelector, "selector"},
+		{FieldPool, "pool"},
+
+		// Annotations and field managers.
+		{PauseAnnotation, "warpdrive.transwarp.io/pause-reconcile"},
+		{RequestAnnotation, "warpdrive.transwarp.io/reconcile-requested-at"},
+		{HelmFieldManager, "warpdrive-helm"},
+		{ManagerFieldManager, "warpdrive-manager"},
+		{SidecarFieldManager, "warpdrive-sidecar"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q is now %q: tenants' waits, health checks and alerts read the old value", c.want, c.got)
+		}
+	}
+}
