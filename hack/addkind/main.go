@@ -1,4 +1,4 @@
-// Command addkind makes an existing Helm chart a kind of the operator (see internal/addkind).
+// Command addkind makes an existing Helm chart a kind of the operator (see internal/gen/addkind).
 // make add-kind runs it from the repository root:
 //
 //	go run ./hack/addkind -chart path/to/chart[.tgz] -kind WebApp -group apps.example.com -version v1alpha1
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"transwarp.io/tos/warpdrive-operator/internal/addkind"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
 )
 
 func main() {

@@ -1,5 +1,5 @@
 // Command crdgen writes the CRD of every kind in watches.yaml, generated from the kind's
-// chart (see internal/crdgen), into the output directory. make manifests runs it:
+// chart (see internal/gen/crdgen), into the output directory. make manifests runs it:
 //
 //	go run ./hack/crdgen -watches watches.yaml -charts helm-charts -out config/crd/bases
 package main
@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 )
 
 func main() {

@@ -1,5 +1,5 @@
 // Command kindgen writes every file of the repository that lists the operator's kinds, from
-// watches.yaml and the charts (see internal/kindgen). make manifests runs it after
+// watches.yaml and the charts (see internal/gen/kindgen). make manifests runs it after
 // hack/crdgen, from the repository root:
 //
 //	go run ./hack/kindgen
@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
 )
 
 func main() {

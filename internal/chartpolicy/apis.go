@@ -18,7 +18,7 @@ import (
 
 // KubernetesMinor is the minor version of the Kubernetes release whose API the operator is
 // built against (k8s.io/api 0.35 is Kubernetes 1.35): an API version removed in it or
-// before is not served. internal/kindgen's tests keep it equal to go.mod's k8s.io/api.
+// before is not served. internal/gen/kindgen's tests keep it equal to go.mod's k8s.io/api.
 const KubernetesMinor = 35
 
 // APIs are the kinds a cluster serves, with their resource and scope, known without a

@@ -10,7 +10,7 @@
 //
 // It also reads which objects a chart can render whatever its values (Objects, from its
 // templates), and which kinds a cluster serves and their scope (APIs, from client-go's typed
-// clients): make manifests (internal/kindgen) derives the operator's RBAC from both.
+// clients): make manifests (internal/gen/kindgen) derives the operator's RBAC from both.
 package chartpolicy
 
 import (

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"transwarp.io/tos/warpdrive-operator/internal/heaptest"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/heaptest"
 )
 
 // appService decodes the i-th of a fleet of the benchmark's AppServices (one read back from

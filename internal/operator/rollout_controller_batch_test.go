@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/queuetest"
 )
 
 // Every event of a CR asks for the kind's one plan, rolloutBatch later (never at once), so

@@ -17,7 +17,7 @@ const Field = "valuesFrom"
 // values from it. Labelling takes the right to update the Secret.
 const ReadableLabel = "warpdrive.transwarp.io/chart-readable"
 
-// Bounds of the references, which the CRD's schema states too (internal/crdgen).
+// Bounds of the references, which the CRD's schema states too (internal/gen/crdgen).
 const (
 	// MaxRefs is the most references a resource may list.
 	MaxRefs = 16

@@ -31,7 +31,7 @@ type Watch struct {
 	Selector labels.Selector
 
 	// OverrideValues are set over every CR's spec before the chart renders, as helm --set
-	// sets them; make add-kind writes some as a safe default (internal/addkind).
+	// sets them; make add-kind writes some as a safe default (internal/gen/addkind).
 	OverrideValues map[string]string
 }
 

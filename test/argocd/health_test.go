@@ -226,7 +226,7 @@ func readHealthLua(t *testing.T) string {
 // TestConfigMap checks config/argocd/argocd-cm.yaml, the patch users apply: it is a patch of
 // argocd-cm in namespace argocd with exactly one health check per kind of watches.yaml (a
 // kind without one would get no health at all, since Argo CD has none for custom resources),
-// and every check is health.lua byte for byte. make manifests (internal/kindgen) writes it.
+// and every check is health.lua byte for byte. make manifests (internal/gen/kindgen) writes it.
 func TestConfigMap(t *testing.T) {
 	script := readHealthLua(t)
 	path := filepath.Join(framework.RepoRoot(), "config", "argocd", "argocd-cm.yaml")

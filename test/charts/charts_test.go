@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 )
 
 // The objects each chart renders for its sample, by release name and spec.

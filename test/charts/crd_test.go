@@ -24,7 +24,7 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 

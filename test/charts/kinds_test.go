@@ -17,13 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/addkind"
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
-	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
-// Every file that lists the kinds is what make manifests (internal/kindgen) makes of
+// Every file that lists the kinds is what make manifests (internal/gen/kindgen) makes of
 // watches.yaml and the charts now.
 func TestKindListsUpToDate(t *testing.T) {
 	files, err := kindgen.Generate(kindgen.DefaultOptions(root))
@@ -204,8 +204,8 @@ func runOnCopy(t *testing.T, dir string) {
 	}
 }
 
-// addKindCharts are internal/addkind's test charts, each shaped like a kind of chart found in
-// the wild (see internal/addkind/testdata), and the kinds make add-kind makes of them.
+// addKindCharts are internal/gen/addkind's test charts, each shaped like a kind of chart found in
+// the wild (see internal/gen/addkind/testdata), and the kinds make add-kind makes of them.
 var addKindCharts = []struct{ chart, kind, group string }{
 	{"webinfo", "WebInfo", "web.example.com"},              // no schema (the spec is inferred), kubeVersion, optional objects, a test hook
 	{"keystore", "KeyStore", "data.example.com"},           // a vendored library chart, tpl, $ref and anyOf
@@ -226,7 +226,7 @@ func TestAddKind(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			dir := copyRepo(t)
 			r, err := addkind.Add(addkind.Options{
-				Root: dir, Chart: filepath.Join("..", "..", "internal", "addkind", "testdata", tc.chart),
+				Root: dir, Chart: filepath.Join("..", "..", "internal", "gen", "addkind", "testdata", tc.chart),
 				Kind: tc.kind, Group: tc.group, Version: "v1alpha1", Manifests: manifestsIn,
 			})
 			if err != nil {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
-	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
 )
 
 // The RBAC of config/rbac is what the operator really has: the deploy e2e runs the whole

@@ -28,15 +28,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/addkind"
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
-	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-// addedKinds are internal/addkind's test charts, each shaped like a kind of chart found in
+// addedKinds are internal/gen/addkind's test charts, each shaped like a kind of chart found in
 // the wild, the kinds make add-kind makes of them (as test/charts TestAddKind does), and a
 // spec edit for each that changes what the chart renders.
 var addedKinds = []addedKind{
@@ -70,7 +70,7 @@ const (
 	forcedReconcilePeriod = 5 * time.Second
 )
 
-// Any chart becomes a kind: make add-kind makes each of internal/addkind's test charts a kind
+// Any chart becomes a kind: make add-kind makes each of internal/gen/addkind's test charts a kind
 // in a copy of the repository, and on the cluster, with the CRDs and the sample CRs it
 // generated and a manager and sidecar over its watches.yaml, each kind works as the
 // repository's own kinds do:
@@ -92,7 +92,7 @@ func TestAddedKinds(t *testing.T) {
 	// The three kinds are added one after the other to one copy, as a repository grows, so
 	// that one manager and one sidecar carry them all.
 	for _, k := range addedKinds {
-		r, err := addkind.Add(addkind.Options{Root: dir, Chart: filepath.Join(env.Root, "internal", "addkind", "testdata", k.chart),
+		r, err := addkind.Add(addkind.Options{Root: dir, Chart: filepath.Join(env.Root, "internal", "gen", "addkind", "testdata", k.chart),
 			Kind: k.kind, Group: k.group, Version: "v1alpha1", Manifests: manifests})
 		if err != nil {
 			t.Fatalf("make add-kind %s: %v", k.chart, err)

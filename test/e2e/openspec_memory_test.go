@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/addkind"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
@@ -99,7 +99,7 @@ func TestManagerMemoryWithLargestOpenCRs(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := repoCopy(t)
-	_, err := addkind.Add(addkind.Options{Root: dir, Chart: filepath.Join(env.Root, "internal", "addkind", "testdata", "webinfo"),
+	_, err := addkind.Add(addkind.Options{Root: dir, Chart: filepath.Join(env.Root, "internal", "gen", "addkind", "testdata", "webinfo"),
 		Kind: webInfoGVK.Kind, Group: webInfoGVK.Group, Version: webInfoGVK.Version, Manifests: manifests})
 	if err != nil {
 		t.Fatalf("make add-kind webinfo: %v", err)

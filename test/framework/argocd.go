@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
 )
 
 // ArgoHealthKeyPrefix starts every argocd-cm key that holds a custom health check; the rest
-// of the key is "<group>_<Kind>". make manifests writes the keys (internal/kindgen).
+// of the key is "<group>_<Kind>". make manifests writes the keys (internal/gen/kindgen).
 const ArgoHealthKeyPrefix = kindgen.ArgoHealthKeyPrefix
 
 // argoHealthStatuses are the health codes Argo CD accepts from a script; it reports any other

@@ -5,11 +5,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"transwarp.io/tos/warpdrive-operator/internal/kindgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
 )
 
 // Kinds returns the operator's kinds, in the order of watches.yaml, with what their charts say
-// of them (internal/kindgen). It is the source make manifests generates every list of kinds
+// of them (internal/gen/kindgen). It is the source make manifests generates every list of kinds
 // from, so a test that iterates over the kinds, or needs a kind's group and version, takes
 // them from here rather than spelling them out.
 func Kinds() ([]kindgen.Kind, error) {

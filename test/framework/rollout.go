@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/queuetest"
 )
 
 // Every event's requests are added after the delay, the old object's before the new one's.

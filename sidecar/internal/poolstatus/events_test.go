@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/queuetest"
 )
 
 // A pool's events keep its class in the books (the new version's on update, none once

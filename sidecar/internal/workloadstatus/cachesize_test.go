@@ -10,7 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"transwarp.io/tos/warpdrive-operator/internal/heaptest"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/heaptest"
 )
 
 // fleetMember is the i-th of a fleet made from a testdata file (heaptest.FleetMember).

@@ -94,7 +94,7 @@ const DefaultWorkers = 4
 
 // CR reads and status writes (get, list and watch; patch on the status subresource) need
 // no markers: the kinds come from watches.yaml at run time, and make manifests
-// (internal/kindgen) generates the manager role's rules on every kind of watches.yaml, which
+// (internal/gen/kindgen) generates the manager role's rules on every kind of watches.yaml, which
 // include these verbs.
 
 // StatusReconciler keeps the owned status fields of one CR kind in step with

@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
-	"transwarp.io/tos/warpdrive-operator/internal/queuetest"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/queuetest"
 )
 
 var poolGVK = schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"}

@@ -1,6 +1,6 @@
 // Package addkind turns an existing Helm chart into a kind of the operator, as make add-kind
 // does: it copies the chart (a directory or a .tgz) into helm-charts/<kind>, adds the kind's
-// entry to watches.yaml and the Chart.yaml annotations internal/crdgen needs, runs make
+// entry to watches.yaml and the Chart.yaml annotations internal/gen/crdgen needs, runs make
 // manifests, and reports what was generated and what a person should review before
 // committing: the CRD's spec schema, the manager's new rights, hooks, the template functions
 // that evaluate values or read the cluster, those that render a new value at each render (an

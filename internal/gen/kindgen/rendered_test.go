@@ -256,7 +256,7 @@ spec:
 
 // The built-in kinds are those of the Kubernetes release of go.mod's k8s.io/api.
 func TestKubernetesMinorIsGoMods(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}

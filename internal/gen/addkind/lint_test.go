@@ -13,7 +13,7 @@ import (
 // defaults, and lists what kube-score finds as warnings: the chart is added all the same. When
 // kube-score cannot run, the report says the chart was not checked, and the chart is added.
 func TestAddReportsLintFindings(t *testing.T) {
-	bin, err := filepath.Abs(filepath.Join("..", "..", filepath.FromSlash(kubescore.Binary)))
+	bin, err := filepath.Abs(filepath.Join("..", "..", "..", filepath.FromSlash(kubescore.Binary)))
 	if err != nil {
 		t.Fatal(err)
 	}

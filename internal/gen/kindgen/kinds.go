@@ -10,7 +10,7 @@
 // on the custom resources and on every kind the charts can render (rendered.go: all their
 // templates whatever the values, cluster-scoped kinds, Roles and RoleBindings only where the
 // chart declares them), and the owned CRDs of the ClusterServiceVersion base. The CRDs
-// themselves come from internal/crdgen.
+// themselves come from internal/gen/crdgen.
 package kindgen
 
 import (
@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -42,7 +42,7 @@ type Kind struct {
 	// it holds in the namespace, to whichever subject the values name: a kind whose chart
 	// declares any is not for namespace editors either.
 	RBAC []schema.GroupKind
-	// CRD is the kind's CustomResourceDefinition, as internal/crdgen generates it.
+	// CRD is the kind's CustomResourceDefinition, as internal/gen/crdgen generates it.
 	CRD *apiextv1.CustomResourceDefinition
 	// Objects are the objects the chart can render, whatever the values
 	// (chartpolicy.Objects): the manager role's rules on rendered objects come from them.
@@ -50,7 +50,7 @@ type Kind struct {
 }
 
 // Load reads the kinds of a watches file, in its order, with their charts, which are looked
-// up in chartsDir by the last element of their path (as internal/crdgen does).
+// up in chartsDir by the last element of their path (as internal/gen/crdgen does).
 func Load(watchesPath, chartsDir string) ([]Kind, error) {
 	ws, err := watchfile.Load(watchesPath)
 	if err != nil {

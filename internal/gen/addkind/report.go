@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 )
 
 // Report is what Add did and what a person should review before committing it.

@@ -15,7 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"transwarp.io/tos/warpdrive-operator/internal/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 

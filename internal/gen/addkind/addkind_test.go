@@ -22,7 +22,7 @@ import (
 func smallRepo(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
-	copyDir(t, filepath.Join("..", "..", "helm-charts", "memcached"), filepath.Join(root, "helm-charts", "memcached"))
+	copyDir(t, filepath.Join("..", "..", "..", "helm-charts", "memcached"), filepath.Join(root, "helm-charts", "memcached"))
 	write(t, filepath.Join(root, "watches.yaml"), "# The kinds.\n- group: cache.example.com\n  version: v1alpha1\n  kind: Memcached\n  chart: helm-charts/memcached\n")
 	write(t, filepath.Join(root, "PROJECT"), "layout: helm.sdk.operatorframework.io/v1\n")
 	write(t, filepath.Join(root, "config", "crd", "kustomization.yaml"), "resources: []\n")
