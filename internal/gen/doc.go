@@ -3,5 +3,6 @@
 // that the tests under test/ call to check what is generated. Neither the manager nor the
 // sidecar imports any of it: they run in the cluster, the generators only write the
 // repository's files, and keeping them apart keeps a generator's code and dependencies out
-// of the image's binaries.
+// of the image's binaries. TestManagerImportsNoGeneratorOrTestHelper fails if the manager's
+// binary links a package under internal/gen or internal/testutil.
 package gen
