@@ -14,13 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-// The Event reason and the condition of DriftReport.
-const (
-	reasonDriftDetected = "DriftDetected"
-	conditionDrifted    = "Drifted"
-	reasonNoDrift       = "NoDrift"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // withDrift hands out action clients whose drift repair follows the kind's drift policy.
@@ -92,11 +87,11 @@ func (c driftClient) report(drifts []objectDrift) {
 		return
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	i := conditionIndex(conds, conditionDrifted)
+	i := conditionIndex(conds, statuscontract.Drifted)
 	if i < 0 && len(drifts) == 0 {
 		return
 	}
-	want := map[string]any{"type": conditionDrifted, "status": string(metav1.ConditionFalse), "reason": reasonNoDrift,
+	want := map[string]any{"type": statuscontract.Drifted, "status": string(metav1.ConditionFalse), "reason": statuscontract.ReasonNoDrift,
 		"message": "the release's objects are as its manifest renders them", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 	if len(drifts) > 0 {
 		parts := make([]string, len(drifts))
@@ -104,10 +99,10 @@ func (c driftClient) report(drifts []objectDrift) {
 			parts[j] = d.String()
 		}
 		sort.Strings(parts)
-		want["status"], want["reason"] = string(metav1.ConditionTrue), reasonDriftDetected
+		want["status"], want["reason"] = string(metav1.ConditionTrue), statuscontract.ReasonDriftDetected
 		want["message"] = truncate("objects differ from the release's manifest, left as they are (drift mode report): "+
 			strings.Join(parts, "; "), maxConditionMessage)
-		c.recorder.Event(c.obj, corev1.EventTypeWarning, reasonDriftDetected, truncate(want["message"].(string), maxEventMessage))
+		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonDriftDetected, truncate(want["message"].(string), maxEventMessage))
 	}
 	if i >= 0 {
 		old, _ := conds[i].(map[string]any)

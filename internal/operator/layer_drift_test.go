@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // reconcileCatcher is an engine that keeps the release it was asked to repair.
@@ -91,7 +93,7 @@ func TestDriftLayer(t *testing.T) {
 			t.Errorf("events %q, want one DriftDetected naming Deployment m's /spec/replicas", evs)
 		}
 		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		if i := conditionIndex(conds, conditionDrifted); i < 0 || conds[i].(map[string]any)["status"] != "True" || status.updates != 1 {
+		if i := conditionIndex(conds, statuscontract.Drifted); i < 0 || conds[i].(map[string]any)["status"] != "True" || status.updates != 1 {
 			t.Errorf("conditions %v, %d status writes; want Drifted True, written once", conds, status.updates)
 		}
 
@@ -104,7 +106,7 @@ func TestDriftLayer(t *testing.T) {
 		withHPA := hpaReader(t, "m", liveObjects(5)...)
 		_, evs, status, _ = run(driftPolicy{DriftSetting: report.DriftSetting, hpas: withHPA}, withHPA, obj)
 		conds, _, _ = unstructured.NestedSlice(obj.Object, "status", "conditions")
-		if i := conditionIndex(conds, conditionDrifted); len(evs) != 0 || i < 0 || conds[i].(map[string]any)["status"] != "False" || status.updates != 1 {
+		if i := conditionIndex(conds, statuscontract.Drifted); len(evs) != 0 || i < 0 || conds[i].(map[string]any)["status"] != "False" || status.updates != 1 {
 			t.Errorf("events %q, conditions %v, %d writes; want no Event and Drifted False", evs, conds, status.updates)
 		}
 	})

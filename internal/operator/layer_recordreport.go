@@ -19,15 +19,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
-)
-
-// The condition on a CR that says which of its release's records the operator refused
-// (trustedConfigs): records it did not write, or that changed since it wrote them. True while
-// such records are in the namespace, False once they are gone.
-const (
-	conditionRecordRefused = "ReleaseRecordRefused"
-	reasonRecordRefused    = "ReleaseRecordRefused"
-	reasonRecordsTrusted   = "NoUntrustedRecords"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // maxRefusalsListed bounds how many refused records a condition message names.
@@ -90,13 +82,13 @@ func (c reportingClient) report() {
 	refused := trustedconfig.RefusedRecords(c.ActionInterface)
 	want := refusalCondition(refused)
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	i := conditionIndex(conds, conditionRecordRefused)
+	i := conditionIndex(conds, statuscontract.ReleaseRecordRefused)
 	if i < 0 && want == nil {
 		return // nothing refused, nothing ever reported
 	}
 	if want == nil {
-		want = map[string]any{"type": conditionRecordRefused, "status": string(metav1.ConditionFalse),
-			"reason": reasonRecordsTrusted, "message": "every release record in use was written by this operator",
+		want = map[string]any{"type": statuscontract.ReleaseRecordRefused, "status": string(metav1.ConditionFalse),
+			"reason": statuscontract.ReasonNoUntrustedRecords, "message": "every release record in use was written by this operator",
 			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 	}
 	if i >= 0 {
@@ -109,7 +101,7 @@ func (c reportingClient) report() {
 		conds = append(conds, want)
 	}
 	if want["status"] == string(metav1.ConditionTrue) {
-		c.recorder.Event(c.obj, corev1.EventTypeWarning, reasonRecordRefused, truncate(want["message"].(string), maxEventMessage))
+		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonReleaseRecordRefused, truncate(want["message"].(string), maxEventMessage))
 	}
 	if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
 		return
@@ -156,8 +148,8 @@ func refusalCondition(refused map[string]error) map[string]any {
 	msg := fmt.Sprintf("refused %d release record(s) this operator did not write or that changed since: %s. "+
 		"The release goes on from the operator's own records; %s",
 		len(names), strings.Join(parts, "; "), advice)
-	return map[string]any{"type": conditionRecordRefused, "status": string(metav1.ConditionTrue),
-		"reason": reasonRecordRefused, "message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	return map[string]any{"type": statuscontract.ReleaseRecordRefused, "status": string(metav1.ConditionTrue),
+		"reason": statuscontract.ReasonReleaseRecordRefused, "message": msg, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 }
 
 func conditionIndex(conds []any, typ string) int {

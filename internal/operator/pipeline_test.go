@@ -262,7 +262,7 @@ func TestPipelineLayersAct(t *testing.T) {
 			t.Errorf("events %q, want one Warning ReleaseRecordRefused", got)
 		}
 		conds, _, _ := unstructured.NestedSlice(cr.(*unstructured.Unstructured).Object, "status", "conditions")
-		if conditionIndex(conds, conditionRecordRefused) < 0 || status.updates != 1 {
+		if conditionIndex(conds, statuscontract.ReleaseRecordRefused) < 0 || status.updates != 1 {
 			t.Errorf("conditions %v, %d status updates; want ReleaseRecordRefused, written once", conds, status.updates)
 		}
 	})

@@ -127,8 +127,8 @@ func goneOnceUninstalled(u *unstructured.Unstructured) bool {
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Deployed" {
-			return m["status"] == "False" && m["reason"] == "UninstallSuccessful"
+		if m, ok := c.(map[string]any); ok && m["type"] == statuscontract.Deployed {
+			return m["status"] == string(metav1.ConditionFalse) && m["reason"] == statuscontract.ReasonUninstallSuccessful
 		}
 	}
 	return false

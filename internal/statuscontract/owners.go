@@ -59,13 +59,14 @@ type StatusOwner struct {
 var (
 	// HelmStatus is helm-operator-plugins' reconciler in the manager, whose status update
 	// internal/operator turns into an apply. Its conditions are those helm-operator-plugins
-	// writes, and ReleaseRecordRefused (internal/operator's signed release records): it
-	// applies every condition type the other owners do not.
+	// writes, and those the manager's Helm layers add to them, ReleaseRecordRefused
+	// (internal/operator's signed release records) and Drifted (its drift report): it applies
+	// every condition type the other owners do not.
 	HelmStatus = StatusOwner{
 		FieldManager:    HelmFieldManager,
 		Process:         ProcessManager,
 		Fields:          []string{FieldDeployedRelease},
-		Conditions:      []string{"Initialized", "Deployed", "ReleaseFailed", "Irreconcilable", Paused, "ReleaseRecordRefused"},
+		Conditions:      []string{Initialized, Deployed, ReleaseFailed, Irreconcilable, Paused, ReleaseRecordRefused, Drifted},
 		OtherConditions: true,
 	}
 	// ManagerStatus is the manager's readiness controller: the outcome of Decide, and the

@@ -44,6 +44,20 @@ func TestWireValues(t *testing.T) {
 		{ReasonValuesFromFailed, "ValuesFromFailed"},
 		{ReasonSpecTooLarge, "SpecTooLarge"},
 
+		// helm-operator-plugins' conditions, and those the manager's Helm layers add
+		// (helmconditions.go).
+		{Initialized, "Initialized"},
+		{Deployed, "Deployed"},
+		{ReleaseFailed, "ReleaseFailed"},
+		{Irreconcilable, "Irreconcilable"},
+		{ReasonUninstallSuccessful, "UninstallSuccessful"},
+		{Drifted, "Drifted"},
+		{ReasonDriftDetected, "DriftDetected"},
+		{ReasonNoDrift, "NoDrift"},
+		{ReleaseRecordRefused, "ReleaseRecordRefused"},
+		{ReasonReleaseRecordRefused, "ReleaseRecordRefused"},
+		{ReasonNoUntrustedRecords, "NoUntrustedRecords"},
+
 		// Fields under status.
 		{FieldDeployedRelease, "deployedRelease"},
 		{FieldObservedGeneration, "observedGeneration"},

@@ -6,6 +6,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // A pool's spec is written by whoever may edit pools in its namespace, and the sidecar
@@ -98,8 +100,8 @@ func deployed(pool *unstructured.Unstructured) bool {
 	list, _ := conds.([]any)
 	for _, c := range list {
 		m, _ := c.(map[string]any)
-		if m["type"] == "Deployed" {
-			return m["status"] == "True"
+		if m["type"] == statuscontract.Deployed {
+			return m["status"] == string(metav1.ConditionTrue)
 		}
 	}
 	return false
