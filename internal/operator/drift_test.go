@@ -69,7 +69,7 @@ var (
 	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 )
 
-const manifest = `---
+const memcachedManifest = `---
 # Source: memcached/templates/pdb.yaml
 apiVersion: policy/v1
 kind: PodDisruptionBudget
@@ -102,7 +102,7 @@ func readerWith(objs ...client.Object) client.Reader {
 }
 
 func TestDrifted(t *testing.T) {
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	cases := []struct {
 		name    string
@@ -135,7 +135,7 @@ func (h *countingHandler) OnDelete(any)      { h.deleted.Add(1) }
 func TestOnlyDriftForwards(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 10 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 
 	for _, tc := range []struct {
 		replicas int64
@@ -191,7 +191,7 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 		if cr.GetName() != "m" || revision != 2 {
 			return nil, fmt.Errorf("no record of %s revision %d", cr.GetName(), revision)
 		}
-		return &release.Release{Name: "m", Version: 2, Manifest: manifest}, nil
+		return &release.Release{Name: "m", Version: 2, Manifest: memcachedManifest}, nil
 	}, nil, nil)
 	for _, tc := range []struct {
 		name    string
@@ -225,8 +225,8 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 // twoRevisions reads the records of release ns/m, whose revision 2 scaled its Deployment from
 // 3 replicas to 5.
 func twoRevisions(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
-	scaled := strings.Replace(manifest, "replicas: 3", "replicas: 5", 1)
-	return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: manifest},
+	scaled := strings.Replace(memcachedManifest, "replicas: 3", "replicas: 5", 1)
+	return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: memcachedManifest},
 		2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
 }
 
@@ -321,7 +321,7 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 func TestOnlyDriftFromMetadata(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 10 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	meta := func(rv string, generation int64, labels map[string]string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", ResourceVersion: rv,
 			Generation: generation, Labels: labels, OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1",
@@ -409,7 +409,7 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 10 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	live := &countingReader{Reader: readerWith(liveDeployment(5, "m"))}
 	inf := driftCheckingInformer{reader: readerWith(cr), live: live, owner: memcachedGVK, gvk: deploymentGVK}
 	h := &countingHandler{}

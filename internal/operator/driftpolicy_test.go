@@ -112,7 +112,7 @@ func TestStrippedManifest(t *testing.T) {
 
 // The drift filter passes on no change confined to what the kind's policy ignores.
 func TestDriftedIgnores(t *testing.T) {
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}})
+	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	rule := DriftSetting{Mode: DriftRepair, Ignore: []DriftIgnore{{"Deployment", "/spec/replicas"}}}
 	for _, tc := range []struct {

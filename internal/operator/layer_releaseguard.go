@@ -7,27 +7,30 @@ import (
 	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/manifest"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
-// newReleaseGuard hands out action clients that refuse releases of charts other than c, and
+// newReleaseGuard hands out action clients that refuse releases of charts other than c,
 // installs over the records of a release that the operator cannot prove its own (unproven
-// counts them; nil: none is checked). Operations on a release name are serialised across
+// counts them; nil: none is checked), and the adoption of objects it cannot prove the
+// release's (live reads them; nil: none is checked). Operations on a release name are serialised across
 // kinds by locks (shared by every kind's guard), so that the check and the operation it
 // guards cannot interleave with another kind's.
 func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex,
-	unproven func(ctx context.Context, ns, name string) (int, error)) helmclient.ActionClientGetter {
+	unproven func(ctx context.Context, ns, name string) (int, error), live client.Reader) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks,
-			cr: cr, unproven: unproven}
+			cr: cr, unproven: unproven, live: live}
 	})
 }
 
@@ -63,6 +66,7 @@ type guardedClient struct {
 	locks     *keyedMutex
 	cr        client.Object
 	unproven  func(ctx context.Context, ns, name string) (int, error)
+	live      client.Reader // uncached, for the objects a release would adopt (ownershipProof); nil: not checked
 }
 
 // lock holds the release name in the CR's namespace until the returned func is called.
@@ -89,6 +93,12 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	}
 	if err := c.anotherTools(name); err != nil {
 		return nil, err
+	}
+	if c.live != nil {
+		opts = append(opts, func(i *action.Install) error {
+			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.live, cr: c.cr, step: "install"}
+			return nil
+		})
 	}
 	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 }
@@ -155,7 +165,25 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.foreign(name); err != nil {
 		return nil, err
 	}
+	if c.live != nil && !isDryRun(opts) {
+		// A dry run adopts nothing; the upgrade after it is checked.
+		opts = append(opts, func(u *action.Upgrade) error {
+			u.PostRenderer = ownershipProof{PostRenderer: u.PostRenderer, live: c.live, cr: c.cr, step: "upgrade",
+				known: func() ([]manifest.Head, error) { return c.releaseObjects(name) }}
+			return nil
+		})
+	}
 	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+}
+
+// releaseObjects are the objects of the last record of release name, which an upgrade
+// updates rather than adopts.
+func (c guardedClient) releaseObjects(name string) ([]manifest.Head, error) {
+	rel, err := c.ActionInterface.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Heads(rel.Manifest)
 }
 
 // Uninstall uninstalls only a release of the guarded chart; another chart's release is

@@ -176,7 +176,7 @@ type pipeline struct {
 	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
 	drift    driftPolicy          // what the kind's drift repair leaves alone (driftpolicy.go)
-	live     client.Reader        // the release's objects as the API server has them, for drift reports
+	live     client.Reader        // the release's objects as the API server has them, for drift reports and proof of ownership
 	renders  *renderbound.Checker // renders each new chart and values in a limited worker first; nil: off
 	journal  *renderJournal       // what is being rendered, for the quarantine (renderjournal.go); nil: off
 	// unproven counts the records of a release that no key of the operator verifies
@@ -197,7 +197,7 @@ func (p pipeline) layers() []layer {
 			return withRedaction(g, p.outcomes)
 		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return newReleaseGuard(g, p.chart, p.locks, p.unproven)
+			return newReleaseGuard(g, p.chart, p.locks, p.unproven, p.live)
 		}},
 		{"render loop", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRenderLoopGuard(g, p.outcomes)

@@ -81,6 +81,11 @@ const (
 	// that the operator cannot prove its own (installed by the helm CLI, Flux or another
 	// tool): it neither installs over them nor takes their objects.
 	ReasonReleaseNameTaken = "ReleaseNameTaken"
+	// ReasonObjectNotOwned: an object the release would make exists, and nothing proves it
+	// the release's (an owner reference to the CR; for a cluster-scoped object, the CR named
+	// in its owner annotations): the operator does not take it over by its Helm annotations,
+	// which anyone who may write the object can set.
+	ReasonObjectNotOwned = "ObjectNotOwned"
 )
 
 // Failure is the last failed attempt at a generation.

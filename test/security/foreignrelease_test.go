@@ -23,9 +23,28 @@ import (
 // An administrator installed release "db" of the AppService chart with the helm CLI in a
 // tenant's namespace. The tenant, who may create AppServices there, names one "db": the
 // operator must neither install over that release (moving its records aside) nor take its
-// objects, which Helm adopts by their annotations alone. The CR is Stalled ReleaseNameTaken,
-// with a Warning Event; the release's records and its Deployment stay as the CLI left them.
+// objects, which Helm adopts by their annotations alone. Two cases:
+//   - the release's records are there: the CR is Stalled ReleaseNameTaken;
+//   - the records are gone (deleted, or the release uninstalled with its objects kept) and
+//     only the objects are left, with Helm's annotations naming release "db": the CR is
+//     Stalled ObjectNotOwned, as nothing proves them the CR's.
+//
+// Each with a Warning Event of the reason; the records and the Deployment stay as the CLI
+// left them.
 func TestCRNamedAfterAnotherToolsRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		dropRecords bool
+		reason      string
+	}{
+		{"records kept", false, statuscontract.ReasonReleaseNameTaken},
+		{"records gone", true, statuscontract.ReasonObjectNotOwned},
+	} {
+		t.Run(tc.name, func(t *testing.T) { crNamedAfterAnotherToolsRelease(t, tc.dropRecords, tc.reason) })
+	}
+}
+
+func crNamedAfterAnotherToolsRelease(t *testing.T, dropRecords bool, reason string) {
 	ctx := context.Background()
 	tn := newTenant(t)
 	const name, deployment = "db", "db-app"
@@ -45,6 +64,11 @@ func TestCRNamedAfterAnotherToolsRelease(t *testing.T) {
 		t.Fatalf("the administrator's helm install: %v", err)
 	}
 	record := client.ObjectKey{Namespace: tn.ns, Name: "sh.helm.release.v1." + name + ".v1"}
+	if dropRecords {
+		if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: record.Namespace, Name: record.Name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := &appsv1.Deployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: deployment}, before); err != nil {
 		t.Fatal(err)
@@ -62,19 +86,19 @@ func TestCRNamedAfterAnotherToolsRelease(t *testing.T) {
 			return err
 		}
 		if c := statuscontract.Find(statuscontract.Conditions(got), statuscontract.Stalled); c == nil ||
-			c.Status != metav1.ConditionTrue || c.Reason != statuscontract.ReasonReleaseNameTaken {
-			return fmt.Errorf("Stalled: %+v, want True %s", c, statuscontract.ReasonReleaseNameTaken)
+			c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("Stalled: %+v, want True %s", c, reason)
 		}
 		events := &corev1.EventList{}
 		if err := env.Client.List(ctx, events, client.InNamespace(tn.ns)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == name && e.Type == corev1.EventTypeWarning && e.Reason == statuscontract.ReasonReleaseNameTaken {
+			if e.InvolvedObject.Name == name && e.Type == corev1.EventTypeWarning && e.Reason == reason {
 				return nil
 			}
 		}
-		return fmt.Errorf("no Warning Event %s on the CR", statuscontract.ReasonReleaseNameTaken)
+		return fmt.Errorf("no Warning Event %s on the CR", reason)
 	})
 	if err != nil {
 		v = append(v, "the CR named after the release: "+err.Error())
@@ -93,14 +117,16 @@ func TestCRNamedAfterAnotherToolsRelease(t *testing.T) {
 				before.Generation, after.Generation, *after.Spec.Replicas))
 		}
 	}
-	rec := &corev1.Secret{}
-	if err := env.Client.Get(ctx, record, rec); err != nil || rec.Labels["owner"] != "helm" {
-		v = append(v, fmt.Sprintf("the release's record %s: %v, labels %v", record.Name, err, rec.Labels))
-	}
-	aside := &corev1.Secret{}
-	moved := client.ObjectKey{Namespace: tn.ns, Name: record.Name + releasesign.DisplacedSuffix}
-	if err := env.Client.Get(ctx, moved, aside); err == nil {
-		v = append(v, "the release's record was moved aside to "+moved.Name)
+	if !dropRecords {
+		rec := &corev1.Secret{}
+		if err := env.Client.Get(ctx, record, rec); err != nil || rec.Labels["owner"] != "helm" {
+			v = append(v, fmt.Sprintf("the release's record %s: %v, labels %v", record.Name, err, rec.Labels))
+		}
+		aside := &corev1.Secret{}
+		moved := client.ObjectKey{Namespace: tn.ns, Name: record.Name + releasesign.DisplacedSuffix}
+		if err := env.Client.Get(ctx, moved, aside); err == nil {
+			v = append(v, "the release's record was moved aside to "+moved.Name)
+		}
 	}
 	report(t, v)
 }

@@ -1,0 +1,117 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+)
+
+// postRenderFunc is a post-renderer made of a func, standing for helm-operator-plugins'.
+type postRenderFunc func(*bytes.Buffer) (*bytes.Buffer, error)
+
+func (f postRenderFunc) Run(in *bytes.Buffer) (*bytes.Buffer, error) { return f(in) }
+
+// scopedReader drops the namespace of a key for a cluster-scoped kind, as the manager's API
+// reader does (the fake client keeps it, and finds nothing).
+type scopedReader struct{ client.WithWatch }
+
+func (r scopedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if namespaced, err := r.IsObjectNamespaced(obj); err == nil && !namespaced {
+		key.Namespace = ""
+	}
+	return r.WithWatch.Get(ctx, key, obj, opts...)
+}
+
+// TestOwnershipProof: an object the release would adopt is taken only when an owner reference
+// to the CR by UID (namespaced) or the CR's owner annotations (cluster-scoped) prove it the
+// release's; Helm's own annotations, which anyone who may write the object sets, prove
+// nothing. The objects the release has already are not adoptions.
+func TestOwnershipProof(t *testing.T) {
+	cr := appServiceCR()
+	cr.SetUID("uid-of-x")
+	helmAnnotations := map[string]string{helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a"}
+	configMap := func(name string, owner types.UID) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name,
+			Annotations: helmAnnotations, Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"}}}
+		if owner != "" {
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "appcontroller.k8s.io/v1alpha1",
+				Kind: "AppService", Name: "x", UID: owner}}
+		}
+		return cm
+	}
+	ownerAnnotations := map[string]string{ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "AppService.appcontroller.k8s.io",
+		helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a"}
+	const cmManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x-config\n"
+	const scManifest = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: x-class\n"
+
+	cases := []struct {
+		name     string
+		existing []client.Object
+		manifest string
+		known    []manifest.Head // nil: an install
+		refused  string          // the object named in the refusal, or "" if passed
+	}{
+		{name: "absent: created", manifest: cmManifest},
+		{name: "another tool's, by Helm's annotations", existing: []client.Object{configMap("x-config", "")},
+			manifest: cmManifest, refused: "ConfigMap team-a/x-config"},
+		{name: "owned by the CR", existing: []client.Object{configMap("x-config", "uid-of-x")}, manifest: cmManifest},
+		{name: "owned by an earlier CR of the name", existing: []client.Object{configMap("x-config", "uid-of-a-deleted-x")},
+			manifest: cmManifest, refused: "ConfigMap team-a/x-config"},
+		{name: "the release's already (upgrade)", existing: []client.Object{configMap("x-config", "")}, manifest: cmManifest,
+			known: []manifest.Head{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Name: "x-config"}}},
+		{name: "new in the upgrade, another tool's", existing: []client.Object{configMap("x-config", "")}, manifest: cmManifest,
+			known:   []manifest.Head{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Name: "x-other"}},
+			refused: "ConfigMap team-a/x-config"},
+		{name: "cluster-scoped, the CR's by its owner annotations", existing: []client.Object{storageClass("x-class", ownerAnnotations)},
+			manifest: scManifest},
+		{name: "cluster-scoped, Helm's annotations only", existing: []client.Object{storageClass("x-class", helmAnnotations)},
+			manifest: scManifest, refused: "StorageClass x-class"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+			mapper.Add(storageClassGVK, meta.RESTScopeRoot)
+			live := scopedReader{fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithRESTMapper(mapper).
+				WithObjects(tc.existing...).Build()}
+			ranBefore := false
+			p := ownershipProof{live: live, cr: cr, step: "install",
+				PostRenderer: postRenderFunc(func(in *bytes.Buffer) (*bytes.Buffer, error) {
+					ranBefore = true
+					return bytes.NewBufferString(in.String() + "---\n"), nil
+				})}
+			if tc.known != nil {
+				p.step = "upgrade"
+				p.known = func() ([]manifest.Head, error) { return tc.known, nil }
+			}
+			out, err := p.Run(bytes.NewBufferString(tc.manifest))
+			if !ranBefore {
+				t.Fatal("the post-renderer before did not run")
+			}
+			failure, refused := refusalOf(err)
+			if tc.refused == "" {
+				if err != nil || out.String() != tc.manifest+"---\n" {
+					t.Fatalf("Run = %q, %v; want what the post-renderer before made", out, err)
+				}
+				return
+			}
+			if !refused || failure.Reason != statuscontract.ReasonObjectNotOwned || failure.Step != p.step ||
+				!strings.Contains(failure.Message, tc.refused+" exist(s)") {
+				t.Fatalf("Run: %v (%+v); want refused %s naming %s", err, failure, statuscontract.ReasonObjectNotOwned, tc.refused)
+			}
+		})
+	}
+}
