@@ -447,22 +447,22 @@ func (k *kindRollout) statusOf(m rollout.Member, plan rollout.Plan) rolloutStatu
 	var reason, msg string
 	switch {
 	case !inPlan && m.Digest != plan.Target:
-		reason, msg = "Waiting", "not in the rollout's plan yet"
+		reason, msg = statuscontract.ReasonWaiting, "not in the rollout's plan yet"
 	case m.Digest == plan.Target && !plan.Failed[m.Key]:
 		// Most CRs, most of the time: the message is the same for all (plan.Describe's is
 		// not the one written).
-		reason = "Upgraded"
+		reason = statuscontract.ReasonUpgraded
 	default:
 		_, reason, msg = plan.Describe(m.Key, m)
 	}
-	if reason == "Upgraded" {
+	if reason == statuscontract.ReasonUpgraded {
 		msg = k.upgraded
 		if plan.Target != k.carried.digest || msg == "" {
 			msg = upgradedMessage(k.version, plan.Target)
 		}
 	}
 	status := metav1.ConditionFalse
-	if reason == "Upgraded" {
+	if reason == statuscontract.ReasonUpgraded {
 		status = metav1.ConditionTrue
 	}
 	rs.condition = metav1.Condition{Type: statuscontract.ChartRollout, Status: status, Reason: reason, Message: msg,

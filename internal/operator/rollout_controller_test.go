@@ -107,7 +107,7 @@ func TestRolloutController(t *testing.T) {
 		t.Errorf("admits the canary %v, another %v; want true, false", k.admits(objs[3]), k.admits(objs[0]))
 	}
 	held := k.status(objs[0].(*unstructured.Unstructured))
-	if held.condition.Reason != "Waiting" || held.condition.Status != metav1.ConditionFalse || held.failedDigest != "" {
+	if held.condition.Reason != statuscontract.ReasonWaiting || held.condition.Status != metav1.ConditionFalse || held.failedDigest != "" {
 		t.Errorf("a CR of the next wave: %+v", held)
 	}
 
@@ -142,10 +142,10 @@ func TestRolloutController(t *testing.T) {
 	if !k.rollsBack(canary) || k.admits(objs[0]) {
 		t.Error("after the failure: the canary is not rolled back, or another CR is admitted")
 	}
-	if rs := k.status(canary); rs.failedDigest != rollout.Digest(v2) || rs.condition.Reason != "RolloutFailed" {
+	if rs := k.status(canary); rs.failedDigest != rollout.Digest(v2) || rs.condition.Reason != statuscontract.ReasonRolloutFailed {
 		t.Errorf("the failed canary's status %+v", rs)
 	}
-	if rs := k.status(objs[0].(*unstructured.Unstructured)); rs.condition.Reason != "RolloutHalted" {
+	if rs := k.status(objs[0].(*unstructured.Unstructured)); rs.condition.Reason != statuscontract.ReasonRolloutHalted {
 		t.Errorf("a held CR's status %+v", rs)
 	}
 	// A person forces the canary: it moves again, and the rollout resumes.

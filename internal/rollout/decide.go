@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // Labels and annotations people set.
@@ -383,21 +385,21 @@ func (p Plan) Describe(key string, m Member) (onTarget bool, reason, message str
 	}
 	switch {
 	case p.Failed[key]:
-		return m.Digest == p.Target, "RolloutFailed", fmt.Sprintf(
+		return m.Digest == p.Target, statuscontract.ReasonRolloutFailed, fmt.Sprintf(
 			"this resource failed on chart %s, which halted the rollout; to retry it, annotate it %s=%s "+
 				"(the halt lifts once it is healthy on that chart), or ship a fixed chart", p.Target, ForceAnnotation, p.Target)
 	case m.Digest == p.Target:
-		return true, "Upgraded", fmt.Sprintf("the release is on the chart the operator carries (%s)", p.Target)
+		return true, statuscontract.ReasonUpgraded, fmt.Sprintf("the release is on the chart the operator carries (%s)", p.Target)
 	case p.Halted && !p.Admitted[key]:
-		return false, "RolloutHalted", fmt.Sprintf(
+		return false, statuscontract.ReasonRolloutHalted, fmt.Sprintf(
 			"held on its chart: the rollout of chart %s halted after %d resource(s) failed on it; "+
 				"spec edits apply with the chart of its own release. It resumes with a fixed chart, once the "+
 				"failed resources are retried and healthy, or when an administrator labels their Namespaces %s=%s",
 			p.Target, len(p.Failed), ForceNamespaceLabel, p.Target)
 	case p.Admitted[key] || (!p.Halted && wave >= 0 && wave <= p.Wave):
-		return false, "Upgrading", fmt.Sprintf("moving to chart %s in wave %d of %d", p.Target, wave+1, len(p.Waves))
+		return false, statuscontract.ReasonUpgrading, fmt.Sprintf("moving to chart %s in wave %d of %d", p.Target, wave+1, len(p.Waves))
 	default:
-		return false, "Waiting", fmt.Sprintf("waiting for wave %d of %d of the rollout of chart %s (wave %d under way)",
+		return false, statuscontract.ReasonWaiting, fmt.Sprintf("waiting for wave %d of %d of the rollout of chart %s (wave %d under way)",
 			wave+1, len(p.Waves), p.Target, p.Wave+1)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -311,22 +313,22 @@ func TestDescribe(t *testing.T) {
 		return ""
 	}
 	p := Decide(policy, newChart, ms, now)
-	if r := describe(p, "ns/cr-00"); r != "Upgrading" {
+	if r := describe(p, "ns/cr-00"); r != statuscontract.ReasonUpgrading {
 		t.Errorf("the canary: %s, want Upgrading", r)
 	}
-	if r := describe(p, "ns/cr-01"); r != "Waiting" {
+	if r := describe(p, "ns/cr-01"); r != statuscontract.ReasonWaiting {
 		t.Errorf("a CR of a later wave: %s, want Waiting", r)
 	}
 	ms[1].FailedDigest = newChart
 	p = Decide(policy, newChart, ms, now)
-	for key, want := range map[string]string{"ns/cr-00": "RolloutHalted", "ns/cr-01": "RolloutFailed", "ns/cr-02": "RolloutHalted"} {
+	for key, want := range map[string]string{"ns/cr-00": statuscontract.ReasonRolloutHalted, "ns/cr-01": statuscontract.ReasonRolloutFailed, "ns/cr-02": statuscontract.ReasonRolloutHalted} {
 		if r := describe(p, key); r != want {
 			t.Errorf("%s: %s, want %s", key, r, want)
 		}
 	}
 	upgrade(ms, []string{"ns/cr-03"}, true, time.Hour)
 	p = Decide(policy, newChart, ms, now)
-	if r := describe(p, "ns/cr-03"); r != "Upgraded" {
+	if r := describe(p, "ns/cr-03"); r != statuscontract.ReasonUpgraded {
 		t.Errorf("a CR on the new chart: %s, want Upgraded", r)
 	}
 }

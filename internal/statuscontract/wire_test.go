@@ -58,6 +58,13 @@ func TestWireValues(t *testing.T) {
 		{ReasonReleaseRecordRefused, "ReleaseRecordRefused"},
 		{ReasonNoUntrustedRecords, "NoUntrustedRecords"},
 
+		// Reasons of ChartRollout (chartrollout.go).
+		{ReasonUpgraded, "Upgraded"},
+		{ReasonUpgrading, "Upgrading"},
+		{ReasonWaiting, "Waiting"},
+		{ReasonRolloutHalted, "RolloutHalted"},
+		{ReasonRolloutFailed, "RolloutFailed"},
+
 		// Fields under status.
 		{FieldDeployedRelease, "deployedRelease"},
 		{FieldObservedGeneration, "observedGeneration"},
