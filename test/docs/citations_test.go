@@ -1,11 +1,13 @@
-// Package docs checks what the docs and the code's comments cite: tests by name, files and
-// directories by path, and doc sections by title. A citation outlives what it cites unless a
-// test fails when the cited thing is renamed or moved.
+// Package docs checks what the docs, the code's comments and the scripts cite: tests by
+// name, files and directories by path, doc sections by title, make targets, and Go
+// identifiers. A citation outlives what it cites unless a test fails when the cited thing
+// is renamed or moved.
 package docs
 
 import (
 	"bufio"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -66,7 +68,7 @@ func citingFiles(t *testing.T) []string {
 		case ".go", ".md", ".sh":
 			out = append(out, rel)
 		}
-		if rel == "Makefile" || rel == "Dockerfile" {
+		if rel == "Makefile" || rel == "Dockerfile" || filepath.Dir(rel) == ".ci" {
 			out = append(out, rel)
 		}
 		return nil
@@ -364,4 +366,324 @@ func resolve(doc, where string) string {
 	}
 	file, _, _ := strings.Cut(where, ":")
 	return filepath.Clean(filepath.Join(filepath.Dir(file), doc))
+}
+
+// makeTargets are the Makefile's rule names, with the variables they are declared by
+// ($(LOCALBIN)/kwok) expanded as from the repository's root (bin/kwok).
+func makeTargets(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"CURDIR": "."}
+	assign := regexp.MustCompile(`^(?:export\s+)?(\w+)\s*[?:]?=\s*(.*)$`)
+	rule := regexp.MustCompile(`^([^\s#.][^:=]*?)\s*&?::?(?:[^=]|$)`)
+	ref := regexp.MustCompile(`\$\((\w+)\)`)
+	expand := func(s string) string {
+		for i := 0; i < 10 && ref.MatchString(s); i++ {
+			s = ref.ReplaceAllStringFunc(s, func(r string) string { return vars[r[2:len(r)-1]] })
+		}
+		return s
+	}
+	targets := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := assign.FindStringSubmatch(l); m != nil {
+			vars[m[1]] = m[2]
+			continue
+		}
+		if m := rule.FindStringSubmatch(l); m != nil {
+			for _, name := range strings.Fields(expand(m[1])) {
+				targets[strings.TrimPrefix(name, "./")] = true
+			}
+		}
+	}
+	return targets
+}
+
+var (
+	// codeSpan is a Markdown code span, as docs and comments quote commands and code in.
+	codeSpan = regexp.MustCompile("`([^`]+)`")
+	// makeCommand is make's arguments in a command: flags, variables, then targets.
+	makeCommand = regexp.MustCompile(`(?:^|[\s;&|(])(?:make|\$\(MAKE\))((?:\s+[-\w./$()=]+)+)`)
+	// makeProse is a target cited in prose: make, then a name with a dash (make node-up),
+	// which English does not follow make with.
+	makeProse = regexp.MustCompile(`\bmake\s+([a-z]+(?:-[a-z]+)+)\b`)
+	// targetName is a make target's name as cited.
+	targetName = regexp.MustCompile(`^[a-z][\w./-]*$`)
+	// quoted is a shell string.
+	quoted = regexp.MustCompile(`'[^']*'|"[^"]*"`)
+)
+
+// makeCitations are the make targets that lines cite: every target of a command in a code
+// span or a script's code line, and those of prose that are names with a dash.
+func makeCitations(t *testing.T, files []string) []citation {
+	t.Helper()
+	var out []citation
+	add := func(args, where string) {
+		for _, a := range strings.Fields(args) {
+			if strings.HasPrefix(a, "-") || strings.Contains(a, "=") {
+				continue // a flag, a variable
+			}
+			if !targetName.MatchString(a) {
+				break // the command's end
+			}
+			out = append(out, citation{a, where})
+		}
+	}
+	for _, f := range files {
+		script := strings.HasSuffix(f, ".sh") || f == "Makefile" || strings.HasPrefix(f, ".ci/")
+		for _, l := range citingLines(t, f) {
+			where := fmt.Sprintf("%s:%d", f, l.n)
+			prose := l.text
+			if script {
+				// A script's code runs make; its comments and strings cite it.
+				code, comment, _ := strings.Cut(" "+l.text, " #")
+				prose = comment + " " + strings.Join(quoted.FindAllString(code, -1), " ")
+				for _, m := range makeCommand.FindAllStringSubmatch(quoted.ReplaceAllString(code, "''"), -1) {
+					add(m[1], where)
+				}
+			}
+			for _, span := range codeSpan.FindAllStringSubmatch(prose, -1) {
+				if strings.HasPrefix(span[1], "make ") {
+					add(makeCommand.FindStringSubmatch(span[1])[1], where)
+				}
+			}
+			for _, m := range makeProse.FindAllStringSubmatch(codeSpan.ReplaceAllString(prose, ""), -1) {
+				out = append(out, citation{m[1], where})
+			}
+		}
+	}
+	return out
+}
+
+// Every make target cited exists in the Makefile: in commands of the docs, the comments,
+// the scripts and CI, and in prose (make cluster-up).
+func TestCitedMakeTargetsExist(t *testing.T) {
+	targets := makeTargets(t)
+	for _, want := range []string{"test", "demo", "bin/kustomize"} {
+		if !targets[want] {
+			t.Fatalf("the Makefile's rule %q not found: the parse is broken", want)
+		}
+	}
+	var missing []citation
+	for _, c := range makeCitations(t, citingFiles(t)) {
+		if !targets[c.what] {
+			missing = append(missing, c)
+		}
+	}
+	report(t, "make target", missing)
+}
+
+// decls are the identifiers the module's Go code declares.
+type decls struct {
+	// pkgs are the names each package declares at its top level, by the package's name.
+	pkgs map[string]map[string]bool
+	// members are the methods and fields of each type, by the type's name (of any package).
+	members map[string]map[string]bool
+	// embeds are the names of the types each type embeds.
+	embeds map[string][]string
+}
+
+// declared parses the repository's Go files (tests included) for what they declare.
+func declared(t *testing.T) decls {
+	t.Helper()
+	d := decls{map[string]map[string]bool{}, map[string]map[string]bool{}, map[string][]string{}}
+	member := func(typ, name string) {
+		if d.members[typ] == nil {
+			d.members[typ] = map[string]bool{}
+		}
+		d.members[typ][name] = true
+	}
+	for _, f := range citingFiles(t) {
+		if !strings.HasSuffix(f, ".go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, f), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg := strings.TrimSuffix(file.Name.Name, "_test")
+		if d.pkgs[pkg] == nil {
+			d.pkgs[pkg] = map[string]bool{}
+		}
+		top := d.pkgs[pkg]
+		for _, decl := range file.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if decl.Recv == nil {
+					top[decl.Name.Name] = true
+				} else {
+					member(typeName(decl.Recv.List[0].Type), decl.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.ValueSpec:
+						for _, n := range spec.Names {
+							top[n.Name] = true
+						}
+					case *ast.TypeSpec:
+						top[spec.Name.Name] = true
+						member(spec.Name.Name, "") // so that members lists every type
+						var fields *ast.FieldList
+						switch typ := spec.Type.(type) {
+						case *ast.StructType:
+							fields = typ.Fields
+						case *ast.InterfaceType:
+							fields = typ.Methods
+						}
+						for _, field := range fieldList(fields) {
+							for _, n := range field.Names {
+								member(spec.Name.Name, n.Name)
+							}
+							if len(field.Names) == 0 {
+								embedded := typeName(field.Type)
+								member(spec.Name.Name, embedded)
+								d.embeds[spec.Name.Name] = append(d.embeds[spec.Name.Name], embedded)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return d
+}
+
+func fieldList(l *ast.FieldList) []*ast.Field {
+	if l == nil {
+		return nil
+	}
+	return l.List
+}
+
+// typeName is the name of a receiver's or an embedded field's type: T of *T, T[K], pkg.T.
+func typeName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return typeName(e.X)
+	case *ast.IndexExpr:
+		return typeName(e.X)
+	case *ast.IndexListExpr:
+		return typeName(e.X)
+	case *ast.SelectorExpr:
+		return "" // another package's: its members are unknown
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
+}
+
+// hasMember reports whether typ, or a type it embeds, has the method or field name.
+func (d decls) hasMember(typ, name string, depth int) bool {
+	if d.members[typ][name] {
+		return true
+	}
+	for _, e := range d.embeds[typ] {
+		if e == "" {
+			return true // it embeds another package's type
+		}
+		if depth < 5 && d.hasMember(e, name, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	// qualified is an identifier of a package, cited by its name (chartpolicy.HasHooks) or
+	// path (internal/chartpolicy.HasHooks), and maybe a member of it (rollout.Plan.Next).
+	qualified = regexp.MustCompile(`(?:^|[^\w./-])((?:[\w.-]+/)*)([a-z]\w*)\.([A-Z]\w*)(?:\.([A-Za-z_]\w*))?`)
+	// member is a method or field cited by its type's name: Type.Method.
+	member = regexp.MustCompile(`(?:^|[^\w./-])([A-Za-z]\w*)\.([A-Za-z][A-Za-z0-9]*)\b`)
+	// ident is an identifier in a code span of a Go comment, with an upper-case letter:
+	// a Go name (`newPipeline`, `Setup`), where a word of lower case may be a template's
+	// function or a word quoted.
+	ident = regexp.MustCompile("^(?:[A-Z]|[a-z_]\\w*[A-Z])\\w*$")
+	// fileExt is the end of a file's name, which looks like a type's member (pipeline.go).
+	fileExt = regexp.MustCompile(`\.(go|md|sh|ya?ml|json|txt|tsv|png|svg|tgz|tar)$`)
+)
+
+// identCitations are the identifiers the files cite that their module does not declare.
+func identCitations(t *testing.T, files []string, d decls) []citation {
+	t.Helper()
+	top := map[string]bool{}
+	for pkg, names := range d.pkgs {
+		for n := range names {
+			top[n] = true
+		}
+		top[pkg] = true
+	}
+	var out []citation
+	for _, f := range files {
+		goFile := strings.HasSuffix(f, ".go")
+		for _, l := range citingLines(t, f) {
+			where := fmt.Sprintf("%s:%d", f, l.n)
+			for _, m := range qualified.FindAllStringSubmatch(l.text, -1) {
+				path, pkg, name, mem := m[1], m[2], m[3], m[4]
+				if d.pkgs[pkg] == nil || pkg == "main" || (path != "" && !inModule(path)) {
+					continue // another module's package
+				}
+				switch {
+				case !d.pkgs[pkg][name]:
+					out = append(out, citation{pkg + "." + name, where})
+				case mem != "" && d.members[name] != nil && !fileExt.MatchString(m[0]) && !d.hasMember(name, mem, 0):
+					out = append(out, citation{pkg + "." + name + "." + mem, where})
+				}
+			}
+			spans := map[string]bool{}
+			for _, s := range codeSpan.FindAllStringSubmatch(l.text, -1) {
+				spans[s[1]] = true
+				if goFile && ident.MatchString(s[1]) && !top[s[1]] && !d.anyMember(s[1]) {
+					out = append(out, citation{s[1], where})
+				}
+			}
+			for _, m := range member.FindAllStringSubmatch(l.text, -1) {
+				typ, mem := m[1], m[2]
+				if d.pkgs[typ] != nil || d.members[typ] == nil || fileExt.MatchString(m[0]) {
+					continue // a package, no type of the module, a file
+				}
+				// In prose, a type of lower case or a member of lower case may be a word.
+				exported := typ[0] >= 'A' && typ[0] <= 'Z' && mem[0] >= 'A' && mem[0] <= 'Z'
+				if (exported || spans[typ+"."+mem]) && !d.hasMember(typ, mem, 0) {
+					out = append(out, citation{typ + "." + mem, where})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// inModule reports whether a package's path is one of this module's: from its root
+// (internal/rollout/) or the module's path.
+func inModule(path string) bool {
+	path = strings.TrimPrefix(path, "transwarp.io/tos/warpdrive-operator/")
+	for _, d := range topLevel {
+		if strings.HasPrefix(path, d+"/") {
+			return true
+		}
+	}
+	return path == ""
+}
+
+// anyMember reports whether some type has the method or field name.
+func (d decls) anyMember(name string) bool {
+	for _, m := range d.members {
+		if m[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// Every Go identifier cited exists: a package's (pkg.Name, internal/pkg.Name), a type's
+// method or field (Type.Method, and `pipeline.reconcile` in a code span), and a name in a
+// code span of a Go comment (`newPipeline`).
+func TestCitedIdentifiersExist(t *testing.T) {
+	d := declared(t)
+	if !d.pkgs["rollout"]["ForceAnnotation"] || len(d.members) < 100 {
+		t.Fatal("the module's declarations not found: the parse is broken")
+	}
+	report(t, "identifier", identCitations(t, citingFiles(t), d))
 }
