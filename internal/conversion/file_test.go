@@ -124,3 +124,23 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Versions() = %v", got)
 	}
 }
+
+func TestIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want bool
+	}{
+		{"- {from: v1alpha1, to: v1}\n", true},
+		{"- {from: v1alpha1, to: v1beta1}\n- {from: v1beta1, to: v1, moves: [], drops: []}\n", true},
+		{"- {from: v1alpha1, to: v1, moves: [{from: /a, to: /b}]}\n", false},
+		{"- {from: v1alpha1, to: v1beta1}\n- {from: v1beta1, to: v1, drops: [/a]}\n", false},
+	} {
+		c, err := Parse([]byte(tc.file))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.file, err)
+		}
+		if got := c.Identity(); got != tc.want {
+			t.Errorf("Parse(%q).Identity() = %v, want %v", tc.file, got, tc.want)
+		}
+	}
+}
