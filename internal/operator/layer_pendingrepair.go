@@ -35,11 +35,11 @@ const staleAfter = 10 * time.Minute
 // pending revisions the repair may take over.
 //
 // The repair must never break the lock of a live operation. The records it sees are the
-// operator's own (signed, see trustedConfigs: a person's `helm upgrade` writes unsigned
-// records, which the operator never reads), so a live operation on them can only be one of
-// this process, or of another manager of this operator. Under leader election another
-// manager runs operations only while it leads, and it stops leading before this one can
-// start, so every operation it started began before this process became the leader
+// operator's own (signed, see trustedconfig.Configs: a person's `helm upgrade` writes
+// unsigned records, which the operator never reads), so a live operation on them can only
+// be one of this process, or of another manager of this operator. Under leader election
+// another manager runs operations only while it leads, and it stops leading before this one
+// can start, so every operation it started began before this process became the leader
 // (electedAt). Without leader election nothing tells another manager's live operation from
 // a dead one, and nothing is repaired.
 type operations struct {

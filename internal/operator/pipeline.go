@@ -157,10 +157,6 @@ import (
 //
 // The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
 // (readiness_controller.go).
-// Setup adds a helm reconciler to mgr for every kind in the watches file.
-// pauseHandler stops every reconcile of a CR whose pause annotation is "true"
-// (helm-operator-plugins then sets its Paused condition), and records the visit so that
-// Ready and Reconciling say that the CR is paused.
 //
 // The tests in pipeline_test.go build this chain over a fake engine and check the order,
 // and that the guard refuses another chart's release before the layers over it act.
@@ -239,7 +235,8 @@ func (p pipeline) build(engine helmclient.ActionClientGetter) helmclient.ActionC
 }
 
 // newHelmEngine makes the innermost action client getter of one kind, over the trusted
-// configurations (trustedConfigs): helm-operator-plugins' action client with these options.
+// configurations (trustedconfig.Configs): helm-operator-plugins' action client with these
+// options.
 //
 // Hooks run only if the kind's chart has them: a record's hooks would otherwise be applied
 // as the record says.
