@@ -17,15 +17,15 @@ import (
 )
 
 // Fields of status.chart, the chart of a CR's release as the manager last saw it
-// (docs/rollouts.md).
+// (docs/rollouts.md): statuscontract.FieldChart*.
 const (
-	chartVersion      = "version"                         // the chart's version (Chart.yaml)
-	chartDigest       = "digest"                          // rollout.Digest of the chart
+	chartVersion      = statuscontract.FieldChartVersion
+	chartDigest       = statuscontract.FieldChartDigest
 	chartRevision     = statuscontract.FieldChartRevision // the release's revision, which the sidecar reads too
-	chartLastDeployed = "lastDeployed"                    // when the release was last deployed
-	chartBehind       = "behind"                          // the operator carries another chart
-	chartFailed       = "failedDigest"                    // the carried chart this CR failed with, halting its rollout
-	chartBaseline     = "baseline"                        // the CR's state before its move (rollout.Baseline)
+	chartLastDeployed = statuscontract.FieldChartLastDeployed
+	chartBehind       = statuscontract.FieldChartBehind
+	chartFailed       = statuscontract.FieldChartFailedDigest
+	chartBaseline     = statuscontract.FieldChartBaseline
 )
 
 // deployedChart is the chart of a deployed release, recorded in the CR's outcome.
@@ -66,16 +66,17 @@ func baselineField(b rollout.Baseline) map[string]any {
 	if b.Digest == "" {
 		return nil
 	}
-	f := map[string]any{"digest": b.Digest, "generation": b.Generation, "healthy": b.Healthy}
+	f := map[string]any{statuscontract.FieldBaselineDigest: b.Digest, statuscontract.FieldBaselineGeneration: b.Generation,
+		statuscontract.FieldBaselineHealthy: b.Healthy}
 	if b.Inputs != "" {
-		f["inputs"] = b.Inputs
+		f[statuscontract.FieldBaselineInputs] = b.Inputs
 	}
 	return f
 }
 
 // sameChart reports whether status.chart of cr says what ch says.
 func sameChart(cr *unstructured.Unstructured, ch map[string]any) bool {
-	old, found, _ := unstructured.NestedMap(cr.Object, "status", "chart")
+	old, found, _ := unstructured.NestedMap(cr.Object, "status", statuscontract.FieldChart)
 	if ch == nil {
 		return !found
 	}
@@ -102,18 +103,18 @@ func memberOf(cr *unstructured.Unstructured, conds []metav1.Condition) rollout.M
 	m := rollout.Member{Key: cr.GetNamespace() + "/" + cr.GetName(), Generation: cr.GetGeneration(),
 		Forced: cr.GetAnnotations()[rollout.ForceAnnotation],
 		Paused: cr.GetAnnotations()[statuscontract.PauseAnnotation] == "true"}
-	if b, ok, _ := unstructured.NestedMap(cr.Object, "status", "chart", chartBaseline); ok {
-		m.Baseline.Digest, _ = b["digest"].(string)
-		m.Baseline.Healthy, _ = b["healthy"].(bool)
-		m.Baseline.Generation, _, _ = unstructured.NestedInt64(b, "generation")
-		m.Baseline.Inputs, _ = b["inputs"].(string)
+	if b, ok, _ := unstructured.NestedMap(cr.Object, "status", statuscontract.FieldChart, chartBaseline); ok {
+		m.Baseline.Digest, _ = b[statuscontract.FieldBaselineDigest].(string)
+		m.Baseline.Healthy, _ = b[statuscontract.FieldBaselineHealthy].(bool)
+		m.Baseline.Generation, _, _ = unstructured.NestedInt64(b, statuscontract.FieldBaselineGeneration)
+		m.Baseline.Inputs, _ = b[statuscontract.FieldBaselineInputs].(string)
 	}
 	if sources, ok := statusSourcesOf(cr); ok && len(sources) > 0 {
 		m.Inputs = inputsOf(sources)
 	}
-	m.Digest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartDigest)
-	m.FailedDigest, _, _ = unstructured.NestedString(cr.Object, "status", "chart", chartFailed)
-	if s, _, _ := unstructured.NestedString(cr.Object, "status", "chart", chartLastDeployed); s != "" {
+	m.Digest, _, _ = unstructured.NestedString(cr.Object, "status", statuscontract.FieldChart, chartDigest)
+	m.FailedDigest, _, _ = unstructured.NestedString(cr.Object, "status", statuscontract.FieldChart, chartFailed)
+	if s, _, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldChart, chartLastDeployed); s != "" {
 		m.Deployed, _ = time.Parse(time.RFC3339, s)
 	}
 	if c := statuscontract.Find(conds, statuscontract.Ready); c != nil {

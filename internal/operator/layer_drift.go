@@ -86,7 +86,7 @@ func (c driftClient) report(drifts []objectDrift) {
 	if !ok {
 		return
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", statuscontract.FieldConditions)
 	i := conditionIndex(conds, statuscontract.Drifted)
 	if i < 0 && len(drifts) == 0 {
 		return
@@ -116,7 +116,7 @@ func (c driftClient) report(drifts []objectDrift) {
 	} else {
 		conds = append(conds, want)
 	}
-	if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
+	if err := unstructured.SetNestedSlice(u.Object, conds, "status", statuscontract.FieldConditions); err != nil {
 		return
 	}
 	if err := c.status.Status().Update(c.ctx, u.DeepCopy()); err != nil {

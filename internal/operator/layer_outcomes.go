@@ -191,7 +191,7 @@ func statusFailures(cr client.Object) int64 {
 	if !ok {
 		return 0
 	}
-	n, _, _ := unstructured.NestedInt64(u.Object, "status", "failures")
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", statuscontract.FieldFailures)
 	ready := statuscontract.Find(statuscontract.Conditions(u), statuscontract.Ready)
 	if n <= 0 || ready == nil || ready.ObservedGeneration != cr.GetGeneration() {
 		return 0

@@ -81,7 +81,7 @@ func (c reportingClient) report() {
 	}
 	refused := trustedconfig.RefusedRecords(c.ActionInterface)
 	want := refusalCondition(refused)
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", statuscontract.FieldConditions)
 	i := conditionIndex(conds, statuscontract.ReleaseRecordRefused)
 	if i < 0 && want == nil {
 		return // nothing refused, nothing ever reported
@@ -103,7 +103,7 @@ func (c reportingClient) report() {
 	if want["status"] == string(metav1.ConditionTrue) {
 		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonReleaseRecordRefused, truncate(want["message"].(string), maxEventMessage))
 	}
-	if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
+	if err := unstructured.SetNestedSlice(u.Object, conds, "status", statuscontract.FieldConditions); err != nil {
 		return
 	}
 	// The status client applies the helm-operator's part of the status (statusclient.go),

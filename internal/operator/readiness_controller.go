@@ -272,7 +272,7 @@ func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.
 // whether it is behind the carried chart, and the failure mark. Nil when the chart of the
 // release is not known yet.
 func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map[string]any {
-	old, _, _ := unstructured.NestedMap(cr.Object, "status", "chart")
+	old, _, _ := unstructured.NestedMap(cr.Object, "status", statuscontract.FieldChart)
 	ch := map[string]any{}
 	if o.chartSet {
 		ch[chartVersion], ch[chartDigest], ch[chartRevision] = o.chart.version, o.chart.digest, o.chart.revision
@@ -319,9 +319,9 @@ func statusSourcesOf(cr *unstructured.Unstructured) (sources []valuesfrom.Source
 	}
 	for _, item := range list {
 		m, _ := item.(map[string]any)
-		kind, _ := m["kind"].(string)
-		name, _ := m["name"].(string)
-		version, _ := m["resourceVersion"].(string)
+		kind, _ := m[statuscontract.FieldSourceKind].(string)
+		name, _ := m[statuscontract.FieldSourceName].(string)
+		version, _ := m[statuscontract.FieldSourceResourceVersion].(string)
 		sources = append(sources, valuesfrom.Source{Kind: kind, Name: name, ResourceVersion: version})
 	}
 	return sources, true

@@ -56,13 +56,13 @@ func (m *releaseManifests) changing(namespace, name string) bool {
 
 // object returns the object of kind gvk named name in the deployed release of cr, if known.
 func (m *releaseManifests) object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
-	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldDeployedRelease, "manifest"); ok {
+	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldDeployedRelease, statuscontract.FieldDeployedReleaseManifest); ok {
 		return findInManifest(parseManifest(manifest), gvk, name)
 	}
 	if m == nil {
 		return nil
 	}
-	revision, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldDeployedRelease, "revision")
+	revision, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldDeployedRelease, statuscontract.FieldDeployedReleaseRevision)
 	if m.versions != nil {
 		if handedOut, known := m.versions.revision(cr.GetNamespace(), cr.GetName()); known && int64(handedOut) > revision {
 			revision = int64(handedOut)

@@ -125,7 +125,7 @@ func goneOnceUninstalled(u *unstructured.Unstructured) bool {
 	if f := u.GetFinalizers(); len(f) != 1 || f[0] != uninstallFinalizer {
 		return false
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", statuscontract.FieldConditions)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == statuscontract.Deployed {
 			return m["status"] == string(metav1.ConditionFalse) && m["reason"] == statuscontract.ReasonUninstallSuccessful
@@ -145,7 +145,7 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 	if err != nil {
 		return nil, fmt.Errorf("status of %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
-	list, _ := status["conditions"].([]any)
+	list, _ := status[statuscontract.FieldConditions].([]any)
 	conds := make([]any, 0, len(list))
 	for _, c := range list {
 		if m, ok := c.(map[string]any); ok && !notHelmConditions[fmt.Sprint(m["type"])] {
@@ -153,7 +153,7 @@ func helmStatusApply(u *unstructured.Unstructured) (*unstructured.Unstructured, 
 		}
 	}
 	boundMessages(conds)
-	fields := map[string]any{"conditions": conds}
+	fields := map[string]any{statuscontract.FieldConditions: conds}
 	for _, f := range statuscontract.HelmStatus.Fields { // deployedRelease
 		if v, ok := status[f]; ok && v != nil {
 			fields[f] = v
@@ -175,18 +175,18 @@ func (c statusKeepingClient) shapeDeployedRelease(apply *unstructured.Unstructur
 	if !ok {
 		return
 	}
-	name, _ := rel["name"].(string)
-	manifest, _ := rel["manifest"].(string)
+	name, _ := rel[statuscontract.FieldDeployedReleaseName].(string)
+	manifest, _ := rel[statuscontract.FieldDeployedReleaseManifest].(string)
 	if c.versions != nil {
 		if v, ok := c.versions.lookup(apply.GetNamespace(), name, manifest); ok {
-			rel["revision"] = int64(v.revision)
+			rel[statuscontract.FieldDeployedReleaseRevision] = int64(v.revision)
 			if v.chartVersion != "" {
-				rel["chartVersion"] = v.chartVersion
+				rel[statuscontract.FieldDeployedReleaseChartVersion] = v.chartVersion
 			}
 		}
 	}
 	if !c.releaseManifest {
-		delete(rel, "manifest")
+		delete(rel, statuscontract.FieldDeployedReleaseManifest)
 	}
 	_ = unstructured.SetNestedMap(apply.Object, rel, "status", statuscontract.FieldDeployedRelease)
 }
@@ -222,7 +222,7 @@ func helmPart(apply *unstructured.Unstructured) (statuscontract.Part, error) {
 			p.Fields[f] = v
 		}
 	}
-	list, _ := status["conditions"].([]any)
+	list, _ := status[statuscontract.FieldConditions].([]any)
 	for _, c := range list {
 		m, _ := c.(map[string]any)
 		var cond metav1.Condition

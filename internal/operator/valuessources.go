@@ -236,7 +236,8 @@ func (v *valuesSources) changed(ctx context.Context, cr *unstructured.Unstructur
 func statusSources(sources []valuesfrom.Source) []any {
 	out := make([]any, 0, len(sources))
 	for _, s := range sources {
-		out = append(out, map[string]any{"kind": s.Kind, "name": s.Name, "resourceVersion": s.ResourceVersion})
+		out = append(out, map[string]any{statuscontract.FieldSourceKind: s.Kind, statuscontract.FieldSourceName: s.Name,
+			statuscontract.FieldSourceResourceVersion: s.ResourceVersion})
 	}
 	return out
 }

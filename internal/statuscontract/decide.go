@@ -290,7 +290,7 @@ func DeployedRevision(cr *unstructured.Unstructured) int64 {
 // allocated in a wave of 500 creates, 21.4 -> 10.7 GB:
 // docs/bench/findings.md, "The rollout's conditions read in place").
 func Conditions(cr *unstructured.Unstructured) []metav1.Condition {
-	field, _, _ := unstructured.NestedFieldNoCopy(cr.Object, "status", "conditions")
+	field, _, _ := unstructured.NestedFieldNoCopy(cr.Object, "status", FieldConditions)
 	list, _ := field.([]any)
 	out := make([]metav1.Condition, 0, len(list))
 	for _, item := range list {

@@ -2,6 +2,11 @@ package statuscontract
 
 // Names of the fields under a CR's status, by owner (see StatusOwners).
 const (
+	// FieldConditions is the list of conditions, keyed by type: each writer owns its own
+	// condition types (StatusOwner.Conditions).
+	FieldConditions = "conditions"
+
+	// FieldDeployedRelease is the release last deployed, in helm-operator-plugins' shape.
 	FieldDeployedRelease = "deployedRelease"
 
 	FieldObservedGeneration     = "observedGeneration"
@@ -25,6 +30,45 @@ const (
 	FieldSelector = "selector"
 
 	FieldPool = "pool"
+)
+
+// Fields of status.deployedRelease, which helm-operator-plugins' reconciler writes.
+const (
+	FieldDeployedReleaseName     = "name"
+	FieldDeployedReleaseRevision = "revision" // Helm's release version
+	// FieldDeployedReleaseChartVersion is the version of the chart the release was rendered
+	// from.
+	FieldDeployedReleaseChartVersion = "chartVersion"
+	// FieldDeployedReleaseManifest is the rendered manifest, written only with the manager's
+	// --status-release-manifest.
+	FieldDeployedReleaseManifest = "manifest"
+)
+
+// Fields of status.chart besides FieldChartRevision, which the manager writes: the chart of the
+// release as it last saw it, and where the CR stands in the rollout of the chart the operator
+// carries (docs/rollouts.md).
+const (
+	FieldChartVersion      = "version"      // the chart's version (Chart.yaml)
+	FieldChartDigest       = "digest"       // the digest of the chart's content (internal/rollout)
+	FieldChartLastDeployed = "lastDeployed" // when the release was last deployed
+	FieldChartBehind       = "behind"       // whether the operator carries another chart
+	// FieldChartFailedDigest is the carried chart this CR failed on, halting its rollout.
+	FieldChartFailedDigest = "failedDigest"
+	// FieldChartBaseline is how the CR stood on its own chart before the rollout moved it
+	// (internal/rollout's Baseline), with the fields FieldBaseline*.
+	FieldChartBaseline = "baseline"
+
+	FieldBaselineDigest     = "digest"     // the chart being rolled out
+	FieldBaselineGeneration = "generation" // the CR's generation then
+	FieldBaselineInputs     = "inputs"     // the digest of the versions of its spec.valuesFrom sources then
+	FieldBaselineHealthy    = "healthy"    // whether it was Ready and not Stalled then
+)
+
+// Fields of each entry of status.valuesFrom, a source the deployed release was rendered from.
+const (
+	FieldSourceKind            = "kind"
+	FieldSourceName            = "name"
+	FieldSourceResourceVersion = "resourceVersion"
 )
 
 // Processes that write a CR's status.

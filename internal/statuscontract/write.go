@@ -70,7 +70,7 @@ func (o StatusOwner) ApplyObject(cr *unstructured.Unstructured, p Part, conditio
 		for i := range p.Conditions {
 			conds = append(conds, conditionField(&p.Conditions[i]))
 		}
-		status["conditions"] = conds
+		status[FieldConditions] = conds
 	}
 	meta := map[string]any{"name": cr.GetName(), "namespace": cr.GetNamespace()}
 	if conditional {

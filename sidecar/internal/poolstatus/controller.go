@@ -60,6 +60,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/sidecar/internal/enqueue"
 )
 
@@ -219,7 +220,7 @@ func poolInputsChanged() predicate.Predicate {
 }
 
 func observedGeneration(pool *unstructured.Unstructured) int64 {
-	g, _, _ := unstructured.NestedInt64(pool.Object, "status", "observedGeneration")
+	g, _, _ := unstructured.NestedInt64(pool.Object, "status", statuscontract.FieldObservedGeneration)
 	return g
 }
 
@@ -302,7 +303,7 @@ func (r *PoolReconciler) sync(ctx context.Context, pool *unstructured.Unstructur
 	// generation whose spec is deployed (docs/status.md). Until the manager has deployed a
 	// new spec, the books stay those of the deployed one; the manager's write of
 	// observedGeneration re-triggers this sync (poolInputsChanged).
-	if deployed, _, _ := unstructured.NestedInt64(pool.Object, "status", "observedGeneration"); deployed != pool.GetGeneration() {
+	if deployed, _, _ := unstructured.NestedInt64(pool.Object, "status", statuscontract.FieldObservedGeneration); deployed != pool.GetGeneration() {
 		return nil
 	}
 	spec, err := ParseSpec(pool)
@@ -398,7 +399,7 @@ func (r *PoolReconciler) forget(key types.NamespacedName) {
 
 // helmOperatorReported reports whether the helm-operator has written status conditions.
 func helmOperatorReported(pool *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status", statuscontract.FieldConditions)
 	list, _ := conds.([]any)
 	return len(list) > 0
 }

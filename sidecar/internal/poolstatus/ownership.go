@@ -96,7 +96,7 @@ func releaseOwns(pool *unstructured.Unstructured, sc *metav1.PartialObjectMetada
 
 // deployed reports whether the helm-operator reports the pool's release as deployed.
 func deployed(pool *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status", statuscontract.FieldConditions)
 	list, _ := conds.([]any)
 	for _, c := range list {
 		m, _ := c.(map[string]any)

@@ -233,7 +233,7 @@ func levelOfStatus(pool *unstructured.Unstructured) int {
 // conditionsOfStatus reads status.pool.conditions, so that a new leader keeps their
 // lastTransitionTime.
 func conditionsOfStatus(pool *unstructured.Unstructured) []metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(pool.Object, "status", StatusField, "conditions")
+	raw, _, _ := unstructured.NestedSlice(pool.Object, "status", StatusField, statuscontract.FieldConditions)
 	var conds []metav1.Condition
 	for _, item := range raw {
 		m, ok := item.(map[string]any)

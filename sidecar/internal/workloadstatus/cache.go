@@ -156,9 +156,9 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 			chart = chartRevision(c[statuscontract.FieldChartRevision])
 		}
 		delete(status, statuscontract.FieldChart)
-		if c, ok := status["conditions"].([]interface{}); ok {
+		if c, ok := status[statuscontract.FieldConditions].([]interface{}); ok {
 			conds = c
-			delete(status, "conditions")
+			delete(status, statuscontract.FieldConditions)
 		}
 	}
 	u.Object = intern.Value(u.Object).(map[string]interface{})
@@ -175,7 +175,7 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 			conds[i] = intern.Value(c)
 		}
 	}
-	u.Object["status"].(map[string]interface{})["conditions"] = conds
+	u.Object["status"].(map[string]interface{})[statuscontract.FieldConditions] = conds
 	return u, nil
 }
 

@@ -422,7 +422,7 @@ func (r *StatusReconciler) liveWorkloads(ctx context.Context, ns string, cached 
 // helmOperatorReported reports whether the helm-operator has written status
 // conditions on cr.
 func helmOperatorReported(cr *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedFieldNoCopy(cr.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedFieldNoCopy(cr.Object, "status", statuscontract.FieldConditions)
 	list, _ := conds.([]interface{})
 	return len(list) > 0
 }
