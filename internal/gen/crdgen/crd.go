@@ -1,9 +1,3 @@
-// Package crdgen builds the CustomResourceDefinition of each kind the helm-operator watches
-// from the kind's chart: the spec schema from values.schema.json, or inferred from the
-// values files of a chart without one, and the CRD's names, printer columns and scale
-// subresource from annotations in Chart.yaml. Each kind's facts thus live in its chart
-// directory, and the CRDs cannot drift from what the charts accept: any chart becomes a
-// kind, and its CRD never refuses or prunes a value the chart accepts.
 package crdgen
 
 import (
@@ -108,73 +102,14 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 		}
 	}
 
-	version := apiextv1.CustomResourceDefinitionVersion{
-		Name:    gvk.Version,
-		Served:  true,
-		Storage: true,
-		Schema: &apiextv1.CustomResourceValidation{
-			OpenAPIV3Schema: rootSchema(gvk.Kind, chrt.Name(), spec, status),
-		},
-		Subresources: &apiextv1.CustomResourceSubresources{
-			Status: &apiextv1.CustomResourceSubresourceStatus{},
-		},
+	newest, err := servedVersion(gvk, chrt.Name(), spec, status, info, true)
+	if err != nil {
+		return nil, wrap(err)
 	}
-
-	if info.replicasPath != "" {
-		field, err := specField(spec, info.replicasPath)
-		if err != nil {
-			return nil, wrap(fmt.Errorf("%s: %w", AnnotationReplicasPath, err))
-		}
-		if field.Type != "integer" {
-			return nil, wrap(fmt.Errorf("%s: %s must be an integer", AnnotationReplicasPath, info.replicasPath))
-		}
-		// The sidecar reports status.replicas and status.selector, so that kubectl scale and
-		// autoscalers work on the custom resource itself.
-		version.Subresources.Scale = &apiextv1.CustomResourceSubresourceScale{
-			SpecReplicasPath:   info.replicasPath,
-			StatusReplicasPath: ".status.replicas",
-			LabelSelectorPath:  ptr(".status.selector"),
-		}
-		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
-			apiextv1.CustomResourceColumnDefinition{
-				Name: "Desired", Type: "integer", JSONPath: info.replicasPath,
-				Description: "Desired number of replicas.",
-			},
-			apiextv1.CustomResourceColumnDefinition{
-				Name: "Available", Type: "integer", JSONPath: ".status.availableReplicas",
-				Description: "Available replicas of the resource's workloads, as the sidecar last saw them.",
-			})
+	versions, conv, err := allVersions(chartDir, gvk, chrt.Name(), newest, spec, status, info)
+	if err != nil {
+		return nil, wrap(err)
 	}
-	for _, c := range info.columns {
-		field, err := columnField(spec, &status, c.path)
-		if err != nil {
-			return nil, wrap(fmt.Errorf("%s: column %s: %w", AnnotationPrinterColumns, c.name, err))
-		}
-		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns, apiextv1.CustomResourceColumnDefinition{
-			Name: c.name, Type: columnType(field), JSONPath: c.path, Description: field.Description,
-		})
-	}
-	version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
-		apiextv1.CustomResourceColumnDefinition{
-			Name: "Chart", Type: "string", JSONPath: ".status.chart.version",
-			Description: "Version of the chart of the resource's Helm release (docs/rollouts.md).",
-		},
-		apiextv1.CustomResourceColumnDefinition{
-			Name: "Rollout", Type: "string", JSONPath: `.status.conditions[?(@.type=="ChartRollout")].reason`,
-			Description: "Where the resource stands in the rollout of the chart the operator carries: Upgraded, Waiting, Upgrading, RolloutHalted, RolloutFailed.",
-		},
-		apiextv1.CustomResourceColumnDefinition{
-			Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`,
-			Description: "Whether the spec of this generation is deployed and its workloads have rolled out.",
-		},
-		apiextv1.CustomResourceColumnDefinition{
-			Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].reason`,
-			Description: "Why the resource is or is not ready; the Ready condition's message says more.",
-		},
-		apiextv1.CustomResourceColumnDefinition{
-			Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
-		},
-	)
 
 	crd := &apiextv1.CustomResourceDefinition{
 		TypeMeta: metav1.TypeMeta{
@@ -192,8 +127,9 @@ func Generate(chartDir string, gvk schema.GroupVersionKind) (*apiextv1.CustomRes
 				ShortNames: info.shortNames,
 				Categories: info.categories,
 			},
-			Scope:    apiextv1.NamespaceScoped,
-			Versions: []apiextv1.CustomResourceDefinitionVersion{version},
+			Scope:      apiextv1.NamespaceScoped,
+			Versions:   versions,
+			Conversion: conv,
 		},
 	}
 	if isProtectedGroup(gvk.Group) {
