@@ -81,7 +81,7 @@ test: build helm-operator tools ## Run every test: unit, lint, e2e, attack suite
 
 # kustomize renders config/default, whose Deployment gives the binaries their flags
 # (internal/podargs; test/framework checks the suites use them). The chart tests' lint gate
-# (test/charts/lint_test.go) runs kube-score over config/default and the five charts.
+# (test/charts/lint_test.go) runs kube-score over config/default and the charts.
 .PHONY: test-unit
 # Built as the image's binaries are, without cgo: internal/renderbound's tests run the render
 # worker from the test binary, and a cgo binary's threads each reserve 8 MiB of the address
@@ -190,7 +190,7 @@ bench-tune: build tools ## Measure the manager's idle CPU by --reconcile-period,
 	WARPDRIVE_BENCH=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) go test -count=1 -timeout 120m -v -run TestTune ./test/bench/ 2>&1 | tee $(CLUSTER_DIR)/bench-tune.log
 
 .PHONY: demo
-demo: ## Start the local cluster, run the operator, apply the five samples and show them converge.
+demo: ## Start the local cluster, run the operator, apply the samples and show them converge.
 	hack/demo.sh
 
 .PHONY: demo-deploy

@@ -2,7 +2,7 @@
 # make demo-deploy: the operator as users run it, in its pod. Starts the local cluster and its
 # real node (hack/node-up.sh), builds the image from the Dockerfile (make image) and loads it
 # into the node, runs make deploy with config/local (config/default placed on the real node),
-# then applies the five samples in namespace $DEMO_NAMESPACE and shows them converge.
+# then applies the samples in namespace $DEMO_NAMESPACE and shows them converge.
 # Everything stays up afterwards: make undeploy removes the operator, make node-down the node.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +24,7 @@ kubectl -n "$OPERATOR_NS" rollout status deployment/warpdrive-operator-controlle
 kubectl -n "$OPERATOR_NS" get pods -o wide
 step "both containers run from the image as user 65532 with a read-only root filesystem"
 kubectl -n "$OPERATOR_NS" get pods -o jsonpath='{range .items[*]}{range .status.containerStatuses[*]}{.name}{": ready="}{.ready}{" restarts="}{.restartCount}{" image="}{.image}{"\n"}{end}{end}'
-step "applying the five samples in namespace $NS"
+step "applying the samples in namespace $NS"
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -k config/samples -n "$NS"
 kinds=$(kubectl kustomize config/samples | awk '/^kind:/ {print tolower($2)}' | sort -u | paste -sd, -)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: on a bare machine, start the local cluster, install the CRDs, run the operator,
-# apply the five samples and show them converge. The cluster stays up afterwards
+# apply the samples and show them converge. The cluster stays up afterwards
 # (make cluster-down removes it); the operator stops with the demo (make run restarts it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +24,7 @@ hack/run.sh >"$CLUSTER_DIR/logs/demo-operator.log" 2>&1 &
 operator=$!
 trap 'kill $operator 2>/dev/null; wait $operator 2>/dev/null || true' EXIT
 
-step "applying the five samples (config/samples)"
+step "applying the samples (config/samples)"
 kubectl apply -k config/samples
 kinds=$(kubectl kustomize config/samples | awk '/^kind:/ {print tolower($2)}' | sort -u | paste -sd, -)
 kubectl wait --for=condition=Deployed "$kinds" --all --timeout=180s

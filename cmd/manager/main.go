@@ -39,10 +39,10 @@ func main() {
 		"How often every CR is reconciled even without events (a watch's reconcilePeriod overrides it).")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", runtime.NumCPU(),
 		"Reconciles run at once, per kind (a watch's maxConcurrentReconciles overrides it).")
-	// Every revision keeps the release's whole chart: 6.6 KiB in etcd for an AppService, so 10
-	// revisions weighed 6.6 times the CR and its objects. 3 is the least that keeps a failed
-	// rollout's way back to the previous chart through one spec edit, and a failed upgrade
-	// beside its rollback (docs/bench/history.md).
+	// Every revision keeps the release's whole chart, which outweighs the CR and its objects
+	// (docs/bench/history.md, "One revision"). 3 is the least that keeps a failed rollout's
+	// way back to the previous chart through one spec edit, and a failed upgrade beside its
+	// rollback.
 	flag.IntVar(&opts.MaxReleaseHistory, "max-release-history", 3,
 		"Revisions kept per release; older release Secrets are deleted (0: keep all).")
 	flag.IntVar(&opts.ReleaseListSecretsPerGET, "release-list-secrets-per-get", releaserecords.DefaultSecretsPerGET,
@@ -82,7 +82,7 @@ func main() {
 	opts.Rollouts = rollout.Policies{}
 	flag.Var(opts.Rollouts, "rollout",
 		"How a new chart rolls out over the CRs of a kind, as Kind=POLICY (repeatable; * names every kind not named): "+
-			"waved (the default: a canary, then 10%, 25%, 50%, 100%, each wave Ready within 10m), all (every CR at once), "+
+			"waved (the default: "+rollout.Waved.String()+"), all (every CR at once), "+
 			"or settings over waved: canaries:N,waves:P/P/100,timeout:D,minready:D,onfailure:rollback|hold. See docs/rollouts.md.")
 	opts.Drift = operator.DriftSettings{}
 	flag.Var(opts.Drift, "drift",
