@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
-
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -77,50 +75,11 @@ func Add(o Options) (*Report, error) {
 		return nil, err
 	}
 
-	files, err := readChartFiles(o.Chart)
+	prepared, err := PrepareChart(o.Chart, o.Kind, nil)
 	if err != nil {
-		return nil, fmt.Errorf("reading chart %s: %w", o.Chart, err)
+		return nil, err
 	}
-	c, err := loadChartFiles(files)
-	if err != nil {
-		return nil, fmt.Errorf("chart %s does not load: %w", o.Chart, err)
-	}
-	if missing := missingDependencies(c); len(missing) > 0 {
-		return nil, fmt.Errorf("chart %s declares dependencies that are not vendored in its charts/ directory, "+
-			"and the operator never downloads one:\n  %s\nrun `helm dependency build %s` where there is network, then make add-kind again",
-			o.Chart, strings.Join(missing, "\n  "), o.Chart)
-	}
-
-	calls, unparsed := FunctionsCalled(c)
-	if len(unparsed) > 0 {
-		return nil, fmt.Errorf("chart %s: templates that do not parse: %s", o.Chart, strings.Join(unparsed, ", "))
-	}
-	want := []annotation{{crdgen.AnnotationPlural, Plural(o.Kind)}}
-	if _, ok := c.Metadata.Annotations[crdgen.AnnotationCategories]; !ok {
-		want = append(want, annotation{crdgen.AnnotationCategories, Category})
-	}
-	var used []string
-	for _, f := range chartpolicy.GuardedFunctions {
-		if len(calls[f]) > 0 {
-			used = append(used, f)
-		}
-	}
-	if len(used) > 0 || c.Metadata.Annotations[chartpolicy.TemplateFunctionsAnnotation] != "" {
-		want = append(want, annotation{chartpolicy.TemplateFunctionsAnnotation, strings.Join(used, ",")})
-	}
-	var changes []string
-	edited := false
-	for i, f := range files {
-		if f.Name == "Chart.yaml" {
-			if files[i].Data, changes, err = setAnnotations(f.Data, want); err != nil {
-				return nil, err
-			}
-			edited = true
-		}
-	}
-	if !edited {
-		return nil, fmt.Errorf("chart %s has no Chart.yaml", o.Chart)
-	}
+	c, changes := prepared.Chart, prepared.Annotations
 
 	// crdgen's verdict on the chart as it will be, before anything is written.
 	staging, err := os.MkdirTemp("", "addkind-")
@@ -128,7 +87,7 @@ func Add(o Options) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(staging)
-	if err := writeChartFiles(filepath.Join(staging, lower), files); err != nil {
+	if err := prepared.Write(filepath.Join(staging, lower)); err != nil {
 		return nil, err
 	}
 	crd, err := crdgen.Generate(filepath.Join(staging, lower), gvk)
@@ -159,7 +118,7 @@ func Add(o Options) (*Report, error) {
 		}
 		return err
 	}
-	if err := writeChartFiles(dest, files); err != nil {
+	if err := prepared.Write(dest); err != nil {
 		return nil, undo(err)
 	}
 	if err := os.WriteFile(filepath.Join(o.Root, watchesFile), newWatches, 0o644); err != nil {
