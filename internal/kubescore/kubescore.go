@@ -1,8 +1,8 @@
 // Package kubescore runs kube-score, the manifest linter platform teams run in CI, over
 // rendered manifests: the lint gate of the chart tests (test/charts, over config/default and
-// the five charts rendered with their samples) and make add-kind's report (over a chart
-// rendered with its defaults) run the same checks, with the same skips (skips.go). kube-score
-// is pinned in hack/tools/kube-score and built into bin/kube-score (make kube-score).
+// the charts rendered with their samples) and make add-kind's report (over a chart rendered
+// with its defaults) run the same checks, with the same skips (skips.go). kube-score is
+// pinned in hack/tools/kube-score and built into bin/kube-score (make kube-score).
 package kubescore
 
 import (

@@ -37,7 +37,7 @@ func (r *Report) reviewLint(c *chart.Chart, overrides map[string]string, bin str
 		return
 	}
 	critical := len(kubescore.Critical(findings))
-	lines := []string{fmt.Sprintf("%d findings, %d of them critical for kube-score (the five charts of helm-charts/ have none; "+
+	lines := []string{fmt.Sprintf("%d findings, %d of them critical for kube-score (the charts of helm-charts/ have none; "+
 		"fix them in the chart's templates or values if the kind is to be offered as it is)", len(findings), critical)}
 	for _, f := range findings {
 		lines = append(lines, f.String())
