@@ -65,6 +65,22 @@ func TestWireValues(t *testing.T) {
 		{ReasonRolloutHalted, "RolloutHalted"},
 		{ReasonRolloutFailed, "RolloutFailed"},
 
+		// The sidecar's: reasons of RolledOut, and the conditions of a pool's books
+		// (sidecar.go).
+		{ReasonNothingDeployed, "NothingDeployed"},
+		{ReasonRolloutComplete, "RolloutComplete"},
+		{BooksKept, "BooksKept"},
+		{ReasonStorageClassOwned, "StorageClassOwned"},
+		{ReasonStorageClassNotFound, "StorageClassNotFound"},
+		{ReasonStorageClassNotOwned, "StorageClassNotOwned"},
+		{ReasonReleaseNotDeployed, "ReleaseNotDeployed"},
+		{CapacityAvailable, "CapacityAvailable"},
+		{ReasonCapacityLeft, "CapacityLeft"},
+		{ReasonPoolFull, "PoolFull"},
+		{Overcommitted, "Overcommitted"},
+		{ReasonAllocatedAboveCapacity, "AllocatedAboveCapacity"},
+		{ReasonWithinCapacity, "WithinCapacity"},
+
 		// Fields under status.
 		{FieldDeployedRelease, "deployedRelease"},
 		{FieldObservedGeneration, "observedGeneration"},

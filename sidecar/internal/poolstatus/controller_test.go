@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 func pvc(uid, ns, class, size string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
@@ -197,7 +199,7 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 	h.books.OnAdd(pvc("6", "intruder", "pool-a", "1Pi", corev1.ClaimPending), false)
 	got = h.reconcile(t, r)
 	if poolField(got, "allocated") != "9Gi" || poolField(got, "requested") != "1Pi" ||
-		poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue {
+		poolCondition(t, got, statuscontract.CapacityAvailable).Status != metav1.ConditionTrue {
 		t.Fatalf("a pending claim filled the pool: %v", got.Object["status"])
 	}
 	if ev := h.events(); len(ev) != 0 {
@@ -211,7 +213,7 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 	if ev := h.events(); strings.Join(ev, ",") != ReasonFull {
 		t.Errorf("events reaching 100%%: %v", ev)
 	}
-	if c := poolCondition(t, got, ConditionCapacityAvailable); c.Status != metav1.ConditionFalse {
+	if c := poolCondition(t, got, statuscontract.CapacityAvailable); c.Status != metav1.ConditionFalse {
 		t.Errorf("CapacityAvailable %+v at 100%%", c)
 	}
 
@@ -225,7 +227,7 @@ func TestSyncFollowsBooksWithOneEventPerCrossing(t *testing.T) {
 	t.Log("down to 50%, then back over 80%: re-armed, one more PoolUsageHigh")
 	h.books.OnDelete(pvc("2", "team-b", "pool-a", "5Gi", corev1.ClaimBound))
 	got = h.reconcile(t, r2)
-	if poolField(got, "allocated") != "5Gi" || poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue {
+	if poolField(got, "allocated") != "5Gi" || poolCondition(t, got, statuscontract.CapacityAvailable).Status != metav1.ConditionTrue {
 		t.Fatalf("after the deletion: %v", got.Object["status"])
 	}
 	h.books.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "team-c/claim-4", Obj: pvc("4", "team-c", "pool-a", "1Gi", corev1.ClaimBound)})
@@ -249,7 +251,7 @@ func TestSyncPicksTheClassItsReleaseCreated(t *testing.T) {
 	h.books.OnAdd(pvc("1", "team-a", "ns1.pool-a", "3Gi", corev1.ClaimBound), false)
 	h.books.OnAdd(pvc("2", "team-b", "pool-a", "5Gi", corev1.ClaimBound), false)
 	got := h.reconcile(t, r)
-	if c := poolCondition(t, got, ConditionBooksKept); c.Reason != ReasonStorageClassNotFound ||
+	if c := poolCondition(t, got, statuscontract.BooksKept); c.Reason != statuscontract.ReasonStorageClassNotFound ||
 		poolField(got, "storageClassName") != "ns1.pool-a" || poolField(got, "allocated") != "<nil>" {
 		t.Fatalf("with another namespace's class of its name: %v", got.Object["status"])
 	}
@@ -258,7 +260,7 @@ func TestSyncPicksTheClassItsReleaseCreated(t *testing.T) {
 	}
 	got = h.reconcile(t, r)
 	if poolField(got, "storageClassName") != "ns1.pool-a" || poolField(got, "allocated") != "3Gi" ||
-		poolCondition(t, got, ConditionBooksKept).Status != metav1.ConditionTrue {
+		poolCondition(t, got, statuscontract.BooksKept).Status != metav1.ConditionTrue {
 		t.Fatalf("with its class: %v", got.Object["status"])
 	}
 	if pools := h.books.poolsOf("ns1.pool-a"); len(pools) != 1 {
@@ -273,7 +275,7 @@ func TestSyncKeepsTheClassOfChart010(t *testing.T) {
 	h.books.OnAdd(pvc("1", "team-a", "pool-a", "3Gi", corev1.ClaimBound), false)
 	got := h.reconcile(t, r)
 	if poolField(got, "storageClassName") != "pool-a" || poolField(got, "allocated") != "3Gi" ||
-		poolCondition(t, got, ConditionBooksKept).Status != metav1.ConditionTrue {
+		poolCondition(t, got, statuscontract.BooksKept).Status != metav1.ConditionTrue {
 		t.Fatalf("with the class chart 0.1.0 named after it: %v", got.Object["status"])
 	}
 }
@@ -283,8 +285,8 @@ func TestSyncCapacityEditReevaluatesConditions(t *testing.T) {
 	r := h.reconciler()
 	h.books.OnAdd(pvc("1", "team-a", "pool-a", "12Gi", corev1.ClaimBound), false)
 	got := h.reconcile(t, r)
-	if poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionFalse ||
-		poolCondition(t, got, ConditionOvercommitted).Status != metav1.ConditionTrue {
+	if poolCondition(t, got, statuscontract.CapacityAvailable).Status != metav1.ConditionFalse ||
+		poolCondition(t, got, statuscontract.Overcommitted).Status != metav1.ConditionTrue {
 		t.Fatalf("12Gi of 10Gi: %v", got.Object["status"])
 	}
 
@@ -300,8 +302,8 @@ func TestSyncCapacityEditReevaluatesConditions(t *testing.T) {
 	markDeployed(t, h.client, got)
 	got = h.reconcile(t, r)
 	if poolField(got, "allocatable") != "20Gi" || poolField(got, "available") != "8Gi" || poolField(got, "observedGeneration") != "2" ||
-		poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue ||
-		poolCondition(t, got, ConditionOvercommitted).Status != metav1.ConditionTrue {
+		poolCondition(t, got, statuscontract.CapacityAvailable).Status != metav1.ConditionTrue ||
+		poolCondition(t, got, statuscontract.Overcommitted).Status != metav1.ConditionTrue {
 		t.Fatalf("after the ratio edit: %v", got.Object["status"])
 	}
 
@@ -313,7 +315,7 @@ func TestSyncCapacityEditReevaluatesConditions(t *testing.T) {
 	}
 	markDeployed(t, h.client, got)
 	got = h.reconcile(t, r)
-	if poolCondition(t, got, ConditionOvercommitted).Status != metav1.ConditionFalse || poolField(got, "available") != "28Gi" {
+	if poolCondition(t, got, statuscontract.Overcommitted).Status != metav1.ConditionFalse || poolField(got, "available") != "28Gi" {
 		t.Fatalf("after the capacity edit: %v", got.Object["status"])
 	}
 }

@@ -24,19 +24,6 @@ const (
 	helmReleaseNamespace = "meta.helm.sh/release-namespace"
 )
 
-// ConditionBooksKept is True while the pool keeps the books of its StorageClass, False (with
-// the reason) while it does not: then status.pool shows no usage (no allocated, available,
-// requested, claims or namespaceCount) and no usage conditions.
-const ConditionBooksKept = "BooksKept"
-
-// Reasons of ConditionBooksKept.
-const (
-	ReasonStorageClassOwned    = "StorageClassOwned"
-	ReasonStorageClassNotFound = "StorageClassNotFound"
-	ReasonStorageClassNotOwned = "StorageClassNotOwned"
-	ReasonReleaseNotDeployed   = "ReleaseNotDeployed"
-)
-
 // storageClassGVK is read as metadata only: ownership is all the bookkeeping needs of a
 // StorageClass.
 var storageClassGVK = storagev1.SchemeGroupVersion.WithKind("StorageClass")
@@ -57,14 +44,14 @@ type Ownership struct {
 func OwnershipOf(pool *unstructured.Unstructured, class string, sc *metav1.PartialObjectMetadata) Ownership {
 	name, ns := pool.GetName(), pool.GetNamespace()
 	if sc == nil {
-		return Ownership{Reason: ReasonStorageClassNotFound, Message: fmt.Sprintf(
+		return Ownership{Reason: statuscontract.ReasonStorageClassNotFound, Message: fmt.Sprintf(
 			"StorageClass %q does not exist: the pool's release has not created it (see status.conditions). "+
 				"The claims of a StorageClass are counted only by the pool whose release created it.", class)}
 	}
 	owner, ownerNS := sc.Annotations[helmReleaseName], sc.Annotations[helmReleaseNamespace]
 	switch {
 	case owner == "" && ownerNS == "":
-		return Ownership{Reason: ReasonStorageClassNotOwned, Message: fmt.Sprintf(
+		return Ownership{Reason: statuscontract.ReasonStorageClassNotOwned, Message: fmt.Sprintf(
 			"StorageClass %q was not created by a Helm release (it has no meta.helm.sh/release-name annotation): it belongs to the cluster, "+
 				"and its claims are not counted here. A pool counts the claims of the StorageClass its own release creates: "+
 				"recreate the pool with a spec.storageClassName that no other StorageClass has.", class)}
@@ -75,16 +62,16 @@ func OwnershipOf(pool *unstructured.Unstructured, class string, sc *metav1.Parti
 		if ownerNS == ns {
 			other = fmt.Sprintf("the Helm release %q of this namespace", owner)
 		}
-		return Ownership{Reason: ReasonStorageClassNotOwned, Message: fmt.Sprintf(
+		return Ownership{Reason: statuscontract.ReasonStorageClassNotOwned, Message: fmt.Sprintf(
 			"StorageClass %q belongs to %s, not to this pool's release %q in namespace %q: "+
 				"its claims are not counted here. A pool counts the claims of the StorageClass its own release creates: "+
 				"recreate the pool with a spec.storageClassName that no other StorageClass has.", class, other, name, ns)}
 	case !deployed(pool):
-		return Ownership{Reason: ReasonReleaseNotDeployed, Message: fmt.Sprintf(
+		return Ownership{Reason: statuscontract.ReasonReleaseNotDeployed, Message: fmt.Sprintf(
 			"StorageClass %q is the pool's, but its release is not deployed (status.conditions Deployed is not True): "+
 				"the books are kept once it is.", class)}
 	}
-	return Ownership{Owned: true, Reason: ReasonStorageClassOwned, Message: fmt.Sprintf(
+	return Ownership{Owned: true, Reason: statuscontract.ReasonStorageClassOwned, Message: fmt.Sprintf(
 		"StorageClass %q was created by the pool's release: the claims of that class, in every namespace, are counted here.", class)}
 }
 

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // metadataOf is a StorageClass as the sidecar's metadata cache holds it.
@@ -50,20 +52,20 @@ func TestOwnershipOf(t *testing.T) {
 		says   []string
 	}{
 		{"own class, deployed", withConditions(initializedYes, deployedTrue), storageClass("c", "pool-a", "ns1"),
-			true, ReasonStorageClassOwned, []string{`"c"`}},
+			true, statuscontract.ReasonStorageClassOwned, []string{`"c"`}},
 		{"no such class", withConditions(initializedYes, releaseFailed), nil,
-			false, ReasonStorageClassNotFound, []string{`StorageClass "c" does not exist`}},
+			false, statuscontract.ReasonStorageClassNotFound, []string{`StorageClass "c" does not exist`}},
 		{"another namespace's pool's class", withConditions(initializedYes, releaseFailed), storageClass("c", "pool-a", "n1"),
-			false, ReasonStorageClassNotOwned, []string{`StorageClass "c"`, `a Helm release of another namespace`, `namespace "ns1"`}},
+			false, statuscontract.ReasonStorageClassNotOwned, []string{`StorageClass "c"`, `a Helm release of another namespace`, `namespace "ns1"`}},
 		{"another pool's class in the namespace", withConditions(deployedTrue), storageClass("c", "pool-b", "ns1"),
-			false, ReasonStorageClassNotOwned, []string{`release "pool-b" of this namespace`}},
+			false, statuscontract.ReasonStorageClassNotOwned, []string{`release "pool-b" of this namespace`}},
 		{"the cluster's class", withConditions(initializedYes, releaseFailed), storageClass("c", "", ""),
-			false, ReasonStorageClassNotOwned, []string{`StorageClass "c" was not created by a Helm release`}},
+			false, statuscontract.ReasonStorageClassNotOwned, []string{`StorageClass "c" was not created by a Helm release`}},
 		// A release that is not (or no longer) deployed keeps no books, even of its own class.
 		{"own class, not deployed", withConditions(deployedFalse), storageClass("c", "pool-a", "ns1"),
-			false, ReasonReleaseNotDeployed, []string{"not deployed"}},
+			false, statuscontract.ReasonReleaseNotDeployed, []string{"not deployed"}},
 		{"own class, no report yet", withConditions(), storageClass("c", "pool-a", "ns1"),
-			false, ReasonReleaseNotDeployed, nil},
+			false, statuscontract.ReasonReleaseNotDeployed, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,11 +106,11 @@ func expectNoBooks(t *testing.T, got *unstructured.Unstructured, reason string, 
 		}
 	}
 	for _, c := range conditionsOfStatus(got) {
-		if c.Type == ConditionCapacityAvailable || c.Type == ConditionOvercommitted {
+		if c.Type == statuscontract.CapacityAvailable || c.Type == statuscontract.Overcommitted {
 			t.Errorf("condition %s (%q) of a pool that keeps no books", c.Type, c.Message)
 		}
 	}
-	c := poolCondition(t, got, ConditionBooksKept)
+	c := poolCondition(t, got, statuscontract.BooksKept)
 	if c.Status != metav1.ConditionFalse || c.Reason != reason {
 		t.Errorf("BooksKept %s (%s), want False (%s): %s", c.Status, c.Reason, reason, c.Message)
 	}
@@ -134,7 +136,7 @@ func TestSyncKeepsNoBooksOfAnotherNamespacesClass(t *testing.T) {
 	h.books.OnAdd(pvc("2", "secret-team", "c", "4Gi", corev1.ClaimPending), false)
 
 	got := h.reconcile(t, r)
-	expectNoBooks(t, got, ReasonStorageClassNotOwned, `StorageClass "c"`, `a Helm release of another namespace`)
+	expectNoBooks(t, got, statuscontract.ReasonStorageClassNotOwned, `StorageClass "c"`, `a Helm release of another namespace`)
 	if raw, _ := json.Marshal(got.Object["status"]); strings.Contains(string(raw), "secret-team") || strings.Contains(string(raw), "12Gi") {
 		t.Errorf("the status shows the owner's usage: %s", raw)
 	}
@@ -155,7 +157,7 @@ func TestSyncKeepsNoBooksOfTheClustersClass(t *testing.T) {
 	h := newHarness(t, withConditions(initializedYes, deployedTrue), storageClass("c", "", ""))
 	h.books.OnAdd(pvc("1", "kube-system", "c", "8Gi", corev1.ClaimBound), false)
 	got := h.reconcile(t, h.reconciler())
-	expectNoBooks(t, got, ReasonStorageClassNotOwned, "not created by a Helm release")
+	expectNoBooks(t, got, statuscontract.ReasonStorageClassNotOwned, "not created by a Helm release")
 }
 
 // Ownership follows the live StorageClass: a pool keeping books stops, and its usage
@@ -170,7 +172,7 @@ func TestSyncFollowsOwnershipChanges(t *testing.T) {
 	h.books.OnAdd(pvc("1", "team-a", "c", "9Gi", corev1.ClaimBound), false)
 
 	got := h.reconcile(t, r)
-	if poolField(got, "allocated") != "9Gi" || poolCondition(t, got, ConditionBooksKept).Status != metav1.ConditionTrue {
+	if poolField(got, "allocated") != "9Gi" || poolCondition(t, got, statuscontract.BooksKept).Status != metav1.ConditionTrue {
 		t.Fatalf("the owner's books: %v", got.Object["status"])
 	}
 	if ev := h.events(); strings.Join(ev, ",") != ReasonUsageHigh {
@@ -183,14 +185,14 @@ func TestSyncFollowsOwnershipChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = h.reconcile(t, r)
-	expectNoBooks(t, got, ReasonStorageClassNotOwned, `"pool-b" of this namespace`)
+	expectNoBooks(t, got, statuscontract.ReasonStorageClassNotOwned, `"pool-b" of this namespace`)
 
 	t.Log("the class is deleted")
 	if err := h.client.Delete(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	got = h.reconcile(t, r)
-	expectNoBooks(t, got, ReasonStorageClassNotFound, `StorageClass "c" does not exist`)
+	expectNoBooks(t, got, statuscontract.ReasonStorageClassNotFound, `StorageClass "c" does not exist`)
 
 	t.Log("the pool's release creates it again: books, and the crossing of 80% again")
 	if err := h.client.Create(ctx, storageClass("c", "pool-a", "ns1")); err != nil {
@@ -200,11 +202,11 @@ func TestSyncFollowsOwnershipChanges(t *testing.T) {
 	if poolField(got, "allocated") != "9Gi" || poolField(got, "claims", "total") != "1" {
 		t.Fatalf("books after the class came back: %v", got.Object["status"])
 	}
-	c := poolCondition(t, got, ConditionBooksKept)
-	if c.Status != metav1.ConditionTrue || c.Reason != ReasonStorageClassOwned {
+	c := poolCondition(t, got, statuscontract.BooksKept)
+	if c.Status != metav1.ConditionTrue || c.Reason != statuscontract.ReasonStorageClassOwned {
 		t.Errorf("BooksKept %+v", c)
 	}
-	if poolCondition(t, got, ConditionCapacityAvailable).Status != metav1.ConditionTrue {
+	if poolCondition(t, got, statuscontract.CapacityAvailable).Status != metav1.ConditionTrue {
 		t.Errorf("CapacityAvailable missing: %v", got.Object["status"])
 	}
 	if ev := h.events(); strings.Join(ev, ",") != ReasonUsageHigh {
@@ -227,7 +229,7 @@ func TestStatusPatchRemovesUsage(t *testing.T) {
 	}
 	p.Object["status"] = doc["status"]
 
-	notOwned := Ownership{Reason: ReasonStorageClassNotOwned, Message: "not ours"}
+	notOwned := Ownership{Reason: statuscontract.ReasonStorageClassNotOwned, Message: "not ours"}
 	unkept, lvl := ComputeStatus(2, spec, notOwned, usageOf(claim("1", "team-a", "pool-a", "100Gi", "Bound")), kept.Conditions, metav1.Now())
 	if lvl != levelNormal || unkept.PoolUsage != nil {
 		t.Fatalf("a pool that keeps no books: level %d, usage %+v", lvl, unkept.PoolUsage)

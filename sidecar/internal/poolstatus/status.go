@@ -25,16 +25,6 @@ import (
 // there would erase its own.
 const StatusField = statuscontract.FieldPool
 
-// Condition types of status.pool.conditions.
-const (
-	// ConditionCapacityAvailable is True while the claims hold less than the pool may
-	// promise (capacity × overcommitRatio), False once they hold all of it.
-	ConditionCapacityAvailable = "CapacityAvailable"
-	// ConditionOvercommitted is True while the claims hold more than the pool's physical
-	// capacity, which overcommitRatio > 1 allows.
-	ConditionOvercommitted = "Overcommitted"
-)
-
 // Usage levels, relative to what the pool may promise (capacity × overcommitRatio). An
 // Event is recorded each time usage rises into a higher level.
 const (
@@ -264,13 +254,13 @@ func ComputeStatus(generation int64, spec Spec, own Ownership, usage Usage, cond
 		Allocatable:        canonical(allocatable, f),
 	}
 	st.Conditions = append([]metav1.Condition(nil), conds...)
-	booksKept := metav1.Condition{Type: ConditionBooksKept, Status: metav1.ConditionTrue, ObservedGeneration: generation,
+	booksKept := metav1.Condition{Type: statuscontract.BooksKept, Status: metav1.ConditionTrue, ObservedGeneration: generation,
 		LastTransitionTime: now, Reason: own.Reason, Message: own.Message}
 	if !own.Owned {
 		// The usage conditions' messages name what the claims hold: they go too.
 		booksKept.Status = metav1.ConditionFalse
-		meta.RemoveStatusCondition(&st.Conditions, ConditionCapacityAvailable)
-		meta.RemoveStatusCondition(&st.Conditions, ConditionOvercommitted)
+		meta.RemoveStatusCondition(&st.Conditions, statuscontract.CapacityAvailable)
+		meta.RemoveStatusCondition(&st.Conditions, statuscontract.Overcommitted)
 		meta.SetStatusCondition(&st.Conditions, booksKept)
 		return st, levelNormal
 	}
@@ -294,29 +284,29 @@ func ComputeStatus(generation int64, spec Spec, own Ownership, usage Usage, cond
 	limit := fmt.Sprintf("%s (capacity %s × overcommitRatio %s)", st.Allocatable, st.Capacity, spec.Ratio)
 	held := fmt.Sprintf("%d bound claims of StorageClass %q hold %s", st.Claims.Bound, spec.Class, st.Allocated)
 
-	capacityAvailable := metav1.Condition{Type: ConditionCapacityAvailable, ObservedGeneration: generation, LastTransitionTime: now}
+	capacityAvailable := metav1.Condition{Type: statuscontract.CapacityAvailable, ObservedGeneration: generation, LastTransitionTime: now}
 	if lvl == levelFull {
-		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionFalse, "PoolFull"
+		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionFalse, statuscontract.ReasonPoolFull
 		capacityAvailable.Message = fmt.Sprintf("The pool is full: %s, %s of the %s it may promise; "+
 			"new claims overcommit it further. Delete unused claims, or raise spec.capacity or spec.overcommitRatio.",
 			held, percent(usage.Allocated, allocatable), limit)
 	} else {
-		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionTrue, "CapacityLeft"
+		capacityAvailable.Status, capacityAvailable.Reason = metav1.ConditionTrue, statuscontract.ReasonCapacityLeft
 		capacityAvailable.Message = fmt.Sprintf("%s available: %s, %s of %s.",
 			st.Available, held, percent(usage.Allocated, allocatable), limit)
 	}
 	meta.SetStatusCondition(&st.Conditions, capacityAvailable)
 
-	overcommitted := metav1.Condition{Type: ConditionOvercommitted, ObservedGeneration: generation, LastTransitionTime: now}
+	overcommitted := metav1.Condition{Type: statuscontract.Overcommitted, ObservedGeneration: generation, LastTransitionTime: now}
 	physical := spec.Capacity.DeepCopy()
 	if over := usage.Allocated.DeepCopy(); over.Cmp(physical) > 0 {
 		over.Sub(physical)
-		overcommitted.Status, overcommitted.Reason = metav1.ConditionTrue, "AllocatedAboveCapacity"
+		overcommitted.Status, overcommitted.Reason = metav1.ConditionTrue, statuscontract.ReasonAllocatedAboveCapacity
 		overcommitted.Message = fmt.Sprintf("%s, %s more than the physical capacity %s: volumes can run out of space "+
 			"before they are full. Raise spec.capacity, or move claims to another pool.",
 			held, canonical(over, f), st.Capacity)
 	} else {
-		overcommitted.Status, overcommitted.Reason = metav1.ConditionFalse, "WithinCapacity"
+		overcommitted.Status, overcommitted.Reason = metav1.ConditionFalse, statuscontract.ReasonWithinCapacity
 		overcommitted.Message = fmt.Sprintf("%s, within the physical capacity %s.", held, st.Capacity)
 	}
 	meta.SetStatusCondition(&st.Conditions, overcommitted)

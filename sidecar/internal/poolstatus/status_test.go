@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 func pool(spec map[string]any) *unstructured.Unstructured {
@@ -87,7 +89,7 @@ func TestLevel(t *testing.T) {
 func usageOf(claims ...Claim) Usage { return Recount(claims).Usage("pool-a") }
 
 // owned is the ownership of a pool that keeps its books.
-var owned = Ownership{Owned: true, Reason: ReasonStorageClassOwned, Message: "ours"}
+var owned = Ownership{Owned: true, Reason: statuscontract.ReasonStorageClassOwned, Message: "ours"}
 
 func TestComputeStatus(t *testing.T) {
 	spec, err := ParseSpec(pool(map[string]any{"capacity": "10Gi", "overcommitRatio": 1.5, "storageClassName": "pool-a"}))
@@ -110,8 +112,8 @@ func TestComputeStatus(t *testing.T) {
 	if lvl != levelNormal {
 		t.Errorf("level %d at 26%%", lvl)
 	}
-	ca := meta.FindStatusCondition(st.Conditions, ConditionCapacityAvailable)
-	oc := meta.FindStatusCondition(st.Conditions, ConditionOvercommitted)
+	ca := meta.FindStatusCondition(st.Conditions, statuscontract.CapacityAvailable)
+	oc := meta.FindStatusCondition(st.Conditions, statuscontract.Overcommitted)
 	if ca.Status != metav1.ConditionTrue || oc.Status != metav1.ConditionFalse || !ca.LastTransitionTime.Equal(&t0) || ca.ObservedGeneration != 3 {
 		t.Fatalf("conditions at 26%%: %+v", st.Conditions)
 	}
@@ -126,8 +128,8 @@ func TestComputeStatus(t *testing.T) {
 	u = usageOf(claim("1", "team-a", "pool-a", "10Gi", "Bound"), claim("2", "team-b", "pool-a", "2Gi", "Bound"),
 		claim("3", "team-c", "pool-a", "1Pi", "Pending"))
 	st, lvl = ComputeStatus(3, spec, owned, u, st.Conditions, t1)
-	ca = meta.FindStatusCondition(st.Conditions, ConditionCapacityAvailable)
-	oc = meta.FindStatusCondition(st.Conditions, ConditionOvercommitted)
+	ca = meta.FindStatusCondition(st.Conditions, statuscontract.CapacityAvailable)
+	oc = meta.FindStatusCondition(st.Conditions, statuscontract.Overcommitted)
 	if lvl != levelHigh || ca.Status != metav1.ConditionTrue || !ca.LastTransitionTime.Equal(&t0) {
 		t.Errorf("at 80%%: level %d, CapacityAvailable %+v (its transition time must not move)", lvl, ca)
 	}
@@ -138,8 +140,8 @@ func TestComputeStatus(t *testing.T) {
 	// 16Gi: full, 1Gi beyond.
 	u = usageOf(claim("1", "team-a", "pool-a", "16Gi", "Bound"))
 	st, lvl = ComputeStatus(3, spec, owned, u, st.Conditions, t1)
-	ca = meta.FindStatusCondition(st.Conditions, ConditionCapacityAvailable)
-	if lvl != levelFull || ca.Status != metav1.ConditionFalse || ca.Reason != "PoolFull" || st.Available != "-1Gi" {
+	ca = meta.FindStatusCondition(st.Conditions, statuscontract.CapacityAvailable)
+	if lvl != levelFull || ca.Status != metav1.ConditionFalse || ca.Reason != statuscontract.ReasonPoolFull || st.Available != "-1Gi" {
 		t.Errorf("at 106%%: level %d, available %s, CapacityAvailable %+v", lvl, st.Available, ca)
 	}
 	for _, words := range []string{"full", "16Gi", "15Gi", "spec.capacity", "spec.overcommitRatio", "106%"} {

@@ -131,13 +131,6 @@ const (
 	fieldSelector          = statuscontract.FieldSelector
 )
 
-// Reasons of the RolledOut condition.
-const (
-	reasonNothingDeployed = "NothingDeployed"
-	reasonRolloutComplete = "RolloutComplete"
-	reasonRollingOut      = "RollingOut"
-)
-
 // ComputeStatus derives the desired owned status of a CR from the workloads of
 // its release, deployed at generation deployed (the manager's
 // status.observedGeneration; 0 if none yet) and at release revision revision
@@ -168,16 +161,16 @@ func ComputeStatus(deployed, revision int64, workloads []Workload) Status {
 	switch {
 	case deployed == 0:
 		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message =
-			metav1.ConditionUnknown, reasonNothingDeployed, "no release is deployed yet"
+			metav1.ConditionUnknown, statuscontract.ReasonNothingDeployed, "no release is deployed yet"
 	case len(waiting) == 0:
 		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message =
-			metav1.ConditionTrue, reasonRolloutComplete, fmt.Sprintf("%d workload(s) rolled out", len(sorted))
+			metav1.ConditionTrue, statuscontract.ReasonRolloutComplete, fmt.Sprintf("%d workload(s) rolled out", len(sorted))
 	default:
 		msg := waiting[0]
 		if len(waiting) > 1 {
 			msg += fmt.Sprintf(" (and %d more workload(s) rolling out)", len(waiting)-1)
 		}
-		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message = metav1.ConditionFalse, reasonRollingOut, msg
+		st.RolledOut.Status, st.RolledOut.Reason, st.RolledOut.Message = metav1.ConditionFalse, statuscontract.ReasonRollingOut, msg
 	}
 	if deployed != 0 {
 		st.RolledOut.Message = statuscontract.RolloutMessage(revision, st.RolledOut.Message)
