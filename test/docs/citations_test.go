@@ -416,7 +416,8 @@ var (
 )
 
 // makeCitations are the make targets that lines cite: every target of a command in a code
-// span or a script's code line, and those of prose that are names with a dash.
+// span, a script's code line or a Markdown code block, and those of prose that are names
+// with a dash.
 func makeCitations(t *testing.T, files []string) []citation {
 	t.Helper()
 	var out []citation
@@ -433,9 +434,19 @@ func makeCitations(t *testing.T, files []string) []citation {
 	}
 	for _, f := range files {
 		script := strings.HasSuffix(f, ".sh") || f == "Makefile" || strings.HasPrefix(f, ".ci/")
+		fenced := false
 		for _, l := range citingLines(t, f) {
 			where := fmt.Sprintf("%s:%d", f, l.n)
 			prose := l.text
+			if strings.HasSuffix(f, ".md") && strings.HasPrefix(l.text, "```") {
+				fenced = !fenced
+			}
+			if cmd := strings.TrimPrefix(strings.TrimSpace(l.text), "$ "); fenced && strings.HasPrefix(cmd, "make ") {
+				// A command of a Markdown code block, then maybe a comment.
+				cmd, _, _ = strings.Cut(cmd, " #")
+				add(makeCommand.FindStringSubmatch(cmd)[1], where)
+				continue
+			}
 			if script {
 				// A script's code runs make; its comments and strings cite it.
 				code, comment, _ := strings.Cut(" "+l.text, " #")
