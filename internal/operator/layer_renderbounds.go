@@ -17,10 +17,10 @@ import (
 
 // renderBoundReasons are the CR's reasons for each bound of internal/renderbound.
 var renderBoundReasons = map[string]string{
-	renderbound.BoundMemory: statuscontract.ReasonRenderMemory,
-	renderbound.BoundTime:   statuscontract.ReasonRenderTime,
-	renderbound.BoundOutput: statuscontract.ReasonRenderOutput,
-	renderbound.BoundCrash:  statuscontract.ReasonRenderCrash,
+	renderbound.BoundMemory: statuscontract.ReasonRenderMemoryExceeded,
+	renderbound.BoundTime:   statuscontract.ReasonRenderTimeExceeded,
+	renderbound.BoundOutput: statuscontract.ReasonRenderOutputExceeded,
+	renderbound.BoundCrash:  statuscontract.ReasonRenderCrashed,
 }
 
 // withRenderBounds hands out action clients that render each install and upgrade in a

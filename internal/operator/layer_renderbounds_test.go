@@ -39,8 +39,8 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 	for _, tc := range []struct {
 		name, extra, reason string
 	}{
-		{"memory", `{{ len (repeat 300000000 "x") }}`, statuscontract.ReasonRenderMemory},
-		{"time", `{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}`, statuscontract.ReasonRenderTime},
+		{"memory", `{{ len (repeat 300000000 "x") }}`, statuscontract.ReasonRenderMemoryExceeded},
+		{"time", `{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}`, statuscontract.ReasonRenderTimeExceeded},
 	} {
 		engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
 		cr := appServiceCR()

@@ -52,27 +52,40 @@ const (
 // Attempts go on after it, with the controller's exponential back-off.
 const MaxTries = 3
 
-// Reasons of the manager's conditions.
+// Reasons of the manager's conditions (Decide; the table of docs/status.md).
 const (
-	ReasonReady          = "Ready"
+	// ReasonReady: Ready True, Reconciling False: the generation is deployed and its
+	// workloads have rolled out.
+	ReasonReady = "Ready"
+	// ReasonInstallPending, ReasonUpgradePending: Ready False, Reconciling True: the install
+	// (nothing deployed yet) or the upgrade of the CR's generation is pending or under way.
 	ReasonInstallPending = "InstallPending"
 	ReasonUpgradePending = "UpgradePending"
-	ReasonRollingOut     = "RollingOut"
-	ReasonRetrying       = "RetryingAfterFailure"
-	ReasonPaused         = "Paused"
-	ReasonStalled        = "Stalled"
-	ReasonProgressing    = "Progressing"
-	ReasonNotStalled     = "NotStalled"
-	// ReasonSourceChanged: a source of spec.valuesFrom changed since the release was
+	// ReasonRollingOut: Ready False, Reconciling True: the generation is deployed and its
+	// workloads are rolling out. The sidecar's RolledOut False has it too.
+	ReasonRollingOut = "RollingOut"
+	// ReasonRetryingAfterFailure: Reconciling True after fewer than MaxTries failed attempts
+	// at the generation; Ready False has the failure's reason.
+	ReasonRetryingAfterFailure = "RetryingAfterFailure"
+	// ReasonPaused: Reconciling False, and Ready False unless the generation was deployed and
+	// rolled out, while the CR has the pause annotation.
+	ReasonPaused = "Paused"
+	// ReasonStalled: Reconciling False while Stalled is True.
+	ReasonStalled = "Stalled"
+	// ReasonProgressing is declared but Decide sets it on no condition.
+	ReasonProgressing = "Progressing"
+	// ReasonNotStalled: Stalled False.
+	ReasonNotStalled = "NotStalled"
+	// ReasonValuesSourceChanged: a source of spec.valuesFrom changed since the release was
 	// rendered from it, and the upgrade that applies it is pending.
-	ReasonSourceChanged = "ValuesSourceChanged"
+	ReasonValuesSourceChanged = "ValuesSourceChanged"
 	// The reasons of a CR whose render passed a bound of the manager's (--render-*), one per
 	// bound, so that `kubectl get` names it: Stalled until the spec, a source or the chart
 	// changes.
-	ReasonRenderMemory = "RenderMemoryExceeded"
-	ReasonRenderTime   = "RenderTimeExceeded"
-	ReasonRenderOutput = "RenderOutputExceeded"
-	ReasonRenderCrash  = "RenderCrashed"
+	ReasonRenderMemoryExceeded = "RenderMemoryExceeded"
+	ReasonRenderTimeExceeded   = "RenderTimeExceeded"
+	ReasonRenderOutputExceeded = "RenderOutputExceeded"
+	ReasonRenderCrashed        = "RenderCrashed"
 	// ReasonQuarantined: the manager died twice in a row while rendering this generation of
 	// the CR (an OOM kill, a panic); Stalled until the spec changes, so that the operator does
 	// not crash-loop on it.
@@ -187,7 +200,7 @@ func Decide(s State) Decision {
 		notStalled()
 		msg := fmt.Sprintf("%s of generation %d failed %d time(s), retrying: %s",
 			step, s.Generation, s.Failures, s.Failure.Message)
-		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonRetrying, msg)
+		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonRetryingAfterFailure, msg)
 		set(&d.Ready, Ready, metav1.ConditionFalse, s.Failure.Reason, msg)
 
 	case s.Deployed != s.Generation:
@@ -199,8 +212,8 @@ func Decide(s State) Decision {
 	case s.SourceChanged != "":
 		notStalled()
 		msg := fmt.Sprintf("%s changed; the upgrade of generation %d that applies it is pending", s.SourceChanged, s.Generation)
-		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonSourceChanged, msg)
-		set(&d.Ready, Ready, metav1.ConditionFalse, ReasonSourceChanged, msg)
+		set(&d.Reconciling, Reconciling, metav1.ConditionTrue, ReasonValuesSourceChanged, msg)
+		set(&d.Ready, Ready, metav1.ConditionFalse, ReasonValuesSourceChanged, msg)
 
 	case rolledOut(s):
 		notStalled()

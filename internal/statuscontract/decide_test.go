@@ -80,7 +80,7 @@ func TestDecide(t *testing.T) {
 			want{5, "True", "False", "False", ReasonReady, "reconciling is paused"}},
 		{"a source of valuesFrom changed: not ready until the upgrade that applies it",
 			State{Generation: 5, Deployed: 5, Rollout: rollout("True", 5, ""), SourceChanged: `Secret "db"`},
-			want{5, "False", "True", "False", ReasonSourceChanged, `Secret "db" changed; the upgrade of generation 5 that applies it is pending`}},
+			want{5, "False", "True", "False", ReasonValuesSourceChanged, `Secret "db" changed; the upgrade of generation 5 that applies it is pending`}},
 		{"a source changed while paused: the change waits",
 			State{Generation: 5, Deployed: 5, Paused: true, Rollout: rollout("True", 5, ""), SourceChanged: `Secret "db"`},
 			want{5, "False", "False", "False", ReasonPaused, `the change of Secret "db" waits`}},

@@ -570,7 +570,7 @@ func (tr *vfTracker) cr(obj any) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.crs[u.GetName()] = u
-	if status, reason, _ := framework.Condition(u, statuscontract.Ready); status == "False" && reason == statuscontract.ReasonSourceChanged {
+	if status, reason, _ := framework.Condition(u, statuscontract.Ready); status == "False" && reason == statuscontract.ReasonValuesSourceChanged {
 		tr.waited[u.GetName()] = true
 	}
 	tr.check(u.GetName())

@@ -70,9 +70,9 @@ func TestTemplateBombsRefused(t *testing.T) {
 	for i, bomb := range []struct {
 		name, greeting, reason, flag string
 	}{
-		{"memory", `{{ len (repeat 300000000 "x") }}`, statuscontract.ReasonRenderMemory, "--render-max-memory"},
-		{"time", `{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}`, statuscontract.ReasonRenderTime, "--render-timeout"},
-		{"output", `{{ repeat 8000000 "x" }}`, statuscontract.ReasonRenderOutput, "--render-max-output"},
+		{"memory", `{{ len (repeat 300000000 "x") }}`, statuscontract.ReasonRenderMemoryExceeded, "--render-max-memory"},
+		{"time", `{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}`, statuscontract.ReasonRenderTimeExceeded, "--render-timeout"},
+		{"output", `{{ repeat 8000000 "x" }}`, statuscontract.ReasonRenderOutputExceeded, "--render-max-output"},
 	} {
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"greeting": bomb.greeting}})
 		if err := attacker.client.Patch(ctx, cr.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
