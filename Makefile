@@ -55,6 +55,12 @@ ADD_KIND_VERSION = $(if $(filter command line,$(origin VERSION)),$(VERSION),v1al
 add-kind: $(KUBE_SCORE) ## Make an existing chart a kind: CHART=<chart dir or .tgz> KIND=<Kind> GROUP=<api group> [VERSION=v1alpha1]; runs make manifests, says what to review.
 	go run ./hack/addkind -chart "$(CHART)" -kind "$(KIND)" -group "$(GROUP)" -version "$(ADD_KIND_VERSION)"
 
+# VERSION is the new API version only when given on the command line: the default VERSION
+# is the bundle's (make bundle).
+.PHONY: add-version
+add-version: ## Add an API version to a kind: KIND=<Kind> VERSION=<version> [CHART=<chart dir or .tgz>]; the new version is stored, the old ones served; runs make manifests, says what to review.
+	go run ./hack/addversion -kind "$(KIND)" -version "$(if $(filter command line,$(origin VERSION)),$(VERSION))" -chart "$(CHART)"
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
