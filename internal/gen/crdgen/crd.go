@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -283,11 +284,11 @@ func statusSchema() apiextv1.JSONSchemaProps {
 		Type:                   "object",
 		Description:            "Status written by the helm-operator, the manager and the sidecar (docs/status.md).",
 		XPreserveUnknownFields: ptr(true),
-		Default:                &apiextv1.JSON{Raw: []byte(`{"observedGeneration":0}`)},
+		Default:                &apiextv1.JSON{Raw: []byte(`{"` + statuscontract.FieldObservedGeneration + `":0}`)},
 		Properties: map[string]apiextv1.JSONSchemaProps{
 			// A map keyed by type: the manager's and the sidecar's server-side applies each
 			// own their own conditions and cannot remove the other's (docs/status.md).
-			"conditions": {
+			statuscontract.FieldConditions: {
 				Type: "array",
 				Description: "Conditions of the resource. Ready, Reconciling and Stalled follow kstatus (docs/status.md); " +
 					"Initialized, Deployed, ReleaseFailed, Irreconcilable and Paused are the helm-operator's; RolledOut is the sidecar's.",
@@ -306,56 +307,56 @@ func statusSchema() apiextv1.JSONSchemaProps {
 					},
 				}},
 			},
-			"deployedRelease": {
+			statuscontract.FieldDeployedRelease: {
 				Type:        "object",
 				Description: "The Helm release last deployed.",
 				Properties: map[string]apiextv1.JSONSchemaProps{
-					"name": str("Name of the release."),
-					"revision": {Type: "integer", Format: "int64", Minimum: ptr(1.0),
+					statuscontract.FieldDeployedReleaseName: str("Name of the release."),
+					statuscontract.FieldDeployedReleaseRevision: {Type: "integer", Format: "int64", Minimum: ptr(1.0),
 						Description: "Revision of the release (Helm's release version)."},
-					"chartVersion": str("Version of the chart the release was rendered from."),
+					statuscontract.FieldDeployedReleaseChartVersion: str("Version of the chart the release was rendered from."),
 					// The stock helm-operator's shape, written only with the manager's
 					// --status-release-manifest (docs/status.md).
-					"manifest": str("Rendered manifest of the release; written only with the manager's --status-release-manifest."),
+					statuscontract.FieldDeployedReleaseManifest: str("Rendered manifest of the release; written only with the manager's --status-release-manifest."),
 				},
 			},
 			// Written by the sidecar, summed over the release's Deployments, StatefulSets
 			// and DaemonSets.
-			"replicas":          count("Replicas of the resource's workloads."),
-			"readyReplicas":     count("Ready replicas of the resource's workloads."),
-			"availableReplicas": count("Available replicas of the resource's workloads."),
+			statuscontract.FieldReplicas:          count("Replicas of the resource's workloads."),
+			statuscontract.FieldReadyReplicas:     count("Ready replicas of the resource's workloads."),
+			statuscontract.FieldAvailableReplicas: count("Available replicas of the resource's workloads."),
 			// Written by the manager (docs/status.md). The default makes a new resource read
 			// as in progress (generation 1, observed 0) before the manager's first write:
 			// kstatus reads a resource without status as current.
-			"observedGeneration": {Type: "integer", Format: "int64", Default: &apiextv1.JSON{Raw: []byte("0")},
+			statuscontract.FieldObservedGeneration: {Type: "integer", Format: "int64", Default: &apiextv1.JSON{Raw: []byte("0")},
 				Description: "The generation whose spec is in the deployed release, or that the manager gave up on (Stalled=True); 0 before the first."},
-			"failures": {Type: "integer", Format: "int64", Minimum: ptr(0.0),
+			statuscontract.FieldFailures: {Type: "integer", Format: "int64", Minimum: ptr(0.0),
 				Description: "Failed install or upgrade attempts in a row at the current generation."},
-			"lastHandledReconcileAt": {Type: "string", MaxLength: ptr(int64(1024)),
+			statuscontract.FieldLastHandledReconcileAt: {Type: "string", MaxLength: ptr(int64(1024)),
 				Description: "The value of the annotation warpdrive.transwarp.io/reconcile-requested-at the last reconcile handled."},
-			"selector":       str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
-			valuesfrom.Field: valuesFromStatusSchema(),
+			statuscontract.FieldSelector:   str("Label selector of the pods of the resource's primary workload (for the scale subresource)."),
+			statuscontract.FieldValuesFrom: valuesFromStatusSchema(),
 			// Written by the manager (docs/rollouts.md).
-			"chart": {
+			statuscontract.FieldChart: {
 				Type:        "object",
 				Description: "The chart of the Helm release, and where the resource stands in a rollout of the chart the operator carries.",
 				Properties: map[string]apiextv1.JSONSchemaProps{
-					"version":      str("Version of the chart of the release."),
-					"digest":       str("Digest of the content of the chart of the release."),
-					"revision":     {Type: "integer", Format: "int64", Minimum: ptr(0.0), Description: "Revision of the release."},
-					"lastDeployed": {Type: "string", Format: "date-time", Description: "When the release was last deployed."},
-					"behind":       {Type: "boolean", Description: "Whether the operator carries another chart than the release's."},
-					"failedDigest": str("Digest of the chart the operator carries that this resource failed on, halting its rollout."),
-					"baseline": {
+					statuscontract.FieldChartVersion:      str("Version of the chart of the release."),
+					statuscontract.FieldChartDigest:       str("Digest of the content of the chart of the release."),
+					statuscontract.FieldChartRevision:     {Type: "integer", Format: "int64", Minimum: ptr(0.0), Description: "Revision of the release."},
+					statuscontract.FieldChartLastDeployed: {Type: "string", Format: "date-time", Description: "When the release was last deployed."},
+					statuscontract.FieldChartBehind:       {Type: "boolean", Description: "Whether the operator carries another chart than the release's."},
+					statuscontract.FieldChartFailedDigest: str("Digest of the chart the operator carries that this resource failed on, halting its rollout."),
+					statuscontract.FieldChartBaseline: {
 						Type: "object",
 						Description: "How the resource stood on its own chart before the rollout moved it: only a resource healthy " +
 							"before its move, whose spec and sources of values have not changed since, can fail the new chart " +
 							"and halt its rollout.",
 						Properties: map[string]apiextv1.JSONSchemaProps{
-							"digest":     str("Digest of the chart being rolled out."),
-							"generation": {Type: "integer", Format: "int64", Description: "The resource's generation then."},
-							"inputs":     str("Digest of the versions of the sources of spec.valuesFrom its release was rendered from then."),
-							"healthy":    {Type: "boolean", Description: "Whether it was Ready and not Stalled then."},
+							statuscontract.FieldBaselineDigest:     str("Digest of the chart being rolled out."),
+							statuscontract.FieldBaselineGeneration: {Type: "integer", Format: "int64", Description: "The resource's generation then."},
+							statuscontract.FieldBaselineInputs:     str("Digest of the versions of the sources of spec.valuesFrom its release was rendered from then."),
+							statuscontract.FieldBaselineHealthy:    {Type: "boolean", Description: "Whether it was Ready and not Stalled then."},
 						},
 					},
 				},

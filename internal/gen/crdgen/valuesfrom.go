@@ -3,6 +3,7 @@ package crdgen
 import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -27,7 +28,7 @@ func valuesFromSchema() apiextv1.JSONSchemaProps {
 		XListType: ptr("atomic"),
 		Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{
 			Type:     "object",
-			Required: []string{"kind", "name"},
+			Required: []string{statuscontract.FieldSourceKind, statuscontract.FieldSourceName},
 			Properties: map[string]apiextv1.JSONSchemaProps{
 				"kind": {Type: "string", Enum: enumJSON(valuesfrom.KindSecret, valuesfrom.KindConfigMap),
 					Description: "Kind of the source: Secret or ConfigMap."},
@@ -54,11 +55,11 @@ func valuesFromStatusSchema() apiextv1.JSONSchemaProps {
 		XListType:   ptr("atomic"),
 		Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{
 			Type:     "object",
-			Required: []string{"kind", "name"},
+			Required: []string{statuscontract.FieldSourceKind, statuscontract.FieldSourceName},
 			Properties: map[string]apiextv1.JSONSchemaProps{
-				"kind":            {Type: "string", MaxLength: ptr(int64(16)), Description: "Kind of the source."},
-				"name":            {Type: "string", MaxLength: ptr(int64(253)), Description: "Name of the source."},
-				"resourceVersion": {Type: "string", MaxLength: ptr(int64(64)), Description: "resourceVersion of the source that was read."},
+				statuscontract.FieldSourceKind:            {Type: "string", MaxLength: ptr(int64(16)), Description: "Kind of the source."},
+				statuscontract.FieldSourceName:            {Type: "string", MaxLength: ptr(int64(253)), Description: "Name of the source."},
+				statuscontract.FieldSourceResourceVersion: {Type: "string", MaxLength: ptr(int64(64)), Description: "resourceVersion of the source that was read."},
 			},
 		}},
 	}

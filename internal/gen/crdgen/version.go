@@ -5,6 +5,8 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // servedVersion is the CRD version gvk.Version of the kind whose spec schema is spec. The
@@ -57,8 +59,8 @@ func servedVersion(gvk schema.GroupVersionKind, chartName string, spec *apiextv1
 func addScale(version *apiextv1.CustomResourceDefinitionVersion, path string) {
 	version.Subresources.Scale = &apiextv1.CustomResourceSubresourceScale{
 		SpecReplicasPath:   path,
-		StatusReplicasPath: ".status.replicas",
-		LabelSelectorPath:  ptr(".status.selector"),
+		StatusReplicasPath: statuscontract.FieldJSONPath(statuscontract.FieldReplicas),
+		LabelSelectorPath:  ptr(statuscontract.FieldJSONPath(statuscontract.FieldSelector)),
 	}
 	version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
 		apiextv1.CustomResourceColumnDefinition{
@@ -66,7 +68,7 @@ func addScale(version *apiextv1.CustomResourceDefinitionVersion, path string) {
 			Description: "Desired number of replicas.",
 		},
 		apiextv1.CustomResourceColumnDefinition{
-			Name: "Available", Type: "integer", JSONPath: ".status.availableReplicas",
+			Name: "Available", Type: "integer", JSONPath: statuscontract.FieldJSONPath(statuscontract.FieldAvailableReplicas),
 			Description: "Available replicas of the resource's workloads, as the sidecar last saw them.",
 		})
 }
@@ -76,19 +78,19 @@ func addScale(version *apiextv1.CustomResourceDefinitionVersion, path string) {
 func commonColumns() []apiextv1.CustomResourceColumnDefinition {
 	return []apiextv1.CustomResourceColumnDefinition{
 		{
-			Name: "Chart", Type: "string", JSONPath: ".status.chart.version",
+			Name: "Chart", Type: "string", JSONPath: statuscontract.FieldJSONPath(statuscontract.FieldChart, statuscontract.FieldChartVersion),
 			Description: "Version of the chart of the resource's Helm release (docs/rollouts.md).",
 		},
 		{
-			Name: "Rollout", Type: "string", JSONPath: `.status.conditions[?(@.type=="ChartRollout")].reason`,
+			Name: "Rollout", Type: "string", JSONPath: statuscontract.ConditionJSONPath(statuscontract.ChartRollout, "reason"),
 			Description: "Where the resource stands in the rollout of the chart the operator carries: Upgraded, Waiting, Upgrading, RolloutHalted, RolloutFailed.",
 		},
 		{
-			Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`,
+			Name: "Ready", Type: "string", JSONPath: statuscontract.ConditionJSONPath(statuscontract.Ready, "status"),
 			Description: "Whether the spec of this generation is deployed and its workloads have rolled out.",
 		},
 		{
-			Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].reason`,
+			Name: "Reason", Type: "string", JSONPath: statuscontract.ConditionJSONPath(statuscontract.Ready, "reason"),
 			Description: "Why the resource is or is not ready; the Ready condition's message says more.",
 		},
 		{
