@@ -61,6 +61,10 @@ add-kind: $(KUBE_SCORE) ## Make an existing chart a kind: CHART=<chart dir or .t
 add-version: ## Add an API version to a kind: KIND=<Kind> VERSION=<version> [CHART=<chart dir or .tgz>]; the new version is stored, the old ones served; runs make manifests, says what to review.
 	go run ./hack/addversion -kind "$(KIND)" -version "$(if $(filter command line,$(origin VERSION)),$(VERSION))" -chart "$(CHART)"
 
+.PHONY: remove-version
+remove-version: ## Remove a kind's oldest API version: KIND=<Kind> VERSION=<version>; refused while the CRD's status.storedVersions on the cluster of $KUBECONFIG lists it; runs make manifests.
+	go run ./hack/removeversion -kind "$(KIND)" -version "$(if $(filter command line,$(origin VERSION)),$(VERSION))" -kubeconfig "$(KUBECONFIG)"
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
