@@ -15,7 +15,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // MaxWait is how long a stopping process waits for its successor at the most; the pod's
@@ -62,7 +62,7 @@ func SignalContext(cfg *rest.Config, log logr.Logger) context.Context {
 // exists after appearWait, or after MaxWait; at once outside a pod or on any error, so that
 // nothing here keeps a process from stopping.
 func waitForSuccessor(ctx context.Context, cfg *rest.Config, log logr.Logger) {
-	name, ns := os.Getenv(podenv.NameEnv), os.Getenv(podenv.NamespaceEnv)
+	name, ns := os.Getenv(podidentity.NameEnv), os.Getenv(podidentity.NamespaceEnv)
 	if name == "" || ns == "" {
 		return
 	}

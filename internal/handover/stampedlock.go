@@ -12,9 +12,10 @@ import (
 //
 // client-go's elector keeps a record's acquire time when it renews a Lease held under its own
 // identity, and a process restarted in the pod that held the Lease has that identity
-// (podenv.LeaseHolder): without the stamp it would renew its predecessor's record unchanged.
-// With it, a record whose acquire time is older than the moment a process of that container
-// ended was written by that process or an earlier one, all ended: TakeOver relies on it.
+// (podidentity.LeaseHolder): without the stamp it would renew its predecessor's record
+// unchanged. With it, a record whose acquire time is older than the moment a process of that
+// container ended was written by that process or an earlier one, all ended: TakeOver relies
+// on it.
 type StampedLock struct {
 	resourcelock.Interface
 	Since metav1.Time

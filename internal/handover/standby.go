@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // YieldWait bounds what YieldToStandby may add to a process's start.
@@ -28,9 +28,9 @@ const YieldWait = 5 * time.Second
 // that: about 20 s at 10,000 CRs, docs/bench/restart-10000), and nobody serves until then.
 // Another pod of the Deployment that is Ready has its cache filled and its controllers'
 // queues warmed up, and would take the Lease only once it expired, 15 s after the crash. So
-// the restarted process writes that pod as the holder (podenv.LeaseHolder, under which it
-// takes its Leases): at its next try, within 2.2 s, the standby finds itself the holder and
-// leads, and this process waits as the standby once its own cache is filled. Writing the
+// the restarted process writes that pod as the holder (podidentity.LeaseHolder, under which
+// it takes its Leases): at its next try, within 2.2 s, the standby finds itself the holder
+// and leads, and this process waits as the standby once its own cache is filled. Writing the
 // holder is safe because the kubelet restarts a container only after its process ended, and
 // the update is conditional on the Lease being as read. A pod that takes its Leases under
 // another holder (an older version) finds the Lease held by nobody it knows until it
@@ -39,7 +39,7 @@ const YieldWait = 5 * time.Second
 // It does nothing outside a pod, when this pod does not hold the Lease, or when no other
 // pod is Ready; an error is logged and the process starts as it would have.
 func YieldToStandby(ctx context.Context, cfg *rest.Config, lock resourcelock.Interface, log logr.Logger) {
-	name, ns := os.Getenv(podenv.NameEnv), os.Getenv(podenv.NamespaceEnv)
+	name, ns := os.Getenv(podidentity.NameEnv), os.Getenv(podidentity.NamespaceEnv)
 	if name == "" || ns == "" {
 		return
 	}
@@ -74,7 +74,7 @@ func YieldToStandby(ctx context.Context, cfg *rest.Config, lock resourcelock.Int
 		log.Info("taking back the Lease left by this pod's last process: no other pod is Ready", "lease", lock.Describe())
 		return
 	}
-	to := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	to := podidentity.LeaseHolder(standby.Name, string(standby.UID))
 	if err := lock.Update(ctx, handedTo(*rec, to, time.Now())); err != nil {
 		log.Error(err, "not handing over the Lease", "lease", lock.Describe(), "to", to)
 		return

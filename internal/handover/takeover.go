@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // Rules of the namespaced Role the take-over needs (config/rbac/leader_election_role.yaml).
@@ -59,7 +59,7 @@ func (*TakeOver) NeedLeaderElection() bool { return false }
 // Nothing here stops the process: an error is logged, and the standby then takes over as it
 // would have without TakeOver.
 func (t *TakeOver) Start(ctx context.Context) error {
-	name, ns := os.Getenv(podenv.NameEnv), os.Getenv(podenv.NamespaceEnv)
+	name, ns := os.Getenv(podidentity.NameEnv), os.Getenv(podidentity.NamespaceEnv)
 	if name == "" || ns == "" || t.Container == "" {
 		return nil
 	}
@@ -106,7 +106,7 @@ func (t *TakeOver) Start(ctx context.Context) error {
 // takeFrom takes the Lease if pod holds it under a record older than end, when a process of
 // pod's container ended.
 func (t *TakeOver) takeFrom(ctx context.Context, pod *corev1.Pod, end time.Time, log logr.Logger) {
-	from := podenv.LeaseHolder(pod.Name, string(pod.UID))
+	from := podidentity.LeaseHolder(pod.Name, string(pod.UID))
 	rec, _, err := t.Lock.Get(ctx)
 	if err != nil {
 		log.Error(err, "not taking over", "from", from)

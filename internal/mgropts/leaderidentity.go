@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // podIdentity is who holds the Lease from a pod: "<pod name>_<pod UID>", or "" outside a
@@ -27,11 +27,11 @@ import (
 // process has ended: with it, the restarted process renews its own Lease at its first try.
 // Outside a pod two processes may share a host name, so they keep the random identity.
 func podIdentity() string {
-	name, uid := os.Getenv(podenv.NameEnv), os.Getenv(podenv.UIDEnv)
+	name, uid := os.Getenv(podidentity.NameEnv), os.Getenv(podidentity.UIDEnv)
 	if name == "" || uid == "" {
 		return ""
 	}
-	return podenv.LeaseHolder(name, uid)
+	return podidentity.LeaseHolder(name, uid)
 }
 
 // leaseLock is the Lease lock controller-runtime would make for opts, held under identity
@@ -40,7 +40,7 @@ func podIdentity() string {
 func leaseLock(cfg *rest.Config, opts ctrl.Options, id string) (*resourcelock.LeaseLock, error) {
 	ns := opts.LeaderElectionNamespace
 	if ns == "" {
-		b, err := os.ReadFile(podenv.NamespaceFile)
+		b, err := os.ReadFile(podidentity.NamespaceFile)
 		if err != nil {
 			return nil, fmt.Errorf("the Lease's namespace: no --leader-election-namespace and %w", err)
 		}

@@ -8,18 +8,18 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // In a pod the Lease's holder is the pod, the same across its containers' restarts; outside
 // one, controller-runtime's random identity stays.
 func TestPodIdentity(t *testing.T) {
-	t.Setenv(podenv.NameEnv, "warpdrive-operator-controller-manager-7d9f-x2k")
-	t.Setenv(podenv.UIDEnv, "6b1f0c2e-1111-4c5d-9e8f-0123456789ab")
+	t.Setenv(podidentity.NameEnv, "warpdrive-operator-controller-manager-7d9f-x2k")
+	t.Setenv(podidentity.UIDEnv, "6b1f0c2e-1111-4c5d-9e8f-0123456789ab")
 	if got, want := podIdentity(), "warpdrive-operator-controller-manager-7d9f-x2k_6b1f0c2e-1111-4c5d-9e8f-0123456789ab"; got != want {
 		t.Errorf("identity %q, want %q", got, want)
 	}
-	t.Setenv(podenv.UIDEnv, "")
+	t.Setenv(podidentity.UIDEnv, "")
 	if got := podIdentity(); got != "" {
 		t.Errorf("identity %q without the pod's UID, want none (controller-runtime's)", got)
 	}

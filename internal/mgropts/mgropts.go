@@ -33,7 +33,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/memrelease"
 	"transwarp.io/tos/warpdrive-operator/internal/metricsauth"
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // Leader election keeps a Lease (client-go's LeaseLock reads, creates and updates it;
@@ -275,6 +275,6 @@ func addTakeOver(mgr ctrl.Manager, cfg *rest.Config, opts ctrl.Options, lock *re
 		return err
 	}
 	own.LockConfig.EventRecorder = lock.LockConfig.EventRecorder
-	return mgr.Add(&handover.TakeOver{Config: cfg, Lock: own, Container: os.Getenv(podenv.ContainerEnv),
+	return mgr.Add(&handover.TakeOver{Config: cfg, Lock: own, Container: os.Getenv(podidentity.ContainerEnv),
 		Elected: mgr.Elected(), Log: log})
 }

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/intern"
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
@@ -59,9 +59,9 @@ func SigningKeySecret(flag, leaderElectionNamespace string) (types.NamespacedNam
 	if ns, name, ok := strings.Cut(flag, "/"); ok {
 		return types.NamespacedName{Namespace: ns, Name: name}, nil
 	}
-	ns := os.Getenv(podenv.NamespaceEnv)
+	ns := os.Getenv(podidentity.NamespaceEnv)
 	if ns == "" {
-		if b, err := os.ReadFile(podenv.NamespaceFile); err == nil {
+		if b, err := os.ReadFile(podidentity.NamespaceFile); err == nil {
 			ns = strings.TrimSpace(string(b))
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -424,7 +424,7 @@ func crashToStandby(t *testing.T, leader *corev1.Pod, cr *unstructured.Unstructu
 		t.Errorf("%s: status.replicas %d after spec.size %d", crKey(cr), replicas(got), size)
 	}
 	t.Logf("%s: the edit made as the leader's processes were killed was Ready %.1f s later", crKey(cr), time.Since(killed).Seconds())
-	want := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	want := podidentity.LeaseHolder(standby.Name, string(standby.UID))
 	framework.Eventually(t, converge, func(ctx context.Context) error {
 		for name, transitions := range before {
 			l := &coordinationv1.Lease{}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"transwarp.io/tos/warpdrive-operator/internal/handover"
-	"transwarp.io/tos/warpdrive-operator/internal/podenv"
+	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -46,10 +46,10 @@ func TestYieldToStandby(t *testing.T) {
 	newPod("pending", false, standbyLabels)
 	newPod("elsewhere", true, map[string]string{"app": "other"})
 
-	selfHolder := podenv.LeaseHolder(self.Name, string(self.UID))
+	selfHolder := podidentity.LeaseHolder(self.Name, string(self.UID))
 	lease := createHeldLease(t, env, ns, "yield", selfHolder, time.Now())
-	t.Setenv(podenv.NameEnv, self.Name)
-	t.Setenv(podenv.NamespaceEnv, ns)
+	t.Setenv(podidentity.NameEnv, self.Name)
+	t.Setenv(podidentity.NamespaceEnv, ns)
 	log := zap.New(zap.UseDevMode(true))
 	yield := func() (holder string, transitions int32) {
 		t.Helper()
@@ -78,7 +78,7 @@ func TestYieldToStandby(t *testing.T) {
 	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
 		return podIsReady(ctx, env, ns, standby.Name)
 	})
-	want := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	want := podidentity.LeaseHolder(standby.Name, string(standby.UID))
 	if holder, transitions := yield(); holder != want || transitions != 4 {
 		t.Errorf("a Ready standby: Lease held by %q after %d transitions, want %q after 4", holder, transitions, want)
 	}
@@ -123,11 +123,11 @@ func TestTakeOver(t *testing.T) {
 		return p
 	}
 	leader, standby := newPod("leader"), newPod("standby")
-	from := podenv.LeaseHolder(leader.Name, string(leader.UID))
+	from := podidentity.LeaseHolder(leader.Name, string(leader.UID))
 	lease := createHeldLease(t, env, ns, "takeover", from, time.Now().Add(-time.Hour))
-	t.Setenv(podenv.NameEnv, standby.Name)
-	t.Setenv(podenv.NamespaceEnv, ns)
-	to := podenv.LeaseHolder(standby.Name, string(standby.UID))
+	t.Setenv(podidentity.NameEnv, standby.Name)
+	t.Setenv(podidentity.NamespaceEnv, ns)
+	to := podidentity.LeaseHolder(standby.Name, string(standby.UID))
 	takeOver := &handover.TakeOver{
 		Config: env.Config,
 		Lock: &resourcelock.LeaseLock{

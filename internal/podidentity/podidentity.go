@@ -1,4 +1,4 @@
-package podenv
+package podidentity
 
 // The variables config/manager/manager.yaml sets in both containers, from the downward API
 // where it has the value.
