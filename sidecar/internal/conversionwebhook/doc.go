@@ -11,4 +11,10 @@
 // would lose a tenant's values: a version the kind's conversions.yaml does not list, or
 // values the conversion would have to keep in an annotation that cannot hold them
 // (conversion.MaxAnnotationBytes).
+//
+// Server serves Handler over TLS, on every replica, from a directory holding tls.crt and
+// tls.key, reloaded when they change: the Secret that Rotate's rotator keeps
+// (cert-controller's, which also injects its CA into each served CRD's
+// spec.conversion.webhook.clientConfig.caBundle) mounted into the pod, or the files of a
+// cert-manager Certificate, whose CA cert-manager's cainjector injects.
 package conversionwebhook
