@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/intern"
 	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
+	"transwarp.io/tos/warpdrive-operator/internal/sharedstrings"
 )
 
 // CacheOptions is the manager's cache: what the reconcilers read, and no more. A CR whose
@@ -83,7 +83,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // twice; the cache of a CR kind is as large as a tenant makes its CRs, and is shared by every
 // tenant, so only what is read is kept.
 //
-// What is kept has its strings interned (internal/intern): at 10,000 CRs the manager's heap
+// What is kept has its strings interned (internal/sharedstrings): at 10,000 CRs the manager's heap
 // holds every CR and the metadata of three or four release objects per CR, whose keys and
 // most values are the same strings over and over.
 func stripUnread(obj any) (any, error) {
@@ -96,9 +96,9 @@ func stripUnread(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *unstructured.Unstructured:
-		o.Object = intern.Value(o.Object).(map[string]any)
+		o.Object = sharedstrings.Value(o.Object).(map[string]any)
 	case metav1.Object:
-		intern.Meta(o)
+		sharedstrings.Meta(o)
 	}
 	return obj, nil
 }

@@ -367,7 +367,7 @@ func webInfoWatches(t *testing.T, dir string) string {
 }
 
 // uniqueHex is n random hexadecimal characters: no two CRs share a note, which the manager's
-// cache would otherwise keep once for all (internal/intern).
+// cache would otherwise keep once for all (internal/sharedstrings).
 func uniqueHex(n int) string {
 	b := make([]byte, (n+1)/2)
 	_, _ = rand.Read(b)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/intern"
+	"transwarp.io/tos/warpdrive-operator/internal/sharedstrings"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -36,7 +36,7 @@ import (
 //     (WarpdrivePools keep the three spec fields the pool bookkeeping reads:
 //     see sidecar/internal/poolstatus/cache.go.)
 //
-// What is kept has its repeated strings interned (internal/intern): keys, label
+// What is kept has its repeated strings interned (internal/sharedstrings): keys, label
 // keys and values, namespaces, owner kinds are the same in every CR and workload
 // of a chart (TestCachedSizes: about 1 KB less per CR with its Deployment).
 //
@@ -96,22 +96,22 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 			if ann == nil {
 				ann = make(map[string]string, 2)
 			}
-			ann[k] = intern.String(v)
+			ann[k] = sharedstrings.String(v)
 		}
 	}
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
-		r.APIVersion, r.Kind = intern.String(r.APIVersion), intern.String(r.Kind)
+		r.APIVersion, r.Kind = sharedstrings.String(r.APIVersion), sharedstrings.String(r.Kind)
 	}
 	return metav1.ObjectMeta{
 		Name:              m.Name,
-		Namespace:         intern.String(m.Namespace),
+		Namespace:         sharedstrings.String(m.Namespace),
 		UID:               m.UID,
 		ResourceVersion:   m.ResourceVersion,
 		Generation:        m.Generation,
 		CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
-		Labels:            intern.StringMap(m.Labels),
+		Labels:            sharedstrings.StringMap(m.Labels),
 		Annotations:       ann,
 		OwnerReferences:   m.OwnerReferences,
 	}
@@ -121,7 +121,7 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 // every workload of a chart.
 func internSelector(s *metav1.LabelSelector) *metav1.LabelSelector {
 	if s != nil {
-		s.MatchLabels = intern.StringMap(s.MatchLabels)
+		s.MatchLabels = sharedstrings.StringMap(s.MatchLabels)
 	}
 	return s
 }
@@ -161,7 +161,7 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 			delete(status, statuscontract.FieldConditions)
 		}
 	}
-	u.Object = intern.Value(u.Object).(map[string]interface{})
+	u.Object = sharedstrings.Value(u.Object).(map[string]interface{})
 	if chart != nil {
 		u.Object["status"].(map[string]interface{})[statuscontract.FieldChart] = chart
 	}
@@ -172,7 +172,7 @@ func TrimCustomResource(in interface{}) (interface{}, error) {
 		if m, ok := c.(map[string]interface{}); ok && m["type"] != statuscontract.RolledOut {
 			conds[i] = briefCondition(m["type"], m["status"])
 		} else {
-			conds[i] = intern.Value(c)
+			conds[i] = sharedstrings.Value(c)
 		}
 	}
 	u.Object["status"].(map[string]interface{})[statuscontract.FieldConditions] = conds

@@ -61,7 +61,7 @@ func TestCachedSizes(t *testing.T) {
 
 // Two trimmed objects' equal keys and values share their bytes; each object's own name
 // stays its own. The collector is held off: strings interned on either side of a collection
-// need not share (internal/intern), and one between the two trims made this test fail about
+// need not share (internal/sharedstrings), and one between the two trims made this test fail about
 // once in a hundred runs.
 func TestTrimmedObjectsShareStrings(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))

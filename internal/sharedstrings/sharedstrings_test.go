@@ -1,4 +1,4 @@
-package intern
+package sharedstrings
 
 import (
 	"os"

@@ -1,11 +1,11 @@
-// Package intern makes the strings of cached objects share their bytes. A cache of 10,000
-// CRs holds the same keys ("lastTransitionTime", "observedGeneration", ...) and mostly the
-// same values ("True", "InstallSuccessful", the chart's labels) 10,000 times over, each
-// decoded into a string of its own. Interning keeps one copy of each, through the standard
-// library's unique package, which holds its table weakly: a string no cached object uses any
-// more is dropped, so what a tenant writes into its CRs cannot grow the table beyond what
-// the cache holds anyway. Strings are immutable, so sharing them cannot let one object's
-// edit show in another.
+// Package sharedstrings makes the strings of cached objects share their bytes, so that the
+// caches of both processes hold each string once. A cache of 10,000 CRs holds the same keys
+// ("lastTransitionTime", "observedGeneration", ...) and mostly the same values ("True",
+// "InstallSuccessful", the chart's labels) 10,000 times over, each decoded into a string of
+// its own. Interning keeps one copy of each, through the standard library's unique package,
+// which holds its table weakly: a string no cached object uses any more is dropped, so what a
+// tenant writes into its CRs cannot grow the table beyond what the cache holds anyway.
+// Strings are immutable, so sharing them cannot let one object's edit show in another.
 //
 // The table keeps a string's canonical copy only while a unique.Handle to it lives, and this
 // package keeps none: a collection empties it, though the cached objects still hold the
@@ -16,7 +16,7 @@
 // It costs each watch event about half of what decoding the object cost (BenchmarkValue:
 // 12 µs against 26 µs for one of the benchmark's AppServices), and takes 12% off the
 // manager's live heap at 3000 CRs (docs/bench/findings.md, "Interned strings in the caches").
-package intern
+package sharedstrings
 
 import (
 	"unique"
