@@ -1,8 +1,9 @@
 // Package sidecar composes the sidecar process (`manager sidecar`): for every kind in
 // watches.yaml, a status controller that writes the live state of each CR's workloads into
 // the CR's status (sidecar/internal/workloadstatus), and for the pool kind the books of each
-// WarpdrivePool's claims (sidecar/internal/poolstatus). It is to the sidecar what internal/operator
-// is to the manager.
+// WarpdrivePool's claims (sidecar/internal/poolstatus); and, when asked, the CRD conversion
+// webhook of the kinds whose chart has a conversions.yaml (sidecar/internal/conversionwebhook).
+// It is to the sidecar what internal/operator is to the manager.
 package sidecar
 
 import (
@@ -33,6 +34,14 @@ type Options struct {
 	// Workers is how many CRs of each kind the status controllers sync at once (see
 	// workloadstatus.DefaultWorkers).
 	Workers int
+	// Conversion configures the CRD conversion webhook; its zero value serves none.
+	Conversion Conversion
+	// LeaderElection is whether the sidecar elects a leader: the conversion webhook's
+	// certificate is then written by the leader only.
+	LeaderElection bool
+	// LeaderElectionNamespace is the namespace of the Secret of the conversion webhook's
+	// certificate out of a cluster, when the flag names none.
+	LeaderElectionNamespace string
 }
 
 // ManagerOptions completes mgrOpts with the scheme, cache and client options the sidecar's
@@ -88,8 +97,8 @@ func addInformers(ctx context.Context, c informerGetter, opts Options) error {
 }
 
 // Setup registers on mgr the workload index, the informers of every type the controllers
-// read (addInformers), one status controller per watched kind, and the pool bookkeeping for
-// the pool kind.
+// read (addInformers), one status controller per watched kind, the pool bookkeeping for the
+// pool kind, and the conversion webhook if opts.Conversion has a port.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	log := ctrl.Log.WithName("setup")
 	gks := make([]schema.GroupKind, 0, len(opts.Watches))
@@ -121,6 +130,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 				return fmt.Errorf("pool bookkeeping for %s: %w", w.GroupVersionKind(), err)
 			}
 			log.Info("Configured pool bookkeeping", "gvk", w.GroupVersionKind())
+		}
+	}
+	if opts.Conversion.Port != 0 {
+		if err := setupConversion(mgr, opts); err != nil {
+			return fmt.Errorf("conversion webhook: %w", err)
 		}
 	}
 	return nil
