@@ -31,7 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"transwarp.io/tos/warpdrive-operator/internal/handover"
-	"transwarp.io/tos/warpdrive-operator/internal/memrelease"
+	"transwarp.io/tos/warpdrive-operator/internal/idleheap"
 	"transwarp.io/tos/warpdrive-operator/internal/metricsauth"
 	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
@@ -57,7 +57,7 @@ type Options struct {
 	// CPU profiles of a running process (docs/bench/memory.md).
 	PprofAddr string
 	// MemoryRelease is how often the process looks whether it went idle holding free heap
-	// to give back (internal/memrelease); 0 never.
+	// to give back (internal/idleheap); 0 never.
 	MemoryRelease time.Duration
 	// GCPercent is the garbage collector's target, as GOGC sets it (which wins).
 	GCPercent int
@@ -103,9 +103,9 @@ func (o *Options) AddMemoryRelease(mgr ctrl.Manager, log logr.Logger) error {
 		return nil
 	}
 	log = log.WithName("memory")
-	return mgr.Add(&memrelease.Releaser{
+	return mgr.Add(&idleheap.Releaser{
 		Interval: o.MemoryRelease,
-		Policy:   memrelease.Default,
+		Policy:   idleheap.Default,
 		Released: func(held, live uint64) {
 			log.V(1).Info("idle: heap given back", "heldMiB", held>>20, "liveMiB", live>>20)
 		},

@@ -1,4 +1,4 @@
-// Package memrelease gives back to the system the memory that a burst of work left in the
+// Package idleheap gives back to the system the memory that a burst of work left in the
 // Go heap, once the process has gone quiet.
 //
 // The Go runtime collects when the heap has grown by GOGC percent over what the last
@@ -14,7 +14,7 @@
 // since the last look (it is idle) and the heap keeps more than Slack beyond the live data,
 // it runs debug.FreeOSMemory: one collection, and every free page returned. A busy process
 // is left alone: it reuses those pages, and forcing collections would only cost CPU.
-package memrelease
+package idleheap
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package memrelease
+package idleheap
 
 import (
 	"context"
