@@ -248,6 +248,7 @@ func (g *generator) managerRole() error {
 			writeRule(&b, k.GVK.Group, res, vs)
 		}
 	}
+	crdRules(&b, g.kinds, g.markers)
 	rules, notes, warnings := renderedRules(g.kinds, g.apis, g.chartPath)
 	writeRenderedRules(&b, rules, notes)
 	for _, w := range warnings {
