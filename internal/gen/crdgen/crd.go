@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
@@ -519,13 +520,14 @@ func GenerateAll(watchesPath, chartsDir string) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A CRD holds every version of a kind; this generator makes one version per kind.
+	// A CRD holds every version of a kind: watches.yaml names the newest, the chart's
+	// conversions.yaml the older ones (see the package documentation).
 	seen := map[schema.GroupKind]bool{}
 	var files []File
 	for _, w := range entries {
 		gvk := w.GroupVersionKind()
 		if seen[gvk.GroupKind()] {
-			return nil, fmt.Errorf("%s: more than one version of %s is watched; hack/crdgen supports one", watchesPath, gvk.GroupKind())
+			return nil, fmt.Errorf("%s: more than one version of %s is watched: watches.yaml names the newest, and the chart's %s lists the older ones (make add-version)", watchesPath, gvk.GroupKind(), conversion.FileName)
 		}
 		seen[gvk.GroupKind()] = true
 		crd, err := Generate(ChartDir(chartsDir, w.Chart), gvk)
