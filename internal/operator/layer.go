@@ -4,6 +4,7 @@ import (
 	"context"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,3 +39,18 @@ func wrapActionClients(getter helmclient.ActionClientGetter, wrap func(c helmcli
 		return wrap(c, cr), nil
 	})
 }
+
+// isDryRun applies the upgrade options to a blank upgrade to see whether they ask for a dry run.
+func isDryRun(opts []helmclient.UpgradeOption) bool {
+	u := &action.Upgrade{}
+	for _, o := range opts {
+		if err := o(u); err != nil {
+			return false
+		}
+	}
+	return u.DryRun
+}
+
+// releaseKey names a release across namespaces, as the release guard's locks and the
+// pending repair's operations key it.
+func releaseKey(namespace, name string) string { return namespace + "/" + name }

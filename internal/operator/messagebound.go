@@ -1,11 +1,6 @@
 package operator
 
-import (
-	"unicode/utf8"
-
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
-)
+import "unicode/utf8"
 
 // maxEventMessage bounds an Event's message: an error may quote a value of any size.
 const maxEventMessage = 1024
@@ -31,18 +26,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:head] + " … " + s[tail:]
 }
-
-// isDryRun applies the upgrade options to a blank upgrade to see whether they ask for a dry run.
-func isDryRun(opts []helmclient.UpgradeOption) bool {
-	u := &action.Upgrade{}
-	for _, o := range opts {
-		if err := o(u); err != nil {
-			return false
-		}
-	}
-	return u.DryRun
-}
-
-// releaseKey names a release across namespaces, as the release guard's locks and the
-// pending repair's operations key it.
-func releaseKey(namespace, name string) string { return namespace + "/" + name }
