@@ -95,3 +95,15 @@ func PrepareChart(src, kind string, kept map[string]string) (*Chart, error) {
 func (p *Chart) Write(dir string) error {
 	return writeChartFiles(dir, p.files)
 }
+
+// CheckRBAC refuses the chart, as Add does, when it renders Roles or RoleBindings it does
+// not declare whatever its booleans, and returns the overrideValues of its safe default
+// (none when it needs none), which a kind's watches.yaml entry should have: a new version's
+// chart is held to what a new kind's is.
+func (p *Chart) CheckRBAC(kind string) (map[string]string, error) {
+	safe := findSafeDefault(p.Chart)
+	if err := refuseUndeclaredRBAC(safe, p.src, kind); err != nil {
+		return nil, err
+	}
+	return safe.Overrides, nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,8 +42,12 @@ type Report struct {
 	Annotations []string // changes to the new chart's Chart.yaml
 	Moves       []conversion.Move
 	Drops       []string // Infer's reasons, one a drop
-	Written     []string // files changed under generatedPaths and the chart directory
-	Output      string   // what make manifests printed
+	// Overrides is the new chart's safe default (see addkind), when it differs from the
+	// overrideValues of the kind's watches.yaml entry, which add-version leaves to a person.
+	Overrides       map[string]string
+	OverridesDiffer bool
+	Written         []string // files changed under generatedPaths and the chart directory
+	Output          string   // what make manifests printed
 }
 
 // Add adds o.Version to o.Kind: see the package documentation.
@@ -96,6 +101,14 @@ func Add(o Options) (*Report, error) {
 			if kept(f.Name) {
 				return nil, fmt.Errorf("chart %s has its own %s: the kind's versions are kept in %s", o.Chart, f.Name, k.chartRel)
 			}
+		}
+		overrides, err := prepared.CheckRBAC(o.Kind)
+		if err != nil {
+			return nil, err
+		}
+		if !maps.Equal(overrides, k.watch.OverrideValues) {
+			r.Overrides = overrides
+			r.OverridesDiffer = true
 		}
 		if err := prepared.Write(stage); err != nil {
 			return nil, err

@@ -261,3 +261,23 @@ func TestAddRefuses(t *testing.T) {
 		}
 	})
 }
+
+// A new chart whose safe default differs from the kind's overrideValues is reported, and
+// watches.yaml keeps them: only the version changes.
+func TestAddReportsOtherOverrides(t *testing.T) {
+	root := shopRepo(t)
+	watches := shopWatches + "  overrideValues:\n    rbac.create: \"false\"\n"
+	if err := os.WriteFile(filepath.Join(root, "watches.yaml"), []byte(watches), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Add(Options{Root: root, Kind: "Shop", Version: "v1beta1", Chart: "testdata/shop-v1beta1", Manifests: generate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OverridesDiffer || len(r.Overrides) != 0 {
+		t.Errorf("report overrides %v (differ %v), want the new chart's none, reported", r.Overrides, r.OverridesDiffer)
+	}
+	if got := readFile(t, filepath.Join(root, "watches.yaml")); got != strings.Replace(watches, "v1alpha1", "v1beta1", 1) {
+		t.Errorf("watches.yaml:\n%s", got)
+	}
+}

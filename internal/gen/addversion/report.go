@@ -35,5 +35,9 @@ func (r *Report) Print(w io.Writer) {
 	if len(r.Drops) > 0 {
 		fmt.Fprintln(w, "  A drop keeps the value in an annotation, out of the chart's values: make it a move where the value lives on, then run make manifests.")
 	}
+	if r.OverridesDiffer {
+		fmt.Fprintf(w, "\nThe new chart's safe default, the overrideValues that keep it from rendering cluster-scoped or RBAC objects it does not declare, is %v;\n", r.Overrides)
+		fmt.Fprintf(w, "the %s entry of watches.yaml has other overrideValues, which add-version left as they are: set them.\n", r.Kind.Kind)
+	}
 	fmt.Fprintln(w, "\nThen run go test ./internal/gen/... ./test/charts/...")
 }
