@@ -8,8 +8,10 @@
 // it could not place, each under a comment saying why (a person turns a drop into a move
 // where the value lives on under another name), watches.yaml's entry moves to V, and make
 // manifests regenerates the CRD with every version, V stored. Nothing is written unless the
-// kind is watched, V is a Kubernetes version name newer than P and not one of the kind's, and
-// crdgen accepts the result; if make manifests fails, every file is put back as it was.
+// kind is watched, V is a Kubernetes version name newer than P and not one of the kind's, a
+// new chart passes what make add-kind holds a chart to (it loads, vendors its dependencies,
+// renders no Role or RoleBinding it does not declare whatever its booleans), and crdgen
+// accepts the result; if make manifests fails, every file is put back as it was.
 //
 // Removing a version is refused while the CRD's status.storedVersions lists it: objects
 // stored in it would no longer decode. Only the oldest version can go, so that the others
