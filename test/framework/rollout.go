@@ -394,3 +394,22 @@ func rolledOut(d *unstructured.Unstructured) bool {
 	total, _, _ := unstructured.NestedInt64(d.Object, "status", "replicas")
 	return observed >= gen && updated == replicas && available == replicas && total == replicas
 }
+
+// WaitForTakeOver waits until the suite's manager has taken over the unsigned release records
+// it found when its signing key was first used (trustedconfig's take-over, once per cluster).
+// A test that makes an unsigned record (a helm CLI install) before that pass would see the
+// record taken over as one of the operator's, as an upgrade from a version that did not sign
+// does: on a fresh cluster, the suite's first test may start before the pass ends.
+func (e *Env) WaitForTakeOver(ctx context.Context) error {
+	state := client.ObjectKey{Namespace: e.LeaseNamespace, Name: operator.DefaultSigningKeyName + trustedconfig.StateSuffix}
+	return Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+		cm := &corev1.ConfigMap{}
+		if err := e.Client.Get(ctx, state, cm); err != nil {
+			return err
+		}
+		if cm.Data[trustedconfig.TakeOverStateKey] == "" {
+			return fmt.Errorf("ConfigMap %s records no take-over yet", state)
+		}
+		return nil
+	})
+}

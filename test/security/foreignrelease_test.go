@@ -52,6 +52,11 @@ func crNamedAfterAnotherToolsRelease(t *testing.T, dropRecords bool, reason stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !stock {
+		if err := env.WaitForTakeOver(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig, flags.Namespace = &env.Kubeconfig, &tn.ns
 	cli := &action.Configuration{}

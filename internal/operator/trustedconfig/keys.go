@@ -71,7 +71,7 @@ func (e *KeyMissingError) Error() string {
 // records alone do not stop the first key of a cluster; and where both the key and its state
 // are gone (the operator's namespace recreated) the key is created, and reportKeys says so.
 func (t *Configs) mayCreateKey(ctx context.Context) error {
-	_, err := t.secrets.CoreV1().ConfigMaps(t.keySecret.Namespace).Get(ctx, t.keySecret.Name+stateSuffix, metav1.GetOptions{})
+	_, err := t.secrets.CoreV1().ConfigMaps(t.keySecret.Namespace).Get(ctx, t.keySecret.Name+StateSuffix, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -134,8 +134,8 @@ func TestKeyNotCreatedWhereRecordsWereSigned(t *testing.T) {
 	lost := releasesign.Key("the lost key, of thirty-two byte")
 	signed := unsignedRecord("t1", "a", "appservice", "")
 	lost.Sign("t1", signed)
-	stateCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key" + stateSuffix},
-		Data: map[string]string{takeOverStateKey: "earlier"}}
+	stateCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "op", Name: "key" + StateSuffix},
+		Data: map[string]string{TakeOverStateKey: "earlier"}}
 	// fixture: the records in the cluster, the state ConfigMap if state, no key Secret.
 	fixture := func(state bool, records ...runtime.Object) (*fake.Clientset, *Configs) {
 		cs, tc, keySecret := takeOverFixture(t, lost, nil, crs{"AppService t1/a": true}, records)

@@ -35,21 +35,21 @@ import (
 // never trusted, whoever wrote it.
 const takenOverAnnotation = "warpdrive.transwarp.io/unsigned-records-taken-over"
 
-// stateSuffix names, after the key's Secret, the ConfigMap beside it that records what was
-// done once to the release records: the take-over of unsigned records (takeOverStateKey), the
+// StateSuffix names, after the key's Secret, the ConfigMap beside it that records what was
+// done once to the release records: the take-over of unsigned records (TakeOverStateKey), the
 // re-signing of legacy signatures (resignedStateKey). Apart from the key, so that a key
 // Secret deleted, recreated or restored from a copy made before does not run the take-over
 // again, when records a namespace editor forged since could pass its checks. The key's
 // annotation (takenOverAnnotation) says the same for people, and is how earlier versions
 // recorded the take-over.
 const (
-	stateSuffix      = "-take-over"
-	takeOverStateKey = "unsigned-records-taken-over"
+	StateSuffix      = "-take-over"
+	TakeOverStateKey = "unsigned-records-taken-over"
 )
 
 // recordedState is the field of the records' state ConfigMap, "" if it has none.
 func (t *Configs) recordedState(ctx context.Context, keySecret *corev1.Secret, field string) (string, error) {
-	cm, err := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace).Get(ctx, keySecret.Name+stateSuffix, metav1.GetOptions{})
+	cm, err := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace).Get(ctx, keySecret.Name+StateSuffix, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -62,10 +62,10 @@ func (t *Configs) recordedState(ctx context.Context, keySecret *corev1.Secret, f
 // recordState sets the field of the records' state ConfigMap, creating it if need be.
 func (t *Configs) recordState(ctx context.Context, keySecret *corev1.Secret, field, value string) error {
 	configMaps := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace)
-	cm, err := configMaps.Get(ctx, keySecret.Name+stateSuffix, metav1.GetOptions{})
+	cm, err := configMaps.Get(ctx, keySecret.Name+StateSuffix, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keySecret.Namespace, Name: keySecret.Name + stateSuffix},
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keySecret.Namespace, Name: keySecret.Name + StateSuffix},
 			Data: map[string]string{field: value}}
 		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
 	case err == nil:
@@ -93,14 +93,14 @@ func (t *Configs) recordState(ctx context.Context, keySecret *corev1.Secret, fie
 // unsigned, so it is refused (and reported on its CR) from then on. Whatever a taken-over
 // record says, the release operations stay confined (confinedKube).
 func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *corev1.Secret) error {
-	recorded, err := t.recordedState(ctx, keySecret, takeOverStateKey)
+	recorded, err := t.recordedState(ctx, keySecret, TakeOverStateKey)
 	if err != nil {
 		return err
 	}
 	if annotated, done := keySecret.Annotations[takenOverAnnotation]; done || recorded != "" {
 		if recorded == "" {
 			// Recorded by a version that kept it on the key only: kept apart from now on.
-			return t.recordState(ctx, keySecret, takeOverStateKey, annotated)
+			return t.recordState(ctx, keySecret, TakeOverStateKey, annotated)
 		}
 		return nil
 	}
@@ -110,7 +110,7 @@ func (t *Configs) takeOver(ctx context.Context, key releasesign.Key, keySecret *
 		return err
 	}
 	outcome := fmt.Sprintf("%s: %d signed, %d refused", time.Now().UTC().Format(time.RFC3339), signed, refused)
-	if err := t.recordState(ctx, keySecret, takeOverStateKey, outcome); err != nil {
+	if err := t.recordState(ctx, keySecret, TakeOverStateKey, outcome); err != nil {
 		return err
 	}
 	keySecret = keySecret.DeepCopy()

@@ -26,7 +26,7 @@ func TestTakeOverStateOutlivesTheKey(t *testing.T) {
 	if err := tc.takeOver(ctx, key, keySecret); err != nil {
 		t.Fatal(err)
 	}
-	got, err := tc.recordedState(ctx, keySecret, takeOverStateKey)
+	got, err := tc.recordedState(ctx, keySecret, TakeOverStateKey)
 	if err != nil || !strings.HasSuffix(got, "0 signed, 0 refused") {
 		t.Fatalf("take-over recorded apart from the key as %q (%v), want 0 signed and 0 refused", got, err)
 	}
@@ -61,7 +61,7 @@ func TestTakeOverStateOutlivesTheKey(t *testing.T) {
 	if err := tc.takeOver(ctx, key, keySecret); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := tc.recordedState(ctx, keySecret, takeOverStateKey); got != "earlier" || err != nil {
+	if got, err := tc.recordedState(ctx, keySecret, TakeOverStateKey); got != "earlier" || err != nil {
 		t.Errorf("a take-over recorded on the key only: recorded apart as %q (%v), want it copied", got, err)
 	}
 	if s, _ := cs.CoreV1().Secrets("t1").Get(ctx, forged.Name, metav1.GetOptions{}); s.Annotations[releasesign.SignatureAnnotation] != "" {
