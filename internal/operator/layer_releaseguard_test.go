@@ -22,8 +22,8 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/releaselists"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
-	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -159,7 +159,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 }
 
 // The guard reads the release afresh once it holds the name's lock: a list of its records
-// that the reconcile made before the lock (answered from memory since, secretmemo) does not
+// that the reconcile made before the lock (answered from memory since, releaselists) does not
 // hide another kind's release installed meanwhile, which the guard then refuses to touch. So
 // too when the records are read by name (releaserecords) and the manager's cache has not yet
 // seen the other kind's record.
@@ -174,7 +174,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			cs := k8sfake.NewClientset()
-			lists := secretmemo.New(records(cs.CoreV1().Secrets("team-a")))
+			lists := releaselists.New(records(cs.CoreV1().Secrets("team-a")))
 			d := trustedconfig.NewSignedDriver(lists)
 			f := &storeActions{cfg: &action.Configuration{Releases: storage.Init(d)}}
 			if _, err := f.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {

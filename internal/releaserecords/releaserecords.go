@@ -111,7 +111,7 @@ type Client struct {
 	// cache) takes it from here instead of reading it again. A client serves one reconcile,
 	// whose Helm actions ask for the same records several times (the reconciler's look-up,
 	// the dry-run upgrade's last and deployed revisions, the upgrade's, its history's
-	// pruning), and each write forgets the lists remembered above it (secretmemo), not the
+	// pruning), and each write forgets the lists remembered above it (releaselists), not the
 	// records: through a wave of upgrades in a namespace of a thousand releases that was 8.5
 	// GETs of records per upgrade (docs/bench/findings.md, "Each record read once per
 	// reconcile"). Only vouched records are kept, so what it holds is the one release's own
@@ -262,7 +262,7 @@ func (c *Client) keep(s *corev1.Secret) {
 
 // Forget makes the next lists read what they list from the API server, for a reader that
 // must see other clients' writes from now on (one that has just taken the lock such writers
-// hold, as the release guard does; secretmemo.Memo.Forget above this client): a by-name list
+// hold, as the release guard does; releaselists.Memo.Forget above this client): a by-name list
 // reads every record again, once; a LIST of metadata, whose versions are the API server's,
 // still takes the records kept at them.
 func (c *Client) Forget() {

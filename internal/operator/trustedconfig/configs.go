@@ -30,9 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
+	"transwarp.io/tos/warpdrive-operator/internal/releaselists"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
-	"transwarp.io/tos/warpdrive-operator/internal/secretmemo"
 )
 
 // KindPolicy is what the operator lets the releases of one kind do: render its chart, and
@@ -247,7 +247,7 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 // storageDriver is Helm's Secrets driver for the CR's namespace, over a Secrets client that
 // signs what it writes and hides what does not verify, and that sets the CR as the owner
 // of each record (as helm-operator-plugins' default driver does). The driver serves one
-// reconcile, and answers the same query twice from one LIST until it writes (secretmemo);
+// reconcile, and answers the same query twice from one LIST until it writes (releaselists);
 // in a namespace crowded with release Secrets, a LIST of one release's records is made of
 // GETs by name, and no record is read whole unless its signature holds on its metadata
 // (recordSecrets); a record larger than a Secret holds is stored in parts, signed and
@@ -266,7 +266,7 @@ func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.
 	records := t.recordSecrets(ns, key, d.Refuse)
 	d.kept, _ = records.(*releaserecords.Client)
 	secrets := helmclient.NewOwnerRefSecretClient(records, []metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
-	d.lists = secretmemo.New(releasesign.NewSecretClient(releasechunks.New(secrets), ns, key, d.Refuse))
+	d.lists = releaselists.New(releasesign.NewSecretClient(releasechunks.New(secrets), ns, key, d.Refuse))
 	d.Secrets = driver.NewSecrets(d.lists)
 	return d, nil
 }
@@ -276,13 +276,13 @@ func (t *Configs) storageDriver(ctx context.Context, obj client.Object, _ *rest.
 type SignedDriver struct {
 	*driver.Secrets
 	refused *refusals
-	lists   *secretmemo.Memo
+	lists   *releaselists.Memo
 	kept    *releaserecords.Client // the records it keeps for the reconcile; nil: none
 }
 
 // NewSignedDriver is a SignedDriver over records that lists serves as they are (nil: none),
 // for the tests of the layers that read a driver's refusals and lists.
-func NewSignedDriver(lists *secretmemo.Memo) *SignedDriver {
+func NewSignedDriver(lists *releaselists.Memo) *SignedDriver {
 	d := &SignedDriver{refused: &refusals{}, lists: lists, Secrets: driver.NewSecrets(nil)}
 	if lists != nil {
 		d.Secrets = driver.NewSecrets(lists)

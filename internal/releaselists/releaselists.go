@@ -1,5 +1,5 @@
-// Package secretmemo gives Helm's release storage a Secrets client that answers a list it
-// has already answered from that answer, until the next write.
+// Package releaselists gives Helm's release storage a Secrets client that answers a list of a
+// release's records it has already answered from that answer, until the next write.
 //
 // Helm's Secrets driver finds a release's records by listing the Secrets of the namespace
 // with a label selector, and one reconcile asks the same question many times: the
@@ -17,7 +17,7 @@
 // answer, so the storage reads its own writes as before. What it does not see is a write by
 // another client during the reconcile: a reader that must see those from some point on (one
 // that has just taken the lock such writers hold, as the release guard does) calls Forget.
-package secretmemo
+package releaselists
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package secretmemo
+package releaselists
 
 import (
 	"context"
