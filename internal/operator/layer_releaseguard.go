@@ -132,7 +132,7 @@ func deployedBefore(cr client.Object, name string) bool {
 	if !ok {
 		return false
 	}
-	deployed, _, _ := unstructured.NestedString(u.Object, "status", statuscontract.FieldDeployedRelease, "name")
+	deployed, _, _ := unstructured.NestedString(u.Object, "status", statuscontract.FieldDeployedRelease, statuscontract.FieldDeployedReleaseName)
 	return deployed == name
 }
 
