@@ -40,53 +40,75 @@ const (
 
 var kindRank = map[string]int{kindDeployment: 0, kindStatefulSet: 1, kindDaemonSet: 2}
 
-// FromDeployment extracts a Deployment's counts.
-func FromDeployment(d *appsv1.Deployment) Workload {
+// kindFields are the fields of a Workload that each kind keeps under names of its own; the
+// rest the three kinds keep alike, and newWorkload reads them once for all.
+type kindFields struct {
+	selector           *metav1.LabelSelector
+	observedGeneration int64
+	desired            int32
+	replicas           int32
+	ready              int32
+	available          int32
+	updated            int32
+}
+
+// newWorkload is the Workload of obj, of kind kind, with f read from obj by its kind. It takes
+// obj as an interface of a pointer and f by value, so that reading a workload allocates
+// nothing (rolloutDone reads one on every workload update the sidecar sees).
+func newWorkload(kind string, obj metav1.Object, f kindFields) Workload {
 	return Workload{
-		Kind:               kindDeployment,
-		Name:               d.Name,
-		Selector:           d.Spec.Selector,
-		Replicas:           d.Status.Replicas,
-		ReadyReplicas:      d.Status.ReadyReplicas,
-		AvailableReplicas:  d.Status.AvailableReplicas,
-		Generation:         d.Generation,
-		ObservedGeneration: d.Status.ObservedGeneration,
-		Desired:            ptr.Deref(d.Spec.Replicas, 1),
-		Updated:            d.Status.UpdatedReplicas,
+		Kind:               kind,
+		Name:               obj.GetName(),
+		Selector:           f.selector,
+		Replicas:           f.replicas,
+		ReadyReplicas:      f.ready,
+		AvailableReplicas:  f.available,
+		Generation:         obj.GetGeneration(),
+		ObservedGeneration: f.observedGeneration,
+		Desired:            f.desired,
+		Updated:            f.updated,
 	}
 }
 
-// FromStatefulSet extracts a StatefulSet's counts.
+// FromDeployment extracts a Deployment's counts. spec.replicas defaults to 1 in the API: an
+// object read without defaulting must not be taken to want none.
+func FromDeployment(d *appsv1.Deployment) Workload {
+	return newWorkload(kindDeployment, d, kindFields{
+		selector:           d.Spec.Selector,
+		observedGeneration: d.Status.ObservedGeneration,
+		desired:            ptr.Deref(d.Spec.Replicas, 1),
+		replicas:           d.Status.Replicas,
+		ready:              d.Status.ReadyReplicas,
+		available:          d.Status.AvailableReplicas,
+		updated:            d.Status.UpdatedReplicas,
+	})
+}
+
+// FromStatefulSet extracts a StatefulSet's counts, named as a Deployment's are.
 func FromStatefulSet(s *appsv1.StatefulSet) Workload {
-	return Workload{
-		Kind:               kindStatefulSet,
-		Name:               s.Name,
-		Selector:           s.Spec.Selector,
-		Replicas:           s.Status.Replicas,
-		ReadyReplicas:      s.Status.ReadyReplicas,
-		AvailableReplicas:  s.Status.AvailableReplicas,
-		Generation:         s.Generation,
-		ObservedGeneration: s.Status.ObservedGeneration,
-		Desired:            ptr.Deref(s.Spec.Replicas, 1),
-		Updated:            s.Status.UpdatedReplicas,
-	}
+	return newWorkload(kindStatefulSet, s, kindFields{
+		selector:           s.Spec.Selector,
+		observedGeneration: s.Status.ObservedGeneration,
+		desired:            ptr.Deref(s.Spec.Replicas, 1),
+		replicas:           s.Status.Replicas,
+		ready:              s.Status.ReadyReplicas,
+		available:          s.Status.AvailableReplicas,
+		updated:            s.Status.UpdatedReplicas,
+	})
 }
 
 // FromDaemonSet extracts a DaemonSet's counts: a DaemonSet wants one pod per
 // eligible node, so its "replicas" is the number of nodes it should run on.
 func FromDaemonSet(d *appsv1.DaemonSet) Workload {
-	return Workload{
-		Kind:               kindDaemonSet,
-		Name:               d.Name,
-		Selector:           d.Spec.Selector,
-		Replicas:           d.Status.DesiredNumberScheduled,
-		ReadyReplicas:      d.Status.NumberReady,
-		AvailableReplicas:  d.Status.NumberAvailable,
-		Generation:         d.Generation,
-		ObservedGeneration: d.Status.ObservedGeneration,
-		Desired:            d.Status.DesiredNumberScheduled,
-		Updated:            d.Status.UpdatedNumberScheduled,
-	}
+	return newWorkload(kindDaemonSet, d, kindFields{
+		selector:           d.Spec.Selector,
+		observedGeneration: d.Status.ObservedGeneration,
+		desired:            d.Status.DesiredNumberScheduled,
+		replicas:           d.Status.DesiredNumberScheduled,
+		ready:              d.Status.NumberReady,
+		available:          d.Status.NumberAvailable,
+		updated:            d.Status.UpdatedNumberScheduled,
+	})
 }
 
 // rollout says what w still waits for, "" once it has rolled out: its controller has seen

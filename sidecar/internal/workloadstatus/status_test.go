@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func selector(kv ...string) *metav1.LabelSelector {
@@ -19,46 +20,72 @@ func selector(kv ...string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: m}
 }
 
+// Each kind's reader, and workloadOf, which picks it, read every field of the Workload from
+// the field of the kind that holds it. Every field read has a value of its own, and the kinds'
+// other counts (unavailable, current, misscheduled) yet others, so that a field read from the
+// wrong place fails.
 func TestFromWorkloads(t *testing.T) {
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "d", Generation: 7},
-		Spec:       appsv1.DeploymentSpec{Selector: selector("app", "d"), Replicas: ptr.To[int32](4)},
-		Status:     appsv1.DeploymentStatus{ObservedGeneration: 6, Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 1},
-	}
-	if got, want := FromDeployment(d), (Workload{Kind: "Deployment", Name: "d", Selector: d.Spec.Selector, Replicas: 3, ReadyReplicas: 2, AvailableReplicas: 1,
-		Generation: 7, ObservedGeneration: 6, Desired: 4, Updated: 2}); got != want {
-		t.Errorf("FromDeployment = %+v, want %+v", got, want)
-	}
-	s := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 2},
-		Spec:       appsv1.StatefulSetSpec{Selector: selector("app", "s"), Replicas: ptr.To[int32](6)},
-		Status:     appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 5, UpdatedReplicas: 1, ReadyReplicas: 4, AvailableReplicas: 3},
-	}
-	if got, want := FromStatefulSet(s), (Workload{Kind: "StatefulSet", Name: "s", Selector: s.Spec.Selector, Replicas: 5, ReadyReplicas: 4, AvailableReplicas: 3,
-		Generation: 2, ObservedGeneration: 2, Desired: 6, Updated: 1}); got != want {
-		t.Errorf("FromStatefulSet = %+v, want %+v", got, want)
-	}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "ds", Generation: 3},
-		Spec:       appsv1.DaemonSetSpec{Selector: selector("app", "ds")},
-		Status: appsv1.DaemonSetStatus{
-			ObservedGeneration:     2,
-			DesiredNumberScheduled: 4, CurrentNumberScheduled: 9, UpdatedNumberScheduled: 8,
-			NumberReady: 3, NumberAvailable: 2, NumberUnavailable: 2,
+	for _, c := range []struct {
+		obj  client.Object
+		want Workload
+	}{
+		{
+			obj: &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "d", Generation: 7},
+				Spec:       appsv1.DeploymentSpec{Selector: selector("app", "d"), Replicas: ptr.To[int32](9)},
+				Status: appsv1.DeploymentStatus{ObservedGeneration: 6, Replicas: 5, UpdatedReplicas: 4, ReadyReplicas: 3, AvailableReplicas: 2,
+					UnavailableReplicas: 11},
+			},
+			want: Workload{Kind: "Deployment", Name: "d", Selector: selector("app", "d"), Replicas: 5, ReadyReplicas: 3, AvailableReplicas: 2,
+				Generation: 7, ObservedGeneration: 6, Desired: 9, Updated: 4},
 		},
-	}
-	if got, want := FromDaemonSet(ds), (Workload{Kind: "DaemonSet", Name: "ds", Selector: ds.Spec.Selector, Replicas: 4, ReadyReplicas: 3, AvailableReplicas: 2,
-		Generation: 3, ObservedGeneration: 2, Desired: 4, Updated: 8}); got != want {
-		t.Errorf("FromDaemonSet = %+v, want %+v", got, want)
+		{
+			obj: &appsv1.StatefulSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 17},
+				Spec:       appsv1.StatefulSetSpec{Selector: selector("app", "s"), Replicas: ptr.To[int32](19)},
+				Status: appsv1.StatefulSetStatus{ObservedGeneration: 16, Replicas: 15, UpdatedReplicas: 14, ReadyReplicas: 13, AvailableReplicas: 12,
+					CurrentReplicas: 21},
+			},
+			want: Workload{Kind: "StatefulSet", Name: "s", Selector: selector("app", "s"), Replicas: 15, ReadyReplicas: 13, AvailableReplicas: 12,
+				Generation: 17, ObservedGeneration: 16, Desired: 19, Updated: 14},
+		},
+		{
+			// A DaemonSet's spec has no replicas: it wants the nodes it is scheduled to.
+			obj: &appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "ds", Generation: 27},
+				Spec:       appsv1.DaemonSetSpec{Selector: selector("app", "ds")},
+				Status: appsv1.DaemonSetStatus{ObservedGeneration: 26, DesiredNumberScheduled: 25, UpdatedNumberScheduled: 24, NumberReady: 23,
+					NumberAvailable: 22, CurrentNumberScheduled: 31, NumberUnavailable: 32, NumberMisscheduled: 33},
+			},
+			want: Workload{Kind: "DaemonSet", Name: "ds", Selector: selector("app", "ds"), Replicas: 25, ReadyReplicas: 23, AvailableReplicas: 22,
+				Generation: 27, ObservedGeneration: 26, Desired: 25, Updated: 24},
+		},
+	} {
+		t.Run(c.want.Kind, func(t *testing.T) {
+			var got Workload
+			switch o := c.obj.(type) {
+			case *appsv1.Deployment:
+				got = FromDeployment(o)
+			case *appsv1.StatefulSet:
+				got = FromStatefulSet(o)
+			case *appsv1.DaemonSet:
+				got = FromDaemonSet(o)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("From%s = %+v, want %+v", c.want.Kind, got, c.want)
+			}
+			if w, ok := workloadOf(c.obj); !ok || !reflect.DeepEqual(w, c.want) {
+				t.Errorf("workloadOf = %+v, %v, want %+v, true", w, ok, c.want)
+			}
+		})
 	}
 
 	// spec.replicas defaults to 1 in the API; an object read without
 	// defaulting must not be taken to want none.
-	d.Spec.Replicas, s.Spec.Replicas = nil, nil
-	if got := FromDeployment(d).Desired; got != 1 {
+	if got := FromDeployment(&appsv1.Deployment{}).Desired; got != 1 {
 		t.Errorf("FromDeployment without spec.replicas: Desired = %d, want 1", got)
 	}
-	if got := FromStatefulSet(s).Desired; got != 1 {
+	if got := FromStatefulSet(&appsv1.StatefulSet{}).Desired; got != 1 {
 		t.Errorf("FromStatefulSet without spec.replicas: Desired = %d, want 1", got)
 	}
 }
