@@ -34,14 +34,9 @@ func TestPersonsHelmUpgradeMovedAside(t *testing.T) {
 		t.Skip("the signed records are this operator's")
 	}
 	ctx := context.Background()
-	op := newOperator(t)
-	ns := env.Namespace(t)
-	keyRef, startManager := ownSigningKey(t, op)
-	startManager()
-	op.sidecar()
 	const name = "app-0"
-	env.Create(t, appService.newCR(ns, name, 1))
-	waitReady(t, ns)
+	f := newFaultFixture(t, fixtureOptions{kind: appService, n: 1, name: func(int) string { return name }})
+	ns, keyRef := f.ns, f.keyRef
 
 	personsUpgrade(t, ns, name, map[string]any{"replicas": 3})
 	// The release is installed again from the CR (it has no record left that it trusts), over
@@ -122,14 +117,9 @@ func TestPersonsHelmChangesUndone(t *testing.T) {
 		t.Skip("the signed records are this operator's")
 	}
 	ctx := context.Background()
-	op := newOperator(t)
-	ns := env.Namespace(t)
-	_, startManager := ownSigningKey(t, op)
-	startManager()
-	op.sidecar()
 	const name = "app-0"
-	env.Create(t, appService.newCR(ns, name, 1))
-	waitReady(t, ns)
+	f := newFaultFixture(t, fixtureOptions{kind: appService, n: 1, name: func(int) string { return name }})
+	ns := f.ns
 	// Revision 2, for the person's rollback to go back from.
 	if err := appService.setReplicas(ctx, appService.newCR(ns, name, 0), 2); err != nil {
 		t.Fatal(err)

@@ -27,14 +27,9 @@ func TestRecordsOfEarlierVersionsResigned(t *testing.T) {
 		t.Skip("the signed records are this operator's")
 	}
 	ctx := context.Background()
-	op := newOperator(t)
-	ns := env.Namespace(t)
-	keyRef, startManager := ownSigningKey(t, op)
-	m := startManager()
-	op.sidecar()
 	const name = "app-0"
-	env.Create(t, appService.newCR(ns, name, 1))
-	waitReady(t, ns)
+	f := newFaultFixture(t, fixtureOptions{kind: appService, n: 1, name: func(int) string { return name }})
+	ns, keyRef, startManager, m := f.ns, f.keyRef, f.startManager, f.manager
 
 	m.Stop()
 	// An earlier version kept no state of its records beside the key.

@@ -45,20 +45,12 @@ func TestRestoreWithoutRecordsAdopts(t *testing.T) {
 		t.Skip("the signing key is this operator's")
 	}
 	ctx := context.Background()
-	op := newOperator(t)
-	ns := env.Namespace(t)
-	keyRef, startManager := ownSigningKey(t, op)
-	m := startManager()
-	sidecar := op.sidecar()
-
 	const n = 3
 	name := func(i int) string { return fmt.Sprintf("cache-%d", i) }
 	size := func(i int) int64 { return int64(1 + i%2) }
 	keptRefs := name(n - 1) // restored with its ownerReferences
-	for i := range n {
-		env.Create(t, memcached.newCR(ns, name(i), size(i)))
-	}
-	waitKindReady(t, ns, memcached)
+	f := newFaultFixture(t, fixtureOptions{kind: memcached, n: n, name: name, replicas: size})
+	op, ns, keyRef, startManager, m, sidecar := f.op, f.ns, f.keyRef, f.startManager, f.manager, f.sidecar
 	_, oldKeys := keysOf(t, keyRef)
 	before, err := workloadUIDs(ctx, ns)
 	if err != nil {

@@ -39,18 +39,10 @@ func TestSigningKeyLossRestoreAndRotation(t *testing.T) {
 		t.Skip("the signing key is this operator's")
 	}
 	ctx := context.Background()
-	op := newOperator(t)
-	ns := env.Namespace(t)
-	keyRef, startManager := ownSigningKey(t, op)
-	m := startManager()
-	op.sidecar()
-
 	const n = 3
 	name := func(i int) string { return fmt.Sprintf("app-%d", i) }
-	for i := range n {
-		env.Create(t, appService.newCR(ns, name(i), 1))
-	}
-	waitReady(t, ns)
+	f := newFaultFixture(t, fixtureOptions{kind: appService, n: n, name: name})
+	ns, keyRef, startManager, m := f.ns, f.keyRef, f.startManager, f.manager
 	backup, old := keysOf(t, keyRef)
 	oldID := old.Current.ID()
 	t.Logf("releases deployed, signed by key %s; the key's Secret copied", oldID)
@@ -311,20 +303,7 @@ func keysOf(t *testing.T, keyRef client.ObjectKey) (*corev1.Secret, releasesign.
 // sidecar's status) and Ready.
 func waitReady(t testing.TB, ns string) *state {
 	t.Helper()
-	s := waitAllConverged(t, ns, appService)
-	framework.Eventually(t, time.Minute, func(ctx context.Context) error {
-		crs, err := appService.list(ctx, ns)
-		if err != nil {
-			return err
-		}
-		for i := range crs {
-			if st, _, msg := framework.Condition(&crs[i], "Ready"); st != "True" {
-				return fmt.Errorf("%s: Ready=%q: %s", crs[i].GetName(), st, msg)
-			}
-		}
-		return nil
-	})
-	return s
+	return waitKindReady(t, ns, appService)
 }
 
 // noRefusals says which of the n CRs named by name report a refused record.
@@ -362,17 +341,10 @@ func TestSigningKeyLostForGood(t *testing.T) {
 		t.Skip("the signing key is this operator's")
 	}
 	ctx := context.Background()
-	op := newOperator(t)
-	ns := env.Namespace(t)
-	keyRef, startManager := ownSigningKey(t, op)
-	m := startManager()
-	op.sidecar()
 	const n = 2
 	name := func(i int) string { return fmt.Sprintf("app-%d", i) }
-	for i := range n {
-		env.Create(t, appService.newCR(ns, name(i), 1))
-	}
-	s := waitReady(t, ns)
+	f := newFaultFixture(t, fixtureOptions{kind: appService, n: n, name: name})
+	ns, keyRef, startManager, m, s := f.ns, f.keyRef, f.startManager, f.manager, f.ready
 	// A record planted for a CR that does not exist, naming a made-up key: a copy of app-0's,
 	// renamed.
 	planted := s.releases[name(0)][0].secret.DeepCopy()
