@@ -53,7 +53,11 @@ func TestAddingAKind(t *testing.T) {
 	dir := copyRepo(t)
 
 	// The new kind: a chart and a watches.yaml entry.
-	copyTree(t, chartDir("memcached"), filepath.Join(dir, "helm-charts", "cache"), func(string) bool { return true })
+	// Not the versions Memcached has had, if any: the new kind has one.
+	copyTree(t, chartDir("memcached"), filepath.Join(dir, "helm-charts", "cache"), func(path string) bool {
+		rel, _ := filepath.Rel(chartDir("memcached"), path)
+		return !addkind.IsVersionHistory(filepath.ToSlash(rel))
+	})
 	chartYAML := filepath.Join(dir, "helm-charts", "cache", "Chart.yaml")
 	data, err := os.ReadFile(chartYAML)
 	if err != nil {

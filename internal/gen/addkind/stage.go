@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 )
 
@@ -25,17 +26,23 @@ type Chart struct {
 	files []chartFile
 }
 
-// PrepareChart reads the chart at src, a directory or a packaged chart (.tgz), for the kind
-// kind, and sets the annotations of its Chart.yaml: crdgen's plural, the category, and
+// PrepareChart reads the chart at src, a directory or a packaged chart (.tgz), but for the
+// record of the versions its kind has had (IsVersionHistory), for the kind kind, and sets the annotations of its Chart.yaml: crdgen's plural, the category, and
 // chartpolicy's template functions. It refuses a chart that does not load, declares a
 // dependency it does not vendor, or has a template that does not parse. kept are the
 // crdgen annotations of the kind's current chart, when src replaces it: a new chart without
 // them keeps the CRD's names, columns and scale subresource, and one with its own keeps
 // those.
 func PrepareChart(src, kind string, kept map[string]string) (*Chart, error) {
-	files, err := readChartFiles(src)
+	all, err := readChartFiles(src)
 	if err != nil {
 		return nil, fmt.Errorf("reading chart %s: %w", src, err)
+	}
+	var files []chartFile
+	for _, f := range all {
+		if !IsVersionHistory(f.Name) {
+			files = append(files, f)
+		}
 	}
 	c, err := loadChartFiles(files)
 	if err != nil {
@@ -89,6 +96,14 @@ func PrepareChart(src, kind string, kept map[string]string) (*Chart, error) {
 		return nil, fmt.Errorf("chart %s has no Chart.yaml", src)
 	}
 	return p, nil
+}
+
+// IsVersionHistory reports whether the file at rel, a slash-separated path in a chart
+// directory, records the versions of the chart's kind (crdgen's conversions.yaml and
+// versions/): a chart copied from a kind of this repository leaves them behind, since a new
+// kind has one version and a new version's chart takes its kind's history.
+func IsVersionHistory(rel string) bool {
+	return rel == conversion.FileName || strings.HasPrefix(rel, crdgen.VersionsDir+"/")
 }
 
 // Write writes the chart's files under dir, which must not exist yet.

@@ -97,11 +97,6 @@ func Add(o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, f := range prepared.Chart.Raw {
-			if kept(f.Name) {
-				return nil, fmt.Errorf("chart %s has its own %s: the kind's versions are kept in %s", o.Chart, f.Name, k.chartRel)
-			}
-		}
 		overrides, err := prepared.CheckRBAC(o.Kind)
 		if err != nil {
 			return nil, err
@@ -143,7 +138,7 @@ func Add(o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := copyDir(k.chartDir, stage, func(rel string) bool { return rel != crdgen.VersionsDir && !kept(rel) }); err != nil {
+	if err := copyDir(k.chartDir, stage, func(rel string) bool { return !kept(rel) }); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(stage, crdgen.VersionsDir), 0o755); err != nil {

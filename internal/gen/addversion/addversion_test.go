@@ -281,3 +281,35 @@ func TestAddReportsOtherOverrides(t *testing.T) {
 		t.Errorf("watches.yaml:\n%s", got)
 	}
 }
+
+// A new chart copied from a kind with versions brings none of them: the kind's own are kept.
+func TestAddLeavesTheNewChartsVersionsBehind(t *testing.T) {
+	root := shopRepo(t)
+	chart := filepath.Join(t.TempDir(), "shop")
+	if err := copyDir("testdata/shop-v1beta1", chart, nil); err != nil {
+		t.Fatal(err)
+	}
+	for rel, data := range map[string]string{
+		"conversions.yaml":         "- {from: v1, to: v2}\n",
+		"versions/v1.schema.json":  "{}",
+		"versions/deprecated.yaml": "v1: old\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(chart, rel), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Add(Options{Root: root, Kind: "Shop", Version: "v1beta1", Chart: chart, Manifests: generate}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "helm-charts", "shop")
+	if got := readFile(t, filepath.Join(dir, "conversions.yaml")); got != wantShopConversions {
+		t.Errorf("conversions.yaml:\n%s", got)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "versions"))
+	if err != nil || len(entries) != 1 || entries[0].Name() != "v1alpha1.schema.json" {
+		t.Errorf("versions/ holds %v (%v), want v1alpha1.schema.json alone", entries, err)
+	}
+}
