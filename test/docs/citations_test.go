@@ -611,7 +611,7 @@ var (
 	// ident is an identifier in a code span of a Go comment, with an upper-case letter:
 	// a Go name (`newPipeline`, `Setup`), where a word of lower case may be a template's
 	// function or a word quoted.
-	ident = regexp.MustCompile("^(?:[A-Z]|[a-z_]\\w*[A-Z])\\w*$")
+	ident = regexp.MustCompile(`^(?:[A-Z]|[a-z_]\w*[A-Z])\w*$`)
 	// fileExt is the end of a file's name, which looks like a type's member (pipeline.go).
 	fileExt = regexp.MustCompile(`\.(go|md|sh|ya?ml|json|txt|tsv|png|svg|tgz|tar)$`)
 )
