@@ -20,7 +20,7 @@ const NewLeaderRoom = 10 * time.Second
 
 // DeferredCache is a cache that waits, before it starts filling, while another pod has held
 // Lock's Lease for less than Room: the kubelet's restart of a crashed leader's process, whose
-// Lease a standby has just taken (TakeOver), or which it has just handed to one
+// Lease a standby has just taken (Succession), or which it has just handed to one
 // (YieldToStandby).
 //
 // Why: filling a cache at 10,000 CRs takes nearly both of a small control plane's cores for

@@ -15,7 +15,7 @@
 // kubelet starts it again. With YieldToStandby the restarted process, before anything else,
 // hands that Lease to another pod of its Deployment that is Ready, when there is one, so that
 // a standby with its cache full serves at once instead of after the restarted process has
-// filled its own. With TakeOver the standby does not wait for that restart: it watches the
+// filled its own. With Succession the standby does not wait for that restart: it watches the
 // other pods of its Deployment and takes the Lease as soon as the kubelet reports the end of
 // the leader's process, which StampedLock lets it tell from a successor's in the same pod.
 // Whichever way the Lease changes hands, WakingLock lets the new holder's elector see it at

@@ -14,7 +14,7 @@ import (
 // identity, and a process restarted in the pod that held the Lease has that identity
 // (podidentity.LeaseHolder): without the stamp it would renew its predecessor's record
 // unchanged. With it, a record whose acquire time is older than the moment a process of that
-// container ended was written by that process or an earlier one, all ended: TakeOver relies
+// container ended was written by that process or an earlier one, all ended: Succession relies
 // on it.
 type StampedLock struct {
 	resourcelock.Interface

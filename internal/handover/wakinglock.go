@@ -18,27 +18,27 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=list;watch
 
 // stallPeriods is how many renew periods without a renewal end a wait. A crashed leader is
-// taken over (TakeOver) once the kubelet reports its container ended: at 10,000 CRs up to
+// taken by a successor (Succession) once the kubelet reports its container ended: at 10,000 CRs up to
 // 1.2 s after the kill, itself up to a period after the last renewal, so up to 2.5 s after
 // it with the API server's latency. The wait must outlast that, or the elector, back on its
-// retries, learns of the take-over up to 2.2 s late (with a bound of 1.5 periods it did, in
+// retries, learns of the succession up to 2.2 s late (with a bound of 1.5 periods it did, in
 // one round of four: docs/bench/restart-10000/fairness.md). The cost is in a lost node's
-// take-over: the elector starts counting the Lease's term when the wait ends, so it takes
+// succession: the elector starts counting the Lease's term when the wait ends, so it takes
 // the Lease about 18 s after the last renewal, where 1.5 periods took 16.5 to 18.7 s.
 const stallPeriods = 3
 
 // WakingLock is a Lease lock whose Get, while another process holds the Lease and renews it,
-// waits until the Lease changes hands: released, taken over (TakeOver), deleted.
+// waits until the Lease changes hands: released, taken by a successor (Succession), deleted.
 //
 // client-go's elector tries the Lease every RetryPeriod plus up to 1.2 times as much jitter,
 // and learns only then that the Lease was released (a rolling update, a drain) or handed to
 // this process: 1 to 2.2 s later with internal/mgropts' LeaderRetryPeriod, which is most of
-// what a standby's take-over after a crash waits once the kubelet has reported it. With a
+// what a standby's succession after a crash waits once the kubelet has reported it. With a
 // watch on the one Lease the standby's elector, held in Get, tries it at once.
 //
 // The wait ends as well when the holder stops renewing (none seen for stallPeriods times its
 // period): from then on the elector tries every period as without the watch, so a leader
-// lost with its node is taken over when its term ends, as before. A stalled watch looks the
+// lost with its node is taken when its term ends, as before. A stalled watch looks the
 // same and ends the wait. The leader's own tries are never held: Get waits only while the
 // holder is another.
 type WakingLock struct {

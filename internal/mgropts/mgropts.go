@@ -219,7 +219,7 @@ func (o *Options) Manager() ctrl.Options {
 // /healthz check that answers while the process runs and a /readyz one that answers once its
 // cache is filled (cacheSynced). In a pod, a Lease the pod's last process left held goes to
 // another pod of the Deployment if one is Ready (handover.YieldToStandby), a standby takes
-// its Lease when the leader's process ends (handover.TakeOver), a standby's elector tries
+// its Lease when the leader's process ends (handover.Succession), a standby's elector tries
 // the Lease as soon as it changes hands (handover.WakingLock), and a process whose Lease
 // another pod has just taken fills its cache only once that pod has had time to start
 // serving (handover.DeferredCache).
@@ -254,7 +254,7 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), handover.YieldWait)
 		handover.YieldToStandby(ctx, cfg, lock, log)
 		cancel()
-		if err := addTakeOver(mgr, cfg, opts, lock, log); err != nil {
+		if err := addSuccession(mgr, cfg, opts, lock, log); err != nil {
 			return nil, err
 		}
 	}
@@ -267,14 +267,14 @@ func NewManager(opts ctrl.Options, log logr.Logger) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// addTakeOver adds to mgr the runnable that takes lock's Lease from a leader whose process
+// addSuccession adds to mgr the runnable that takes lock's Lease from a leader whose process
 // ended, through a lock of its own on the same Lease.
-func addTakeOver(mgr ctrl.Manager, cfg *rest.Config, opts ctrl.Options, lock *resourcelock.LeaseLock, log logr.Logger) error {
+func addSuccession(mgr ctrl.Manager, cfg *rest.Config, opts ctrl.Options, lock *resourcelock.LeaseLock, log logr.Logger) error {
 	own, err := leaseLock(cfg, opts, lock.Identity())
 	if err != nil {
 		return err
 	}
 	own.LockConfig.EventRecorder = lock.LockConfig.EventRecorder
-	return mgr.Add(&handover.TakeOver{Config: cfg, Lock: own, Container: os.Getenv(podidentity.ContainerEnv),
+	return mgr.Add(&handover.Succession{Config: cfg, Lock: own, Container: os.Getenv(podidentity.ContainerEnv),
 		Elected: mgr.Elected(), Log: log})
 }

@@ -397,7 +397,7 @@ func killProcesses(t *testing.T, pod *corev1.Pod) time.Time {
 
 // crashToStandby scales the operator's Deployment to two pods, kills both processes of the
 // leader's pod, and edits cr at once. The other pod, Ready with its cache filled, takes each
-// Lease as soon as the kubelet reports the process ended (internal/handover, TakeOver), or
+// Lease as soon as the kubelet reports the process ended (internal/handover, Succession), or
 // the restarted process hands it over, finding it left held by its pod (YieldToStandby),
 // whichever comes first; without either, the restarted process would take it back once its
 // own cache is filled. Both Leases end with the standby as holder, one transition more each,

@@ -102,7 +102,7 @@ func podIsReady(ctx context.Context, env *framework.Env, ns, name string) error 
 	return fmt.Errorf("pod %s is not Ready", name)
 }
 
-// TestTakeOver runs handover.TakeOver as a standby's process would, against the apiserver:
+// TestTakeOver runs handover.Succession as a standby's process would, against the apiserver:
 // the Lease goes to the standby once the leader pod's status shows the process of the
 // standby's container ended, the Lease's record being older than that end. Nothing runs the
 // pods (no node takes them): the test writes their status as a kubelet would.
@@ -128,7 +128,7 @@ func TestTakeOver(t *testing.T) {
 	t.Setenv(podidentity.NameEnv, standby.Name)
 	t.Setenv(podidentity.NamespaceEnv, ns)
 	to := podidentity.LeaseHolder(standby.Name, string(standby.UID))
-	takeOver := &handover.TakeOver{
+	succession := &handover.Succession{
 		Config: env.Config,
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: lease.Name},
@@ -140,7 +140,7 @@ func TestTakeOver(t *testing.T) {
 		Log:       zap.New(zap.UseDevMode(true)),
 	}
 	done := make(chan error)
-	go func() { done <- takeOver.Start(ctx) }()
+	go func() { done <- succession.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

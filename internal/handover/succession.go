@@ -17,10 +17,10 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
-// Rules of the namespaced Role the take-over needs (config/rbac/leader_election_role.yaml).
+// Rules of the namespaced Role the succession needs (config/rbac/leader_election_role.yaml).
 // +kubebuilder:rbac:groups="",namespace=system,resources=pods,verbs=watch
 
-// TakeOver is a manager's runnable that makes a standby take its Lease as soon as the kubelet
+// Succession is a manager's runnable that makes a standby take its Lease as soon as the kubelet
 // reports that the process holding it ended: the leader's container of the same name, in
 // another pod of the Deployment, terminated or started again.
 //
@@ -39,7 +39,7 @@ import (
 //
 // It runs once this process's cache is filled (a runnable that needs no leader election),
 // until the process leads.
-type TakeOver struct {
+type Succession struct {
 	// Config reaches the apiserver.
 	Config *rest.Config
 	// Lock is this process's Lease, held under its pod's identity; a lock of its own, not the
@@ -52,13 +52,13 @@ type TakeOver struct {
 	Log     logr.Logger
 }
 
-// NeedLeaderElection says that TakeOver runs on a standby.
-func (*TakeOver) NeedLeaderElection() bool { return false }
+// NeedLeaderElection says that Succession runs on a standby.
+func (*Succession) NeedLeaderElection() bool { return false }
 
 // Start watches the other pods of this pod's Deployment until ctx ends or this process leads.
-// Nothing here stops the process: an error is logged, and the standby then takes over as it
-// would have without TakeOver.
-func (t *TakeOver) Start(ctx context.Context) error {
+// Nothing here stops the process: an error is logged, and the standby then takes the Lease as it
+// would have without Succession.
+func (t *Succession) Start(ctx context.Context) error {
 	name, ns := os.Getenv(podidentity.NameEnv), os.Getenv(podidentity.NamespaceEnv)
 	if name == "" || ns == "" || t.Container == "" {
 		return nil
@@ -105,7 +105,7 @@ func (t *TakeOver) Start(ctx context.Context) error {
 
 // takeFrom takes the Lease if pod holds it under a record older than end, when a process of
 // pod's container ended.
-func (t *TakeOver) takeFrom(ctx context.Context, pod *corev1.Pod, end time.Time, log logr.Logger) {
+func (t *Succession) takeFrom(ctx context.Context, pod *corev1.Pod, end time.Time, log logr.Logger) {
 	from := podidentity.LeaseHolder(pod.Name, string(pod.UID))
 	rec, _, err := t.Lock.Get(ctx)
 	if err != nil {
