@@ -130,7 +130,7 @@ func Add(o Options) (*Report, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	conversions, _, err := appendStep(existing, step)
+	conversions, chain, err := appendStep(existing, step)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +163,11 @@ func Add(o Options) (*Report, error) {
 		return nil, err
 	}
 
+	oldSample, newSample, sample, err := convertSample(o.Root, gvk, prev, chain)
+	if err != nil {
+		return nil, err
+	}
+
 	paths := append([]string{k.chartRel}, generatedPaths...)
 	before, err := snapshot(o.Root, paths)
 	if err != nil {
@@ -182,6 +187,14 @@ func Add(o Options) (*Report, error) {
 	}
 	if err := os.WriteFile(filepath.Join(o.Root, watchesFile), newWatches, 0o644); err != nil {
 		return nil, undo(err)
+	}
+	if oldSample != "" {
+		if err := os.WriteFile(filepath.Join(o.Root, filepath.FromSlash(newSample)), sample, 0o644); err != nil {
+			return nil, undo(err)
+		}
+		if err := os.Remove(filepath.Join(o.Root, filepath.FromSlash(oldSample))); err != nil {
+			return nil, undo(err)
+		}
 	}
 	manifests := o.Manifests
 	if manifests == nil {

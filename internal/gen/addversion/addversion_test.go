@@ -27,6 +27,14 @@ func shopRepo(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(root, "watches.yaml"), []byte(shopWatches), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	sample := "apiVersion: shop.example.com/v1alpha1\nkind: Shop\nmetadata:\n  name: shop-sample\n" +
+		"spec:\n  replicaCount: 2\n  image: shop:1.0\n  password: s3cret\n  legacyPort: 9090\n"
+	if err := os.MkdirAll(filepath.Join(root, "config", "samples"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "config", "samples", "shop.example.com_v1alpha1_shop.yaml"), []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := generate(root); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +164,18 @@ func TestAddMovedValues(t *testing.T) {
 	}
 	if annotations[crdgen.AnnotationPlural] != "shops" || annotations[crdgen.AnnotationReplicasPath] != ".spec.replicas" {
 		t.Errorf("Chart.yaml annotations %v: want the old chart's plural and the new chart's replicasPath", annotations)
+	}
+
+	// The sample moved to v1beta1 with its values; what v1beta1 has no place for is left out.
+	if _, err := os.Stat(filepath.Join(root, "config", "samples", "shop.example.com_v1alpha1_shop.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the v1alpha1 sample is still there: %v", err)
+	}
+	wantSample := "# The v1alpha1 sample converted to v1beta1 by make add-version (the conversions of conversions.yaml): edit it\n" +
+		"# freely, make manifests does not overwrite it.\n" +
+		"apiVersion: shop.example.com/v1beta1\nkind: Shop\nmetadata:\n  name: shop-sample\n" +
+		"spec:\n  auth:\n    password: s3cret\n  image: shop:1.0\n"
+	if got := readFile(t, filepath.Join(root, "config", "samples", "shop.example.com_v1beta1_shop.yaml")); got != wantSample {
+		t.Errorf("v1beta1 sample:\n%s\nwant:\n%s", got, wantSample)
 	}
 
 	crd := readCRD(t, root)
