@@ -46,6 +46,7 @@ type Report struct {
 	// overrideValues of the kind's watches.yaml entry, which add-version leaves to a person.
 	Overrides       map[string]string
 	OverridesDiffer bool
+	Sample          string   // the sample converted to the new version, "" if none
 	Written         []string // files changed under generatedPaths and the chart directory
 	Output          string   // what make manifests printed
 }
@@ -212,6 +213,7 @@ func Add(o Options) (*Report, error) {
 	for _, d := range step.drops {
 		r.Drops = append(r.Drops, d.reason)
 	}
+	r.Sample = newSample
 	r.Written = changedFiles(before, after)
 	r.Output = string(out)
 	return r, nil

@@ -139,6 +139,9 @@ func TestAddMovedValues(t *testing.T) {
 	if len(r.Moves) != 1 || len(r.Drops) != 2 {
 		t.Errorf("report moves %v, drops %v; want 1 and 2", r.Moves, r.Drops)
 	}
+	if r.Sample != "config/samples/shop.example.com_v1beta1_shop.yaml" {
+		t.Errorf("report sample %q", r.Sample)
+	}
 
 	watches, err := watchfile.Load(filepath.Join(root, "watches.yaml"))
 	if err != nil {

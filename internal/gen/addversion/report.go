@@ -34,6 +34,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if len(r.Drops) > 0 {
 		fmt.Fprintln(w, "  A drop keeps the value in an annotation, out of the chart's values: make it a move where the value lives on, then run make manifests.")
+		if r.Sample != "" {
+			fmt.Fprintf(w, "  %s was converted with the step as proposed, without the dropped values: put back those a move keeps.\n", r.Sample)
+		}
 	}
 	if r.OverridesDiffer {
 		fmt.Fprintf(w, "\nThe new chart's safe default, the overrideValues that keep it from rendering cluster-scoped or RBAC objects it does not declare, is %v;\n", r.Overrides)
