@@ -96,7 +96,8 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	}
 	if c.live != nil {
 		opts = append(opts, func(i *action.Install) error {
-			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.live, cr: c.cr, step: "install"}
+			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.live, cr: c.cr, step: "install",
+				deployed: deployedBefore(c.cr, name)}
 			return nil
 		})
 	}
@@ -169,7 +170,7 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 		// A dry run adopts nothing; the upgrade after it is checked.
 		opts = append(opts, func(u *action.Upgrade) error {
 			u.PostRenderer = ownershipProof{PostRenderer: u.PostRenderer, live: c.live, cr: c.cr, step: "upgrade",
-				known: func() ([]manifest.Head, error) { return c.releaseObjects(name) }}
+				deployed: deployedBefore(c.cr, name), known: func() ([]manifest.Head, error) { return c.releaseObjects(name) }}
 			return nil
 		})
 	}

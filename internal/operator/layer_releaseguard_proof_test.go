@@ -62,6 +62,7 @@ func TestOwnershipProof(t *testing.T) {
 		existing []client.Object
 		manifest string
 		known    []manifest.Head // nil: an install
+		deployed bool            // the CR's status proves the operator deployed the release
 		refused  string          // the object named in the refusal, or "" if passed
 	}{
 		{name: "absent: created", manifest: cmManifest},
@@ -75,6 +76,14 @@ func TestOwnershipProof(t *testing.T) {
 		{name: "new in the upgrade, another tool's", existing: []client.Object{configMap("x-config", "")}, manifest: cmManifest,
 			known:   []manifest.Head{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Name: "x-other"}},
 			refused: "ConfigMap team-a/x-config"},
+		{name: "the operator's release, its owner references removed by a person's helm upgrade",
+			existing: []client.Object{configMap("x-config", "")}, manifest: cmManifest, deployed: true},
+		{name: "the operator's release, another release's object", manifest: cmManifest, deployed: true,
+			existing: []client.Object{func() client.Object {
+				cm := configMap("x-config", "")
+				cm.Annotations = map[string]string{helmReleaseNameAnnotation: "y", helmReleaseNamespaceAnnotation: "team-a"}
+				return cm
+			}()}, refused: "ConfigMap team-a/x-config"},
 		{name: "cluster-scoped, the CR's by its owner annotations", existing: []client.Object{storageClass("x-class", ownerAnnotations)},
 			manifest: scManifest},
 		{name: "cluster-scoped, Helm's annotations only", existing: []client.Object{storageClass("x-class", helmAnnotations)},
@@ -88,7 +97,7 @@ func TestOwnershipProof(t *testing.T) {
 			live := scopedReader{fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithRESTMapper(mapper).
 				WithObjects(tc.existing...).Build()}
 			ranBefore := false
-			p := ownershipProof{live: live, cr: cr, step: "install",
+			p := ownershipProof{live: live, cr: cr, step: "install", deployed: tc.deployed,
 				PostRenderer: postRenderFunc(func(in *bytes.Buffer) (*bytes.Buffer, error) {
 					ranBefore = true
 					return bytes.NewBufferString(in.String() + "---\n"), nil
