@@ -105,14 +105,18 @@ func TestGenerateVersions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := widgetWithVersions(t, tc.conversions, false)
+			var err error
 			switch tc.extra {
 			case DeprecatedFile:
-				os.WriteFile(filepath.Join(dir, VersionsDir, DeprecatedFile), []byte("v1: no\n"), 0o644)
+				err = os.WriteFile(filepath.Join(dir, VersionsDir, DeprecatedFile), []byte("v1: no\n"), 0o644)
 			case "":
 			default:
-				os.WriteFile(filepath.Join(dir, VersionsDir, tc.extra), []byte("{}"), 0o644)
+				err = os.WriteFile(filepath.Join(dir, VersionsDir, tc.extra), []byte("{}"), 0o644)
 			}
-			_, err := Generate(dir, widgetGVK)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Generate(dir, widgetGVK)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one saying %q", err, tc.want)
 			}
@@ -121,7 +125,9 @@ func TestGenerateVersions(t *testing.T) {
 
 	t.Run("schema without conversions", func(t *testing.T) {
 		dir := widgetWithVersions(t, "", false)
-		os.Remove(filepath.Join(dir, "conversions.yaml"))
+		if err := os.Remove(filepath.Join(dir, "conversions.yaml")); err != nil {
+			t.Fatal(err)
+		}
 		_, err := Generate(dir, widgetGVK)
 		if err == nil || !strings.Contains(err.Error(), "conversions.yaml is not") {
 			t.Errorf("error %v, want one saying conversions.yaml is missing", err)
