@@ -15,6 +15,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -84,7 +85,7 @@ func main() {
 		"How a new chart rolls out over the CRs of a kind, as Kind=POLICY (repeatable; * names every kind not named): "+
 			"waved (the default: "+rollout.Waved.String()+"), all (every CR at once), "+
 			"or settings over waved: canaries:N,waves:P/P/100,timeout:D,minready:D,onfailure:rollback|hold. See docs/rollouts.md.")
-	opts.Drift = operator.DriftSettings{}
+	opts.Drift = drift.Settings{}
 	flag.Var(opts.Drift, "drift",
 		"What a kind's reconciler does when a rendered object differs from its release, as Kind=MODE[;ignore=KIND:/json/pointer,...] "+
 			"(repeatable; * names every kind not named): repair (the default: patch it back), report (a Warning Event and the "+

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -45,10 +46,10 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, drift driftPolicy,
+func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, policy drift.Policy,
 	budget *perCRInterval, signedRecord func(metav1.Object) bool) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
-		gvk: gvk, manifests: manifests, drift: drift, budget: budget, signedRecord: signedRecord}}
+		gvk: gvk, manifests: manifests, drift: policy, budget: budget, signedRecord: signedRecord}}
 }
 
 func (m statusFilteringManager) GetCache() cache.Cache { return m.cache }
@@ -59,7 +60,7 @@ type filteringCache struct {
 	live      client.Reader // uncached: release objects are cached as metadata only
 	gvk       schema.GroupVersionKind
 	manifests *releaseManifests // what the drift filter compares release objects with
-	drift     driftPolicy       // the fields of release objects the drift filter ignores
+	drift     drift.Policy      // the fields of release objects the drift filter ignores
 	budget    *perCRInterval    // the kind's reconciles that tenants may force, per CR
 	// signedRecord: a release Secret's signature holds on its cached metadata (deletionsOnly)
 	signedRecord func(metav1.Object) bool
@@ -67,11 +68,11 @@ type filteringCache struct {
 
 // GetInformer wraps the CR kind's informer to drop status-only updates, and the informers of
 // release objects (the unstructured kinds of the reconciler's dependent watches) to pass on
-// only the updates that drift from the release (drift.go). The reconciler's watch of release
+// only the updates that drift from the release (drift.Filter). The reconciler's watch of release
 // Secrets gets their metadata informer (managercache.go), and only their deletions. Others are
 // left as they are.
 //
-// A release object's informer is a metadata-only one (see driftCheckingInformer): its
+// A release object's informer is a metadata-only one (see drift.Filter): its
 // handlers get the objects as unstructured ones that hold only their metadata.
 func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
@@ -82,9 +83,11 @@ func (c filteringCache) GetInformer(ctx context.Context, obj client.Object, opts
 		if err != nil {
 			return inf, err
 		}
-		drift := driftCheckingInformer{reader: c.Cache, live: c.live, manifests: c.manifests, owner: c.gvk, gvk: gvk, policy: c.drift,
-			budget: c.budget}
-		return wrappingInformer{Informer: inf, wrap: drift.wrap}, nil
+		filter := drift.Filter{Reader: c.Cache, Live: c.live, Manifests: c.manifests, Owner: c.gvk, GVK: gvk, Policy: c.drift}
+		if c.budget != nil {
+			filter.Budget = c.budget
+		}
+		return wrappingInformer{Informer: inf, wrap: filter.Wrap}, nil
 	}
 	if _, ok := obj.(*corev1.Secret); ok {
 		// The reconciler's watch of release Secrets, as metadata: it reads only their owner.
@@ -211,10 +214,10 @@ type perCRInterval struct {
 	next map[types.NamespacedName]time.Time
 }
 
-// wait reports how long a reconcile of key that comes at now must wait: 0 if its last one is
+// Wait reports how long a reconcile of key that comes at now must wait: 0 if its last one is
 // forcedInterval old, else until the interval ends, when the reconcile is then due; one
 // already due is this one too.
-func (l *perCRInterval) wait(key types.NamespacedName, now time.Time) time.Duration {
+func (l *perCRInterval) Wait(key types.NamespacedName, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last, ok := l.next[key]
@@ -258,7 +261,7 @@ func (f *forcedRequests) holdBack(old any, cr *unstructured.Unstructured) bool {
 		f.waiting[key] = [2]any{held[0], cr}
 		return true
 	}
-	if d := f.interval.wait(key, time.Now()); d > 0 {
+	if d := f.interval.Wait(key, time.Now()); d > 0 {
 		f.waiting[key] = [2]any{old, cr}
 		f.queue.AddAfter(key, d)
 		return true

@@ -317,7 +317,7 @@ func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
 	forced := old.DeepCopy()
 	forced.SetResourceVersion("2")
 	forced.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: "now"})
-	if d := budget.wait(client.ObjectKeyFromObject(old), time.Now()); d != 0 {
+	if d := budget.Wait(client.ObjectKeyFromObject(old), time.Now()); d != 0 {
 		t.Fatalf("the source's change waits %v, want none: the budget was unused", d)
 	}
 	h.OnUpdate(old, forced)

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -29,7 +30,7 @@ type shared struct {
 	history     int
 	maxSpec     int // values a spec may hold (specbound.go)
 	rollouts    rollout.Policies
-	drift       DriftSettings
+	drift       drift.Settings
 
 	status    statusKeepingClient    // the helm reconcilers' status writer (statusclient.go)
 	versions  *releaseVersions       // the releases handed to the reconcilers, read by status
@@ -47,7 +48,7 @@ type shared struct {
 // A CR's life moves between them so:
 //
 //	CR event (informerfilters.go: not a status-only update)
-//	or drift of a rendered object (drift.go)            rollout.wake: CRs it admits
+//	or drift of a rendered object (drift.Filter)        rollout.wake: CRs it admits
 //	      |                                               or rolls back
 //	      v                                                      |
 //	helm: helm-operator-plugins' reconciler  <-------------------+
@@ -115,10 +116,10 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
 	}
 	k.rollout.sources, k.rollout.orderKey = values, s.configs.RolloutOrderKey
-	drift := driftPolicy{DriftSetting: s.drift.For(w.GroupVersionKind.Kind), hpas: mgr.GetAPIReader()}
+	driftPolicy := drift.NewPolicy(s.drift.For(w.GroupVersionKind.Kind), mgr.GetAPIReader())
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
-		drift: drift, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal,
+		drift: driftPolicy, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal,
 		unproven: s.configs.UnprovenRecords}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
@@ -129,7 +130,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		// The stock run command passes watchDependentResources itself here, so its
 		// default (true) turns the watches off and drift waits for the periodic pass.
 		// Drift mode off needs no watch: nothing would come of its events.
-		reconciler.SkipDependentWatches(!*w.WatchDependentResources || drift.Mode == DriftOff),
+		reconciler.SkipDependentWatches(!*w.WatchDependentResources || driftPolicy.Mode == drift.Off),
 		reconciler.WithMaxConcurrentReconciles(k.concurrency),
 		reconciler.WithReconcilePeriod(k.period),
 		reconciler.WithMaxReleaseHistory(s.history),
@@ -155,7 +156,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err != nil {
 		return nil, fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 	}
-	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, drift, budget,
+	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, driftPolicy, budget,
 		s.configs.SignedRecord)); err != nil {
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}

@@ -15,11 +15,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // withDrift hands out action clients whose drift repair follows the kind's drift policy.
-func withDrift(getter helmclient.ActionClientGetter, policy driftPolicy, live client.Reader,
+func withDrift(getter helmclient.ActionClientGetter, policy drift.Policy, live client.Reader,
 	recorder record.EventRecorder, status client.StatusClient) helmclient.ActionClientGetter {
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
 		c, err := getter.ActionClientFor(ctx, cr)
@@ -43,7 +44,7 @@ type driftClient struct {
 	helmclient.ActionInterface
 	ctx      context.Context
 	obj      client.Object
-	policy   driftPolicy
+	policy   drift.Policy
 	live     client.Reader // the release's objects, from the API server
 	recorder record.EventRecorder
 	status   client.StatusClient // writes the Drifted condition
@@ -51,17 +52,17 @@ type driftClient struct {
 
 func (c driftClient) Reconcile(rel *release.Release) error {
 	switch c.policy.Mode {
-	case DriftOff:
+	case drift.Off:
 		return nil
-	case DriftReport:
-		drifts, err := c.policy.drift(c.ctx, c.live, rel.Manifest, rel.Namespace)
+	case drift.Report:
+		drifts, err := c.policy.Drift(c.ctx, c.live, rel.Manifest, rel.Namespace)
 		if err != nil {
 			return err
 		}
 		c.report(drifts)
 		return nil
 	}
-	manifest, err := c.policy.strippedManifest(c.ctx, rel.Manifest, rel.Namespace)
+	manifest, err := c.policy.StrippedManifest(c.ctx, rel.Manifest, rel.Namespace)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func (c driftClient) Reconcile(rel *release.Release) error {
 // for drifts found. As the record report does, the condition is set on the reconciler's
 // copy of the CR too, so that the status the reconciler writes at the end keeps it. A CR
 // that never drifted gets no condition.
-func (c driftClient) report(drifts []objectDrift) {
+func (c driftClient) report(drifts []drift.ObjectDrift) {
 	u, ok := c.obj.(*unstructured.Unstructured)
 	if !ok {
 		return

@@ -7,12 +7,63 @@ import (
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/release"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
+
+// driftManifest, hpaReader and objectsOf are those of the drift package's tests.
+
+const driftManifest = `---
+# Source: memcached/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata: {name: m}
+spec: {ports: [{port: 11211}]}
+---
+# Source: memcached/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: m
+  annotations: {example.com/owner: chart}
+spec:
+  replicas: 3
+  progressDeadlineSeconds: 9007199254740993
+  template:
+    spec:
+      containers: [{name: memcached, image: "memcached:1.6"}]
+`
+
+// hpaReader holds an HPA in namespace ns that scales the Deployment named target.
+func hpaReader(t *testing.T, target string, objs ...client.Object) client.Reader {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := autoscalingv2.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: target}}}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, hpa)...).Build()
+}
+
+// objectsOf are the objects of a manifest, by kind.
+func objectsOf(t *testing.T, manifest string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, obj := range parseManifest(manifest) {
+		out[obj.GetKind()] = obj.Object
+	}
+	return out
+}
 
 // reconcileCatcher is an engine that keeps the release it was asked to repair.
 type reconcileCatcher struct {
@@ -46,7 +97,7 @@ func TestDriftLayer(t *testing.T) {
 		u.SetName("m")
 		return u
 	}
-	run := func(policy driftPolicy, live client.Reader, obj *unstructured.Unstructured) (*reconcileCatcher, []string, *statusWrites, error) {
+	run := func(policy drift.Policy, live client.Reader, obj *unstructured.Unstructured) (*reconcileCatcher, []string, *statusWrites, error) {
 		engine := &reconcileCatcher{fakeActions: &fakeActions{}}
 		rec := record.NewFakeRecorder(10)
 		status := &statusWrites{}
@@ -59,7 +110,7 @@ func TestDriftLayer(t *testing.T) {
 	}
 
 	t.Run("repair, an HPA scales the Deployment", func(t *testing.T) {
-		engine, evs, _, err := run(driftPolicy{DriftSetting: DriftSetting{Mode: DriftRepair}, hpas: hpaReader(t, "m")}, nil, cr())
+		engine, evs, _, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Repair}, hpaReader(t, "m")), nil, cr())
 		if err != nil || engine.repaired == nil {
 			t.Fatalf("Reconcile: %v, repaired %v", err, engine.repaired)
 		}
@@ -71,19 +122,19 @@ func TestDriftLayer(t *testing.T) {
 		}
 	})
 	t.Run("repair, nothing ignored", func(t *testing.T) {
-		engine, _, _, err := run(driftPolicy{DriftSetting: DriftSetting{Mode: DriftRepair}}, nil, cr())
+		engine, _, _, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Repair}, nil), nil, cr())
 		if err != nil || engine.repaired != rel {
 			t.Errorf("Reconcile: %v; the engine got %p, want the release itself", err, engine.repaired)
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		engine, evs, status, err := run(driftPolicy{DriftSetting: DriftSetting{Mode: DriftOff}}, nil, cr())
+		engine, evs, status, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Off}, nil), nil, cr())
 		if err != nil || engine.repaired != nil || len(evs) != 0 || status.updates != 0 {
 			t.Errorf("Reconcile: %v, repaired %v, events %q, %d status writes; want nothing done", err, engine.repaired, evs, status.updates)
 		}
 	})
 	t.Run("report", func(t *testing.T) {
-		report := driftPolicy{DriftSetting: DriftSetting{Mode: DriftReport}}
+		report := drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil)
 		obj := cr()
 		engine, evs, status, err := run(report, readerWith(liveObjects(5)...), obj)
 		if err != nil || engine.repaired != nil {
@@ -104,20 +155,20 @@ func TestDriftLayer(t *testing.T) {
 		}
 		// Ignored (an HPA scales it): no drift, the condition turns False.
 		withHPA := hpaReader(t, "m", liveObjects(5)...)
-		_, evs, status, _ = run(driftPolicy{DriftSetting: report.DriftSetting, hpas: withHPA}, withHPA, obj)
+		_, evs, status, _ = run(drift.NewPolicy(report.Setting, withHPA), withHPA, obj)
 		conds, _, _ = unstructured.NestedSlice(obj.Object, "status", "conditions")
 		if i := conditionIndex(conds, statuscontract.Drifted); len(evs) != 0 || i < 0 || conds[i].(map[string]any)["status"] != "False" || status.updates != 1 {
 			t.Errorf("events %q, conditions %v, %d writes; want no Event and Drifted False", evs, conds, status.updates)
 		}
 	})
 	t.Run("report, a missing object", func(t *testing.T) {
-		_, evs, _, err := run(driftPolicy{DriftSetting: DriftSetting{Mode: DriftReport}}, readerWith(liveObjects(3)[1]), cr())
+		_, evs, _, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil), readerWith(liveObjects(3)[1]), cr())
 		if err != nil || len(evs) != 1 || !strings.HasSuffix(evs[0], ": Service m: missing") {
 			t.Errorf("Reconcile: %v, events %q; want the Service reported missing", err, evs)
 		}
 	})
 	t.Run("report, no drift, never drifted", func(t *testing.T) {
-		_, evs, status, err := run(driftPolicy{DriftSetting: DriftSetting{Mode: DriftReport}}, readerWith(liveObjects(3)...), cr())
+		_, evs, status, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil), readerWith(liveObjects(3)...), cr())
 		if err != nil || len(evs) != 0 || status.updates != 0 {
 			t.Errorf("Reconcile: %v, events %q, %d status writes; want nothing", err, evs, status.updates)
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/sharedstrings"
@@ -29,7 +30,7 @@ func CacheOptions(maxSpecValues int) cache.Options {
 	return cache.Options{
 		// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
 		// a large part of every object (see stripUnread). Release objects are cached as
-		// metadata only (drift.go).
+		// metadata only (drift.Filter).
 		DefaultTransform: func(obj any) (any, error) {
 			boundSpec(obj, maxSpecValues)
 			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
@@ -125,20 +126,20 @@ func dropSecretData(obj any) (any, error) {
 	return stripUnread(obj)
 }
 
-// The manager caches as metadata the objects of every kind its charts render (drift.go), of
+// The manager caches as metadata the objects of every kind its charts render (drift.Filter), of
 // every namespace: each ConfigMap, Service or Deployment of the cluster, a chart's or not. A
 // namespace editor may give each of their objects 256 KiB of annotations and more of labels;
 // 2,000 ConfigMaps so annotated would hold 500 MiB on each replica. Of an object cached as
 // metadata, boundMetadata keeps:
 //   - the annotations that tie it to a CR and a release (cachedAnnotations), each bounded;
 //   - in place of every other annotation, their digest (annotationsDigest), which changes as
-//     they do: the drift filter passes an update that changed one (statusOnly), and reads the
+//     they do: the drift filter passes an update that changed one (drift.Filter), and reads the
 //     object from the API server to judge it;
 //   - its labels, up to maxCachedLabels bytes in all; past that, in their place, their digest
 //     (labelsDigest). The labels the manager selects cached objects by (the Namespaces'
 //     rollout labels, written by cluster administrators) are a few short ones.
 //
-// The deployment controller's annotations (controllerAnnotations) are dropped: no change of
+// The deployment controller's annotations (drift.ControllerAnnotations) are dropped: no change of
 // them wakes a drift check.
 var cachedAnnotations = []string{ownerNameAnnotation, ownerTypeAnnotation, helmReleaseNameAnnotation,
 	helmReleaseNamespaceAnnotation}
@@ -158,7 +159,7 @@ func boundMetadata(m *metav1.PartialObjectMetadata) {
 		kept := keepOnly(a, cachedAnnotations, maxCachedAnnotation)
 		rest := maps.Clone(a)
 		maps.DeleteFunc(rest, func(k, _ string) bool {
-			return slices.Contains(cachedAnnotations, k) || strings.HasPrefix(k, controllerAnnotations)
+			return slices.Contains(cachedAnnotations, k) || strings.HasPrefix(k, drift.ControllerAnnotations)
 		})
 		if len(rest) > 0 {
 			if kept == nil {

@@ -53,6 +53,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -85,8 +86,8 @@ type Options struct {
 	// (specbound.go); 0: any number. Give the same bound to CacheOptions.
 	MaxSpecValues int
 	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
-	// (driftsettings.go, docs/drift.md).
-	Drift DriftSettings
+	// (drift.Settings, docs/drift.md).
+	Drift drift.Settings
 	// RenderBounds bound each render of a chart with a CR's values, checked in a worker
 	// process first (internal/renderbound, layer_renderbounds.go); no Workers: unchecked.
 	RenderBounds renderbound.Bounds
@@ -147,7 +148,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	s.locks = newKeyedMutex()                                                     // one release name, across kinds: see layer_releaseguard.go
-	s.manifests = newReleaseManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see drift.go
+	s.manifests = newReleaseManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see internal/operator/drift
 	s.metrics = newFleetSeries(opts.MaxCRMetrics)                                 // the per-CR series: see metrics.go
 	if s.sources, err = newSourcesCache(mgr); err != nil {                        // spec.valuesFrom: see valuessources.go
 		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)

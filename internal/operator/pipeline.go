@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 )
 
@@ -171,7 +172,7 @@ type pipeline struct {
 	metrics  *fleetSeries         // the manager's per-CR series (metrics.go)
 	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
-	drift    driftPolicy          // what the kind's drift repair leaves alone (driftpolicy.go)
+	drift    drift.Policy         // what the kind's drift repair leaves alone (docs/drift.md)
 	live     client.Reader        // the release's objects as the API server has them, for drift reports and proof of ownership
 	renders  *renderbound.Checker // renders each new chart and values in a limited worker first; nil: off
 	journal  *renderJournal       // what is being rendered, for the quarantine (renderjournal.go); nil: off

@@ -15,7 +15,7 @@ import (
 )
 
 // releaseManifests finds the object a CR's deployed release renders, for the drift filter
-// (drift.go): from the manifest in the CR's status when it has one (--status-release-manifest,
+// (internal/operator/drift): from the manifest in the CR's status when it has one (--status-release-manifest,
 // or a CR last written by the stock helm-operator), otherwise from the signed release record
 // of the revision the status names (status.deployedRelease.revision, statusclient.go).
 //
@@ -30,7 +30,7 @@ import (
 // those objects would look drifted, and each such update cost a second, no-op reconcile. So the
 // revision is the newer of the status's and the one Helm last handed a reconciler (versions),
 // and while a Helm operation holds the release (locks), its manifest is about to change
-// (changing): the drift filter waits for it to end.
+// (Changing): the drift filter waits for it to end.
 type releaseManifests struct {
 	// record reads revision of the release of cr from the signed storage.
 	record   func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)
@@ -48,14 +48,14 @@ func newReleaseManifests(record func(ctx context.Context, cr *unstructured.Unstr
 	return &releaseManifests{record: record, versions: versions, locks: locks, parsed: lru.New(manifestCacheSize)}
 }
 
-// changing reports whether a Helm operation holds the release of the CR named name in
+// Changing reports whether a Helm operation holds the release of the CR named name in
 // namespace (its release is named after it).
-func (m *releaseManifests) changing(namespace, name string) bool {
+func (m *releaseManifests) Changing(namespace, name string) bool {
 	return m != nil && m.locks != nil && name != "" && m.locks.held(releaseKey(namespace, name))
 }
 
-// object returns the object of kind gvk named name in the deployed release of cr, if known.
-func (m *releaseManifests) object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
+// Object returns the object of kind gvk named name in the deployed release of cr, if known.
+func (m *releaseManifests) Object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
 	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldDeployedRelease, statuscontract.FieldDeployedReleaseManifest); ok {
 		return findInManifest(parseManifest(manifest), gvk, name)
 	}

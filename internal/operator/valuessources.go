@@ -170,7 +170,7 @@ func (v *valuesSources) wake(kind string) handler.TypedEventHandler[*metav1.Part
 	crsOf := v.crsOf(kind)
 	enqueue := func(ctx context.Context, src *metav1.PartialObjectMetadata, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range crsOf(ctx, src) {
-			if d := v.wakes.wait(req.NamespacedName, time.Now()); d > 0 {
+			if d := v.wakes.Wait(req.NamespacedName, time.Now()); d > 0 {
 				q.AddAfter(req, d)
 			} else {
 				q.Add(req)

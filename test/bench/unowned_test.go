@@ -35,7 +35,7 @@ import (
 //
 // Over a window of unownedWindow from the first update (at least unownedSettle after the
 // last: the drift check holds an update half a second before it reads,
-// internal/operator/drift.go), then over a quiet window as long, it records the manager's GET requests (its client-go's
+// internal/operator/drift/drift.go), then over a quiet window as long, it records the manager's GET requests (its client-go's
 // rest_client_requests_total{method="GET"}: the LISTs it makes and the watches it re-opens are
 // GETs too, which is what the quiet window shows), the API server's GETs of ConfigMaps from
 // every client (apiserver_request_total; no other client of the local cluster reads them) and
@@ -415,6 +415,6 @@ func unownedReport(measured string, runs []unownedRun) string {
 		"the default, as \"skip\" (docs/architecture.md). The updates do not reach it, so its GETs and CPU in both windows are " +
 		"those of its periodic reconcile of every CR, and the hand edit waits for that pass. This operator's manager does " +
 		"watch the ConfigMaps, as metadata; it drops an update of one that no CR owns before any read " +
-		"(internal/operator/drift.go), and its CPU in the window is what taking 10,000 watch events in costs it.\n")
+		"(internal/operator/drift/drift.go), and its CPU in the window is what taking 10,000 watch events in costs it.\n")
 	return b.String()
 }

@@ -1,4 +1,4 @@
-package operator
+package drift
 
 import (
 	"context"
@@ -61,8 +61,8 @@ func objectsOf(t *testing.T, manifest string) map[string]map[string]any {
 }
 
 func TestStrippedManifest(t *testing.T) {
-	rules := func(s string) DriftSetting {
-		set, err := ParseDriftSetting(s)
+	rules := func(s string) Setting {
+		set, err := ParseSetting(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,20 +70,20 @@ func TestStrippedManifest(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		policy  driftPolicy
+		policy  Policy
 		removed []string // JSON pointers gone from the Deployment
 	}{
-		{"nothing ignored", driftPolicy{DriftSetting: rules("repair")}, nil},
-		{"a rule", driftPolicy{DriftSetting: rules("repair;ignore=Deployment:/spec/replicas")}, []string{"/spec/replicas"}},
-		{"a rule for another kind", driftPolicy{DriftSetting: rules("repair;ignore=StatefulSet:/spec/replicas")}, nil},
-		{"through a list, and an escaped key", driftPolicy{DriftSetting: rules(
+		{"nothing ignored", Policy{Setting: rules("repair")}, nil},
+		{"a rule", Policy{Setting: rules("repair;ignore=Deployment:/spec/replicas")}, []string{"/spec/replicas"}},
+		{"a rule for another kind", Policy{Setting: rules("repair;ignore=StatefulSet:/spec/replicas")}, nil},
+		{"through a list, and an escaped key", Policy{Setting: rules(
 			"repair;ignore=Deployment:/spec/template/spec/containers/0/image,*:/metadata/annotations/example.com~1owner")},
 			[]string{"/metadata/annotations/example.com~1owner", "/spec/template/spec/containers/0/image"}},
-		{"a path that leads nowhere", driftPolicy{DriftSetting: rules("repair;ignore=Deployment:/spec/template/spec/containers/7/image")}, nil},
-		{"an HPA scales it", driftPolicy{DriftSetting: rules("repair"), hpas: hpaReader(t, "m")}, []string{"/spec/replicas"}},
-		{"an HPA scales another", driftPolicy{DriftSetting: rules("repair"), hpas: hpaReader(t, "other")}, nil},
+		{"a path that leads nowhere", Policy{Setting: rules("repair;ignore=Deployment:/spec/template/spec/containers/7/image")}, nil},
+		{"an HPA scales it", Policy{Setting: rules("repair"), hpas: hpaReader(t, "m")}, []string{"/spec/replicas"}},
+		{"an HPA scales another", Policy{Setting: rules("repair"), hpas: hpaReader(t, "other")}, nil},
 	} {
-		got, err := tc.policy.strippedManifest(context.Background(), driftManifest, "ns")
+		got, err := tc.policy.StrippedManifest(context.Background(), driftManifest, "ns")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -114,22 +114,22 @@ func TestStrippedManifest(t *testing.T) {
 func TestDriftedIgnores(t *testing.T) {
 	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	rule := DriftSetting{Mode: DriftRepair, Ignore: []DriftIgnore{{"Deployment", "/spec/replicas"}}}
+	rule := Setting{Mode: Repair, Ignore: []Ignore{{"Deployment", "/spec/replicas"}}}
 	for _, tc := range []struct {
 		name   string
-		policy driftPolicy
+		policy Policy
 		live   client.Reader
 		want   bool
 	}{
-		{"scaled, nothing ignored", driftPolicy{}, readerWith(liveDeployment(5, "m")), true},
-		{"scaled, a rule", driftPolicy{DriftSetting: rule}, readerWith(liveDeployment(5, "m")), false},
-		{"scaled, an HPA", driftPolicy{hpas: hpaReader(t, "m")}, hpaReader(t, "m", liveDeployment(5, "m")), false},
-		{"scaled, an HPA of another", driftPolicy{hpas: hpaReader(t, "x")}, readerWith(liveDeployment(5, "m")), true},
-		{"scaled, a rule for another kind", driftPolicy{DriftSetting: DriftSetting{Mode: DriftRepair,
-			Ignore: []DriftIgnore{{"StatefulSet", "/spec/replicas"}}}}, readerWith(liveDeployment(5, "m")), true},
+		{"scaled, nothing ignored", Policy{}, readerWith(liveDeployment(5, "m")), true},
+		{"scaled, a rule", Policy{Setting: rule}, readerWith(liveDeployment(5, "m")), false},
+		{"scaled, an HPA", Policy{hpas: hpaReader(t, "m")}, hpaReader(t, "m", liveDeployment(5, "m")), false},
+		{"scaled, an HPA of another", Policy{hpas: hpaReader(t, "x")}, readerWith(liveDeployment(5, "m")), true},
+		{"scaled, a rule for another kind", Policy{Setting: Setting{Mode: Repair,
+			Ignore: []Ignore{{"StatefulSet", "/spec/replicas"}}}}, readerWith(liveDeployment(5, "m")), true},
 	} {
-		inf := driftCheckingInformer{reader: readerWith(cr), live: tc.live, owner: memcachedGVK, gvk: deploymentGVK, policy: tc.policy}
-		if got := inf.drifted(context.Background(), key); got != tc.want {
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: tc.live, Owner: memcachedGVK, GVK: deploymentGVK, Policy: tc.policy}
+		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package operator
+package drift
 
 import (
 	"context"
@@ -36,7 +36,7 @@ import (
 // StatefulSets, PodDisruptionBudgets) whose generation, labels, annotations (but the
 // deployment controller's, statusOnly), owners and finalizers did not change had only its
 // status or its controller's bookkeeping written, and is dropped. Any other update is
-// held for settleDelay, then the object is read from the API server and passed on only if it
+// held for SettleDelay, then the object is read from the API server and passed on only if it
 // differs from the release's manifest in a field the manifest sets; or if that cannot be told
 // (no owning CR, no manifest, the object not in it). The delay lets the reconciler that
 // applied the change finish its Helm operation first: the manifest compared with is that of
@@ -44,30 +44,53 @@ import (
 // and a check waits while an operation holds the release (releasemanifests.go,
 // maxReleaseWaits). A deleted object is passed on at once, unless its
 // CR is being deleted (the uninstall deleted it); everything else passes unchanged.
-var settleDelay = 500 * time.Millisecond
+//
+// SettleDelay is a variable so that tests may shorten it.
+var SettleDelay = 500 * time.Millisecond
 
 // driftWorkers is how many drift checks of one handler run at once. Each is a GET from the
 // API server; a burst of updates (every object of a namespace relabelled) would otherwise
 // start a goroutine and a GET per update, all at once.
 const driftWorkers = 4
 
-// driftCheckingInformer checks the objects of one kind of release object (gvk) for the
-// reconciler of one CR kind (owner); its wrap is given to the informer's handlers.
-type driftCheckingInformer struct {
-	reader    client.Reader // the CRs: the manager's cache
-	live      client.Reader // the release objects, whole: the API server (reader if nil)
-	manifests *releaseManifests
-	owner     schema.GroupVersionKind
-	gvk       schema.GroupVersionKind
-	// policy says which fields are none of the operator's business (driftpolicy.go): a
+// Filter checks the objects of one kind of release object (GVK) for the reconciler of one CR
+// kind (Owner); its Wrap is given to the informer's handlers.
+type Filter struct {
+	Reader client.Reader // the CRs: the manager's cache
+	Live   client.Reader // the release objects, whole: the API server (Reader if nil)
+	// Manifests are the deployed releases' manifests, which the objects are compared with.
+	Manifests Manifests
+	Owner     schema.GroupVersionKind
+	GVK       schema.GroupVersionKind
+	// Policy says which fields are none of the operator's business (driftpolicy.go): a
 	// change confined to them wakes no reconcile, which would repair or report nothing.
-	policy driftPolicy
-	// budget spaces the reconciles that updates of objects tied to their CR by annotations
+	Policy Policy
+	// Budget spaces the reconciles that updates of objects tied to their CR by annotations
 	// alone bring (annotationTie); nil passes them at once.
-	budget *perCRInterval
+	Budget Budget
 }
 
-func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+// Manifests are what a Filter knows of the deployed releases (the operator's
+// releaseManifests).
+type Manifests interface {
+	// Changing reports whether a Helm operation holds the release of the CR named name in
+	// namespace (its release is named after it): its manifest is about to change.
+	Changing(namespace, name string) bool
+	// Object returns the object of kind gvk named name in the deployed release of cr, if
+	// known; nil if not. The caller does not change it.
+	Object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any
+}
+
+// Budget spaces the reconciles of each CR that tenants may bring at will (the operator's
+// perCRInterval).
+type Budget interface {
+	// Wait reports how long a reconcile of cr that comes at now must wait: 0 to pass at once.
+	Wait(cr types.NamespacedName, now time.Time) time.Duration
+}
+
+// Wrap is h behind the filter: it passes on the updates of release objects that drifted from
+// their release, and the deletions whose CR is not going away.
+func (i Filter) Wrap(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
 	d := onlyDrift{ResourceEventHandler: h, inf: i, checks: &driftChecks{
 		queue:  workqueue.NewTypedDelayingQueue[types.NamespacedName](),
 		latest: map[types.NamespacedName]pendingCheck{},
@@ -80,7 +103,7 @@ func (i driftCheckingInformer) wrap(h toolscache.ResourceEventHandler) toolscach
 
 type onlyDrift struct {
 	toolscache.ResourceEventHandler
-	inf    driftCheckingInformer
+	inf    Filter
 	checks *driftChecks
 }
 
@@ -102,8 +125,8 @@ type pendingCheck struct {
 	due      time.Time
 }
 
-// maxReleaseWaits is how many times, settleDelay apart, a drift check waits for a Helm
-// operation that holds the object's release (releaseManifests.changing) before it checks
+// maxReleaseWaits is how many times, SettleDelay apart, a drift check waits for a Helm
+// operation that holds the object's release (Manifests.Changing) before it checks
 // anyway: an upgrade changes the release's objects before its revision is known, so a check
 // during it would find drift in the upgrade's own changes. 20 s is longer than an upgrade of
 // these charts takes on a loaded machine; a release held longer (a chart's hooks) is
@@ -122,14 +145,14 @@ func (h onlyDrift) check() {
 		p, ok := h.checks.latest[key]
 		delete(h.checks.latest, key)
 		h.checks.mu.Unlock()
-		if ok && p.waits < maxReleaseWaits && h.inf.manifests.changing(key.Namespace, h.inf.ownerName(p.new)) {
+		if ok && p.waits < maxReleaseWaits && h.inf.changing(key.Namespace, h.inf.ownerName(p.new)) {
 			h.checkLater(key, p)
 			continue
 		}
 		if ok && h.heldByBudget(key, &p) {
 			continue
 		}
-		if ok && h.inf.drifted(context.Background(), key) {
+		if ok && h.inf.Drifted(context.Background(), key) {
 			// The reconciler's update predicate passes an update only if the two versions
 			// differ beyond status and resourceVersion, and these hold only metadata: an
 			// old version with nothing but what tied it to its CR (ownedBy) makes the drift count,
@@ -141,7 +164,7 @@ func (h onlyDrift) check() {
 	}
 }
 
-// checkLater puts p's check back, settleDelay later, as one more wait. An update that came
+// checkLater puts p's check back, SettleDelay later, as one more wait. An update that came
 // meanwhile is merged into it: the check is of its version, the ties of p's.
 func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
 	h.checks.mu.Lock()
@@ -152,7 +175,7 @@ func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
 	h.checks.latest[key] = p
 	h.checks.mu.Unlock()
 	h.checks.queue.Done(key)
-	h.checks.queue.AddAfter(key, settleDelay)
+	h.checks.queue.AddAfter(key, SettleDelay)
 }
 
 // heldByBudget puts p's check back if the object is tied to its CR by annotations alone and
@@ -163,7 +186,7 @@ func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
 // `kubectl annotate` would keep the kind's workers busy for everyone. An object the CR
 // controls (owner reference) is the release's own, and its drift is repaired at once.
 func (h onlyDrift) heldByBudget(key types.NamespacedName, p *pendingCheck) bool {
-	if h.inf.budget == nil || h.inf.ownerName(p.new) != "" || h.inf.ownerName(p.was) != "" {
+	if h.inf.Budget == nil || h.inf.ownerName(p.new) != "" || h.inf.ownerName(p.was) != "" {
 		return false
 	}
 	cr, tied := annotationTie(p.new)
@@ -172,7 +195,7 @@ func (h onlyDrift) heldByBudget(key types.NamespacedName, p *pendingCheck) bool 
 	}
 	now := time.Now()
 	if p.due.IsZero() {
-		p.due = now.Add(h.inf.budget.wait(cr, now))
+		p.due = now.Add(h.inf.Budget.Wait(cr, now))
 	}
 	if !p.due.After(now) {
 		return false
@@ -231,14 +254,14 @@ func (h onlyDrift) OnUpdate(oldObj, newObj any) {
 	p.new = u
 	h.checks.latest[key] = p
 	h.checks.mu.Unlock()
-	h.checks.queue.AddAfter(key, settleDelay)
+	h.checks.queue.AddAfter(key, SettleDelay)
 }
 
 // ownedBy is obj with only what ties it to a CR: its namespace and name, its owner references
 // and the operator-sdk annotations of a cluster-scoped object.
-func (i driftCheckingInformer) ownedBy(obj *unstructured.Unstructured) *unstructured.Unstructured {
+func (i Filter) ownedBy(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{}
-	out.SetGroupVersionKind(i.gvk)
+	out.SetGroupVersionKind(i.GVK)
 	out.SetNamespace(obj.GetNamespace())
 	out.SetName(obj.GetName())
 	out.SetOwnerReferences(obj.GetOwnerReferences())
@@ -259,9 +282,9 @@ func (i driftCheckingInformer) ownedBy(obj *unstructured.Unstructured) *unstruct
 // to one, or, for a cluster-scoped object, the operator-sdk annotations naming one's kind.
 // Any other object of the kind in the cluster (a ConfigMap no chart renders) is no business
 // of this reconciler, and is dropped without reading it from the API server.
-func (i driftCheckingInformer) mayBeOwned(obj *unstructured.Unstructured) bool {
+func (i Filter) mayBeOwned(obj *unstructured.Unstructured) bool {
 	return i.ownerName(obj) != "" ||
-		(obj.GetAnnotations()[libhandler.TypeAnnotation] == i.owner.GroupKind().String() && !tiedElsewhere(obj))
+		(obj.GetAnnotations()[libhandler.TypeAnnotation] == i.Owner.GroupKind().String() && !tiedElsewhere(obj))
 }
 
 // The reconciler's handler of release objects that a chart keeps (helm.sh/resource-policy:
@@ -309,7 +332,7 @@ func confined(obj any) any {
 
 // statusOnly reports whether an update, seen as metadata, wrote only the status or the
 // workload controllers' bookkeeping: the object has a generation (bumped by every change of
-// its spec), and neither it nor the labels, annotations (but controllerAnnotations), owners,
+// its spec), and neither it nor the labels, annotations (but ControllerAnnotations), owners,
 // finalizers or deletion changed.
 func statusOnly(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(metav1.Object)
@@ -325,19 +348,19 @@ func statusOnly(oldObj, newObj any) bool {
 		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
-// controllerAnnotations is the prefix of the annotations the deployment controller keeps on
+// ControllerAnnotations is the prefix of the annotations the deployment controller keeps on
 // a Deployment (deployment.kubernetes.io/revision, moved at each new template): every
 // upgrade that changes the pods is followed by such an update, and a drift check of it
 // would cost a GET to find what the release says, since no chart sets these.
-const controllerAnnotations = "deployment.kubernetes.io/"
+const ControllerAnnotations = "deployment.kubernetes.io/"
 
 // equalBesideControllerAnnotations is whether a and b hold the same annotations, those under
-// controllerAnnotations aside. It compares in place: it runs for every metadata update of a
+// ControllerAnnotations aside. It compares in place: it runs for every metadata update of a
 // rendered kind in the cluster, before the owner is known.
 func equalBesideControllerAnnotations(a, b map[string]string) bool {
 	counted := 0
 	for k, v := range a {
-		if strings.HasPrefix(k, controllerAnnotations) {
+		if strings.HasPrefix(k, ControllerAnnotations) {
 			continue
 		}
 		if w, ok := b[k]; !ok || w != v {
@@ -346,7 +369,7 @@ func equalBesideControllerAnnotations(a, b map[string]string) bool {
 		counted++
 	}
 	for k := range b {
-		if !strings.HasPrefix(k, controllerAnnotations) {
+		if !strings.HasPrefix(k, ControllerAnnotations) {
 			counted--
 		}
 	}
@@ -355,7 +378,7 @@ func equalBesideControllerAnnotations(a, b map[string]string) bool {
 
 // unstructured is obj (of the metadata informer) as the reconciler's handlers take it: an
 // unstructured object of the kind, with only its metadata.
-func (i driftCheckingInformer) unstructured(obj any) any {
+func (i Filter) unstructured(obj any) any {
 	switch o := obj.(type) {
 	case *metav1.PartialObjectMetadata:
 		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -363,7 +386,7 @@ func (i driftCheckingInformer) unstructured(obj any) any {
 			return obj
 		}
 		u := &unstructured.Unstructured{Object: content}
-		u.SetGroupVersionKind(i.gvk)
+		u.SetGroupVersionKind(i.GVK)
 		return u
 	case toolscache.DeletedFinalStateUnknown:
 		o.Obj = i.unstructured(o.Obj)
@@ -382,36 +405,43 @@ func (h onlyDrift) OnDelete(obj any) {
 	h.ResourceEventHandler.OnDelete(obj)
 }
 
+// changing reports whether a Helm operation holds the release of the CR named name in
+// namespace (Manifests.Changing); with no Manifests, none does.
+func (i Filter) changing(namespace, name string) bool {
+	return i.Manifests != nil && i.Manifests.Changing(namespace, name)
+}
+
 // ownerGone reports whether the object's controlling CR of the owner kind is being deleted
 // or no longer exists.
-func (i driftCheckingInformer) ownerGone(ctx context.Context, obj *unstructured.Unstructured) bool {
+func (i Filter) ownerGone(ctx context.Context, obj *unstructured.Unstructured) bool {
 	name := i.ownerName(obj)
 	if name == "" {
 		return false
 	}
 	cr := &unstructured.Unstructured{}
-	cr.SetGroupVersionKind(i.owner)
-	err := i.reader.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, cr)
+	cr.SetGroupVersionKind(i.Owner)
+	err := i.Reader.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, cr)
 	return apierrors.IsNotFound(err) || (err == nil && cr.GetDeletionTimestamp() != nil)
 }
 
 // ownerName is the name of the object's controlling CR of the owner kind, if any.
-func (i driftCheckingInformer) ownerName(obj *unstructured.Unstructured) string {
+func (i Filter) ownerName(obj *unstructured.Unstructured) string {
 	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == i.owner.Kind && ref.APIVersion == i.owner.GroupVersion().String() {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == i.Owner.Kind && ref.APIVersion == i.Owner.GroupVersion().String() {
 			return ref.Name
 		}
 	}
 	return ""
 }
 
-// drifted reports whether the object differs from its release manifest, or may.
-func (i driftCheckingInformer) drifted(ctx context.Context, key types.NamespacedName) bool {
+// Drifted reports whether the object key, of GVK, differs from its release manifest, or may
+// (when that cannot be told): what Wrap asks of each update it holds.
+func (i Filter) Drifted(ctx context.Context, key types.NamespacedName) bool {
 	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(i.gvk)
-	objects := i.live
+	live.SetGroupVersionKind(i.GVK)
+	objects := i.Live
 	if objects == nil {
-		objects = i.reader
+		objects = i.Reader
 	}
 	if err := objects.Get(ctx, key, live); err != nil {
 		return true
@@ -423,11 +453,14 @@ func (i driftCheckingInformer) drifted(ctx context.Context, key types.Namespaced
 		return true
 	}
 	cr := &unstructured.Unstructured{}
-	cr.SetGroupVersionKind(i.owner)
-	if err := i.reader.Get(ctx, types.NamespacedName{Namespace: live.GetNamespace(), Name: ownerName}, cr); err != nil {
+	cr.SetGroupVersionKind(i.Owner)
+	if err := i.Reader.Get(ctx, types.NamespacedName{Namespace: live.GetNamespace(), Name: ownerName}, cr); err != nil {
 		return true
 	}
-	want := i.manifests.object(ctx, cr, i.gvk, live.GetName())
+	if i.Manifests == nil {
+		return true
+	}
+	want := i.Manifests.Object(ctx, cr, i.GVK, live.GetName())
 	if want == nil {
 		return true
 	}
@@ -441,15 +474,15 @@ func (i driftCheckingInformer) drifted(ctx context.Context, key types.Namespaced
 // release manifest, not to be changed: it is cached), still differs from it outside the
 // fields the kind's drift policy ignores, or may. The HPAs are read only for an object
 // whose manifest sets its replicas.
-func (i driftCheckingInformer) driftedBeyondIgnored(ctx context.Context, want, live *unstructured.Unstructured) bool {
+func (i Filter) driftedBeyondIgnored(ctx context.Context, want, live *unstructured.Unstructured) bool {
 	var scaled map[scaleTarget]bool
 	if setsReplicas(want.Object) {
 		var err error
-		if scaled, err = i.policy.scaleTargets(ctx, live.GetNamespace()); err != nil {
+		if scaled, err = i.Policy.scaleTargets(ctx, live.GetNamespace()); err != nil {
 			return true
 		}
 	}
-	paths := i.policy.ignored(want, scaled)
+	paths := i.Policy.ignored(want, scaled)
 	return len(paths) == 0 || !subset(without(want.Object, paths), live.Object)
 }
 

@@ -1,4 +1,4 @@
-package operator
+package drift
 
 import (
 	"bytes"
@@ -29,14 +29,20 @@ import (
 // replicasPath is the field an HPA owns in the object it scales.
 var replicasPath = []string{"spec", "replicas"}
 
-// driftPolicy is one CR kind's DriftSetting at work: which fields of a rendered object are
+// Policy is one CR kind's Setting at work: which fields of a rendered object are
 // none of the operator's business. The drift filter (drift.go) and the drift layer ask it.
-type driftPolicy struct {
-	DriftSetting
+type Policy struct {
+	Setting
 	// hpas reads the HorizontalPodAutoscalers of a namespace (the API server: they are read
 	// only when an object's replicas drifted, or at a repair of a release that sets some);
 	// nil reads none.
 	hpas client.Reader
+}
+
+// NewPolicy is setting at work; hpas reads the HorizontalPodAutoscalers (the API server), nil
+// none.
+func NewPolicy(setting Setting, hpas client.Reader) Policy {
+	return Policy{Setting: setting, hpas: hpas}
 }
 
 // scaleTarget is an object that an HPA scales.
@@ -46,7 +52,7 @@ type scaleTarget struct {
 
 // scaleTargets are the objects the HPAs of namespace scale. A cluster that does not serve
 // autoscaling/v2 has none.
-func (p driftPolicy) scaleTargets(ctx context.Context, namespace string) (map[scaleTarget]bool, error) {
+func (p Policy) scaleTargets(ctx context.Context, namespace string) (map[scaleTarget]bool, error) {
 	out := map[scaleTarget]bool{}
 	if p.hpas == nil {
 		return out, nil
@@ -72,7 +78,7 @@ func (p driftPolicy) scaleTargets(ctx context.Context, namespace string) (map[sc
 // ignored are the paths of obj (a rendered object) under which changes are neither repaired
 // nor reported: the rules for its kind, and its replicas if an HPA scales it (scaled, from
 // scaleTargets; nil when obj sets no replicas).
-func (p driftPolicy) ignored(obj *unstructured.Unstructured, scaled map[scaleTarget]bool) [][]string {
+func (p Policy) ignored(obj *unstructured.Unstructured, scaled map[scaleTarget]bool) [][]string {
 	var paths [][]string
 	for _, ig := range p.Ignore {
 		if ig.Kind == "*" || ig.Kind == obj.GetKind() {
@@ -161,11 +167,11 @@ func splitManifest(manifest string) []manifestDoc {
 	return docs
 }
 
-// strippedManifest is the release manifest with the ignored paths removed from its objects,
+// StrippedManifest is the release manifest with the ignored paths removed from its objects,
 // each rewritten object as JSON (a YAML document like any other), the others as they were.
 // Helm's repair patches only the fields the manifest sets, so a field removed here is left as
 // the cluster has it. HPAs are read only if an object sets replicas.
-func (p driftPolicy) strippedManifest(ctx context.Context, manifest, namespace string) (string, error) {
+func (p Policy) StrippedManifest(ctx context.Context, manifest, namespace string) (string, error) {
 	docs := splitManifest(manifest)
 	scaled, err := p.scaleTargetsFor(ctx, docs, namespace)
 	if err != nil {
@@ -211,21 +217,22 @@ func docHeader(text string) string {
 
 // scaleTargetsFor are the HPAs' targets in namespace if an object of docs sets replicas;
 // else none, unread.
-func (p driftPolicy) scaleTargetsFor(ctx context.Context, docs []manifestDoc, namespace string) (map[scaleTarget]bool, error) {
+func (p Policy) scaleTargetsFor(ctx context.Context, docs []manifestDoc, namespace string) (map[scaleTarget]bool, error) {
 	if !slices.ContainsFunc(docs, func(d manifestDoc) bool { return d.obj != nil && setsReplicas(d.obj.Object) }) {
 		return nil, nil
 	}
 	return p.scaleTargets(ctx, namespace)
 }
 
-// objectDrift is how one object of a release differs from the manifest.
-type objectDrift struct {
+// ObjectDrift is how one object of a release differs from the manifest.
+type ObjectDrift struct {
 	kind, name string
 	missing    bool
 	paths      []string // JSON pointers of the fields that differ
 }
 
-func (d objectDrift) String() string {
+// String names the object and the fields that differ, or says it is missing.
+func (d ObjectDrift) String() string {
 	if d.missing {
 		return d.kind + " " + d.name + ": missing"
 	}
@@ -235,15 +242,15 @@ func (d objectDrift) String() string {
 // maxDriftPaths bounds the paths listed of one object.
 const maxDriftPaths = 10
 
-// drift compares each object of the manifest, without its ignored paths, with the cluster's
+// Drift compares each object of the manifest, without its ignored paths, with the cluster's
 // (live, in namespace unless it is cluster-scoped).
-func (p driftPolicy) drift(ctx context.Context, live client.Reader, manifest, namespace string) ([]objectDrift, error) {
+func (p Policy) Drift(ctx context.Context, live client.Reader, manifest, namespace string) ([]ObjectDrift, error) {
 	docs := splitManifest(manifest)
 	scaled, err := p.scaleTargetsFor(ctx, docs, namespace)
 	if err != nil {
 		return nil, err
 	}
-	var out []objectDrift
+	var out []ObjectDrift
 	for _, doc := range docs {
 		if doc.obj == nil || doc.obj.GetKind() == "" {
 			continue
@@ -255,7 +262,7 @@ func (p driftPolicy) drift(ctx context.Context, live client.Reader, manifest, na
 		if key.Namespace == "" {
 			key.Namespace = namespace // the client drops it for a cluster-scoped kind
 		}
-		d := objectDrift{kind: doc.obj.GetKind(), name: doc.obj.GetName()}
+		d := ObjectDrift{kind: doc.obj.GetKind(), name: doc.obj.GetName()}
 		if err := live.Get(ctx, key, have); apierrors.IsNotFound(err) {
 			d.missing = true
 		} else if err != nil {

@@ -1,18 +1,14 @@
-package operator
+package drift
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	libhandler "github.com/operator-framework/operator-lib/handler"
-	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -117,8 +113,8 @@ func TestDrifted(t *testing.T) {
 		{"owner has no manifest yet", []client.Object{memcached(nil), liveDeployment(3, "m")}, true},
 	}
 	for _, tc := range cases {
-		inf := driftCheckingInformer{reader: readerWith(tc.objects...), owner: memcachedGVK, gvk: deploymentGVK}
-		if got := inf.drifted(context.Background(), key); got != tc.want {
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(tc.objects...), Owner: memcachedGVK, GVK: deploymentGVK}
+		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -133,19 +129,19 @@ func (h *countingHandler) OnDelete(any)      { h.deleted.Add(1) }
 // TestOnlyDriftForwards: an update is passed on after the settle delay when the object has
 // drifted, and not at all when it is as the release says.
 func TestOnlyDriftForwards(t *testing.T) {
-	defer func(d time.Duration) { settleDelay = d }(settleDelay)
-	settleDelay = 10 * time.Millisecond
+	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
+	SettleDelay = 10 * time.Millisecond
 	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 
 	for _, tc := range []struct {
 		replicas int64
 		want     int32
 	}{{5, 1}, {3, 0}} {
-		inf := driftCheckingInformer{reader: readerWith(cr, liveDeployment(tc.replicas, "m")), owner: memcachedGVK, gvk: deploymentGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr, liveDeployment(tc.replicas, "m")), Owner: memcachedGVK, GVK: deploymentGVK}
 		h := &countingHandler{}
-		var wrapped toolscache.ResourceEventHandler = inf.wrap(h)
+		var wrapped toolscache.ResourceEventHandler = inf.Wrap(h)
 		wrapped.OnUpdate(liveDeployment(3, "m"), liveDeployment(tc.replicas, "m"))
-		time.Sleep(20 * settleDelay) // the forward happens on a timer
+		time.Sleep(20 * SettleDelay) // the forward happens on a timer
 		if got := h.updates.Load(); got != tc.want {
 			t.Errorf("live replicas %d: %d updates passed on, want %d", tc.replicas, got, tc.want)
 		}
@@ -170,144 +166,11 @@ func TestOnlyDriftDeletions(t *testing.T) {
 		{"CR being deleted", []client.Object{deleting}, 0},
 		{"CR gone", nil, 0},
 	} {
-		inf := driftCheckingInformer{reader: readerWith(tc.objs...), owner: memcachedGVK, gvk: deploymentGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(tc.objs...), Owner: memcachedGVK, GVK: deploymentGVK}
 		h := &countingHandler{}
-		inf.wrap(h).OnDelete(liveDeployment(3, "m"))
+		inf.Wrap(h).OnDelete(liveDeployment(3, "m"))
 		if got := h.deletes(); got != tc.want {
 			t.Errorf("%s: %d deletions passed on, want %d", tc.name, got, tc.want)
-		}
-	}
-}
-
-// Without the manifest in the status, the drift filter reads the release record of the
-// revision the status names, once per revision; a record it cannot read (forged, gone, the key
-// not loaded) or a status without a revision means "cannot tell", and the event passes.
-func TestDriftedFromReleaseRecords(t *testing.T) {
-	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	withRevision := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}})
-	var reads int
-	m := newReleaseManifests(func(_ context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
-		reads++
-		if cr.GetName() != "m" || revision != 2 {
-			return nil, fmt.Errorf("no record of %s revision %d", cr.GetName(), revision)
-		}
-		return &release.Release{Name: "m", Version: 2, Manifest: memcachedManifest}, nil
-	}, nil, nil)
-	for _, tc := range []struct {
-		name    string
-		objects []client.Object
-		want    bool
-	}{
-		{"as revision 2 says", []client.Object{withRevision, liveDeployment(3, "m")}, false},
-		{"scaled by hand", []client.Object{withRevision, liveDeployment(5, "m")}, true},
-		{"as revision 2 says, again", []client.Object{withRevision, liveDeployment(3, "m")}, false},
-	} {
-		inf := driftCheckingInformer{reader: readerWith(tc.objects...), manifests: m, owner: memcachedGVK, gvk: deploymentGVK}
-		if got := inf.drifted(context.Background(), key); got != tc.want {
-			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if reads != 1 {
-		t.Errorf("revision 2 read %d times, want once", reads)
-	}
-
-	for name, cr := range map[string]*unstructured.Unstructured{
-		"no readable record": memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(3)}}),
-		"no revision":        memcached(map[string]any{"deployedRelease": map[string]any{"name": "m"}}),
-	} {
-		inf := driftCheckingInformer{reader: readerWith(cr, liveDeployment(3, "m")), manifests: m, owner: memcachedGVK, gvk: deploymentGVK}
-		if !inf.drifted(context.Background(), key) {
-			t.Errorf("%s: drifted = false, want true (cannot tell)", name)
-		}
-	}
-}
-
-// twoRevisions reads the records of release ns/m, whose revision 2 scaled its Deployment from
-// 3 replicas to 5.
-func twoRevisions(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
-	scaled := strings.Replace(memcachedManifest, "replicas: 3", "replicas: 5", 1)
-	return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: memcachedManifest},
-		2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
-}
-
-// A reconcile writes the CR's status after the upgrade it records: until then the release's
-// objects are compared with the revision Helm handed the reconciler, when it is newer than the
-// status's, so that the upgrade's own changes are not drift.
-func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
-	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	atRevision := func(r int64) *unstructured.Unstructured {
-		return memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": r}})
-	}
-	for _, tc := range []struct {
-		name      string
-		status    int64 // the revision the CR's status names
-		handedOut int   // the revision last handed to the reconciler; 0: none
-		replicas  int64 // live
-		want      bool
-	}{
-		{"status not yet written: as revision 2 says", 1, 2, 5, false},
-		{"status not yet written: scaled back by hand", 1, 2, 3, true},
-		{"nothing handed out since the start", 1, 0, 5, true},
-		{"status written", 2, 2, 5, false},
-		{"an older revision handed out (a Get after a restart)", 2, 1, 5, false},
-	} {
-		versions := newReleaseVersions()
-		if tc.handedOut > 0 {
-			rel, _ := twoRevisions(context.Background(), nil, tc.handedOut)
-			versions.record(rel)
-		}
-		inf := driftCheckingInformer{reader: readerWith(atRevision(tc.status), liveDeployment(tc.replicas, "m")),
-			manifests: newReleaseManifests(twoRevisions, versions, nil), owner: memcachedGVK, gvk: deploymentGVK}
-		if got := inf.drifted(context.Background(), key); got != tc.want {
-			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-// While a Helm operation holds the release, a drift check waits for it to end, and then
-// compares the object with the revision it handed out: the upgrade's own change is no drift.
-// A hand edit made meanwhile is passed on once the release is free; and a drift of a release
-// held past maxReleaseWaits is passed on while it is still held.
-func TestDriftCheckWaitsForTheRelease(t *testing.T) {
-	defer func(d time.Duration) { settleDelay = d }(settleDelay)
-	settleDelay = 5 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
-	for _, tc := range []struct {
-		name     string
-		replicas int64 // live
-		freed    bool  // the upgrade to revision 2 ends after 30 checks' delays; else it never does
-		want     int32
-	}{
-		{"the upgrade to revision 2 scaled it", 5, true, 0},
-		{"scaled by hand during the upgrade", 7, true, 1},
-		{"held past the waits: checked against revision 1", 5, false, 1},
-	} {
-		versions, locks := newReleaseVersions(), newKeyedMutex()
-		unlock := locks.lock(releaseKey("ns", "m"))
-		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(liveDeployment(tc.replicas, "m")),
-			manifests: newReleaseManifests(twoRevisions, versions, locks), owner: memcachedGVK, gvk: deploymentGVK}
-		h := &countingHandler{}
-		inf.wrap(h).OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
-		if tc.freed {
-			time.Sleep(30 * settleDelay)
-			if got := h.updates.Load(); got != 0 {
-				t.Errorf("%s: %d updates passed on while the release was held, want none", tc.name, got)
-			}
-			rel, _ := twoRevisions(context.Background(), nil, 2)
-			versions.record(rel)
-			unlock()
-		}
-		// A drift passes on within a check or two of the release's end, or of the last wait;
-		// no drift is given the time of twenty checks more.
-		for deadline := time.Now().Add(5 * time.Second); h.updates.Load() < tc.want && time.Now().Before(deadline); {
-			time.Sleep(settleDelay)
-		}
-		time.Sleep(20 * settleDelay)
-		if got := h.updates.Load(); got != tc.want {
-			t.Errorf("%s: %d updates passed on, want %d", tc.name, got, tc.want)
-		}
-		if !tc.freed {
-			unlock()
 		}
 	}
 }
@@ -319,8 +182,8 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 // field through, and its handler maps it to the CR even when the update removed them, as a
 // person's `helm upgrade` does).
 func TestOnlyDriftFromMetadata(t *testing.T) {
-	defer func(d time.Duration) { settleDelay = d }(settleDelay)
-	settleDelay = 10 * time.Millisecond
+	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
+	SettleDelay = 10 * time.Millisecond
 	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	meta := func(rv string, generation int64, labels map[string]string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", ResourceVersion: rv,
@@ -354,9 +217,9 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 	} {
 		var gotOld, gotNew any
 		h := &recordingHandler{onUpdate: func(o, n any) { gotOld, gotNew = o, n }}
-		inf := driftCheckingInformer{reader: readerWith(cr), live: readerWith(tc.live), owner: memcachedGVK, gvk: deploymentGVK}
-		inf.wrap(h).OnUpdate(tc.old, tc.new)
-		time.Sleep(20 * settleDelay)
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: readerWith(tc.live), Owner: memcachedGVK, GVK: deploymentGVK}
+		inf.Wrap(h).OnUpdate(tc.old, tc.new)
+		time.Sleep(20 * SettleDelay)
 		if got := h.updates.Load(); got != tc.want {
 			t.Errorf("%s: %d updates passed on, want %d", tc.name, got, tc.want)
 			continue
@@ -407,13 +270,13 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 // Updates of objects no CR of the kind owns cost no read; those of owned objects are read by
 // a bounded number of workers, each object once however often it changed meanwhile.
 func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
-	defer func(d time.Duration) { settleDelay = d }(settleDelay)
-	settleDelay = 10 * time.Millisecond
+	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
+	SettleDelay = 10 * time.Millisecond
 	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
 	live := &countingReader{Reader: readerWith(liveDeployment(5, "m"))}
-	inf := driftCheckingInformer{reader: readerWith(cr), live: live, owner: memcachedGVK, gvk: deploymentGVK}
+	inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: live, Owner: memcachedGVK, GVK: deploymentGVK}
 	h := &countingHandler{}
-	wrapped := inf.wrap(h)
+	wrapped := inf.Wrap(h)
 	unowned := func(i int) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("other-%d", i),
 			ResourceVersion: strconv.Itoa(i)}}
@@ -421,7 +284,7 @@ func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
 	for i := range 1000 {
 		wrapped.OnUpdate(unowned(i), unowned(i+1))
 	}
-	time.Sleep(20 * settleDelay)
+	time.Sleep(20 * SettleDelay)
 	if got := live.gets.Load(); got != 0 {
 		t.Errorf("1000 updates of objects no Memcached owns: %d reads, want none", got)
 	}
@@ -439,9 +302,9 @@ func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for live.gets.Load() < 41 && time.Now().Before(deadline) {
-		time.Sleep(settleDelay)
+		time.Sleep(SettleDelay)
 	}
-	time.Sleep(20 * settleDelay)
+	time.Sleep(20 * SettleDelay)
 	if got, most := live.gets.Load(), live.most.Load(); got != 41 || most > driftWorkers {
 		t.Errorf("41 owned objects updated: %d reads, at most %d at once; want 41, at most %d", got, most, driftWorkers)
 	}
@@ -503,8 +366,8 @@ func (a annotationQueue) OnDelete(obj any) {
 // nothing, whether the ConfigMap is created, updated or deleted. A cluster-scoped object's
 // name the CR of any namespace, as the reconciler writes them.
 func TestPrimaryResourceAnnotationConfined(t *testing.T) {
-	defer func(d time.Duration) { settleDelay = d }(settleDelay)
-	settleDelay = 10 * time.Millisecond
+	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
+	SettleDelay = 10 * time.Millisecond
 	configMapGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	tied := func(namespace, rv, owner string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "c", ResourceVersion: rv,
@@ -524,52 +387,16 @@ func TestPrimaryResourceAnnotationConfined(t *testing.T) {
 		{"from a cluster-scoped object", "", "ns/m", 1},
 	} {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-		inf := driftCheckingInformer{reader: readerWith(memcached(nil)), live: readerWith(), owner: memcachedGVK, gvk: configMapGVK}
-		h := inf.wrap(annotationQueue{handler: &libhandler.EnqueueRequestForAnnotation[*unstructured.Unstructured]{
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(memcached(nil)), Live: readerWith(), Owner: memcachedGVK, GVK: configMapGVK}
+		h := inf.Wrap(annotationQueue{handler: &libhandler.EnqueueRequestForAnnotation[*unstructured.Unstructured]{
 			Type: memcachedGVK.GroupKind()}, queue: q})
 		h.OnAdd(tied(tc.namespace, "1", tc.owner), false)
 		h.OnUpdate(tied(tc.namespace, "1", tc.owner), tied(tc.namespace, "2", tc.owner))
 		h.OnDelete(tied(tc.namespace, "2", tc.owner))
-		time.Sleep(20 * settleDelay)
+		time.Sleep(20 * SettleDelay)
 		if q.Len() != tc.want {
 			t.Errorf("%s: %d CRs queued, want %d", tc.name, q.Len(), tc.want)
 		}
 		q.ShutDown()
-	}
-}
-
-// A tenant who rewrites the operator-sdk annotations of an object of their own, naming a CR
-// of their namespace, gets no more reconciles of it than the forced-reconcile budget: the
-// first update passes at once, those within the interval wait and pass as one, the latest.
-func TestAnnotationTiesBudgeted(t *testing.T) {
-	defer func(d, f time.Duration) { settleDelay, forcedInterval = d, f }(settleDelay, forcedInterval)
-	settleDelay, forcedInterval = 5*time.Millisecond, 400*time.Millisecond
-	configMapGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	tied := func(rv int) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: strconv.Itoa(rv),
-			Annotations: map[string]string{libhandler.NamespacedNameAnnotation: "ns/m",
-				libhandler.TypeAnnotation: memcachedGVK.GroupKind().String(), "n": strconv.Itoa(rv)}}}
-	}
-	var passed []string
-	var mu sync.Mutex
-	h := &recordingHandler{onUpdate: func(_, n any) {
-		mu.Lock()
-		defer mu.Unlock()
-		passed = append(passed, n.(*unstructured.Unstructured).GetResourceVersion())
-	}}
-	inf := driftCheckingInformer{reader: readerWith(memcached(nil)), live: readerWith(), owner: memcachedGVK, gvk: configMapGVK,
-		budget: &perCRInterval{}}
-	wrapped := inf.wrap(h)
-	wrapped.OnUpdate(tied(0), tied(1))
-	time.Sleep(10 * settleDelay)
-	for rv := 2; rv <= 20; rv++ { // within the interval, and each past the settle delay
-		wrapped.OnUpdate(tied(rv-1), tied(rv))
-		time.Sleep(2 * settleDelay)
-	}
-	time.Sleep(2 * forcedInterval)
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(passed, []string{"1", "20"}) {
-		t.Errorf("20 rewrites of the annotations within %v passed on as versions %v, want [1 20]", forcedInterval, passed)
 	}
 }
