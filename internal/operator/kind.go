@@ -120,7 +120,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
 		drift: driftPolicy, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal,
-		unproven: s.configs.UnprovenRecords}.build(engine)
+		guard: guardChecks{unproven: s.configs.UnprovenRecords, firstRun: s.configs.FirstRun}}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),

@@ -93,7 +93,7 @@ func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.Actio
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), nil, nil)
+	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), guardChecks{})
 	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)

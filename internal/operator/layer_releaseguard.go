@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
@@ -21,17 +22,27 @@ import (
 )
 
 // newReleaseGuard hands out action clients that refuse releases of charts other than c,
-// installs over the records of a release that the operator cannot prove its own (unproven
-// counts them; nil: none is checked), and the adoption of objects it cannot prove the
-// release's (live reads them; nil: none is checked). Operations on a release name are serialised across
-// kinds by locks (shared by every kind's guard), so that the check and the operation it
-// guards cannot interleave with another kind's.
-func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex,
-	unproven func(ctx context.Context, ns, name string) (int, error), live client.Reader) helmclient.ActionClientGetter {
+// and what checks refuses (see guardChecks). Operations on a release name are serialised
+// across kinds by locks (shared by every kind's guard), so that the check and the operation
+// it guards cannot interleave with another kind's.
+func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex, checks guardChecks) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks,
-			cr: cr, unproven: unproven, live: live}
+			cr: cr, checks: checks}
 	})
+}
+
+// guardChecks are what the release guard asks of a release the operator cannot prove its
+// own, beyond its chart; a nil field is not checked.
+type guardChecks struct {
+	// unproven counts the records of a release that no key of the operator verifies
+	// (trustedconfig.Configs.UnprovenRecords): an install over them is refused (anotherTools).
+	unproven func(ctx context.Context, ns, name string) (int, error)
+	// live reads, uncached, the objects a release would adopt (ownershipProof).
+	live client.Reader
+	// firstRun is when the operator first ran in the cluster (trustedconfig.Configs.FirstRun):
+	// a CR created before may adopt its release's objects by Helm's annotations.
+	firstRun func(ctx context.Context) (time.Time, error)
 }
 
 // foreignReleaseError says that a release of the CR's name belongs to another chart.
@@ -65,8 +76,7 @@ type guardedClient struct {
 	namespace string // the CR's, where its release lives
 	locks     *keyedMutex
 	cr        client.Object
-	unproven  func(ctx context.Context, ns, name string) (int, error)
-	live      client.Reader // uncached, for the objects a release would adopt (ownershipProof); nil: not checked
+	checks    guardChecks
 }
 
 // lock holds the release name in the CR's namespace until the returned func is called.
@@ -94,10 +104,14 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.anotherTools(name); err != nil {
 		return nil, err
 	}
-	if c.live != nil {
+	if c.checks.live != nil {
+		byAnnotations, err := c.adoptsByAnnotations(name)
+		if err != nil {
+			return nil, err
+		}
 		opts = append(opts, func(i *action.Install) error {
-			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.live, cr: c.cr, step: "install",
-				deployed: deployedBefore(c.cr, name)}
+			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.checks.live, cr: c.cr, step: "install",
+				byAnnotations: byAnnotations}
 			return nil
 		})
 	}
@@ -113,10 +127,10 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 // anyone who may create the CR can choose. Only the operator writes a CR's status; records
 // and annotations, whoever may write the namespace's Secrets and objects.
 func (c guardedClient) anotherTools(name string) error {
-	if c.unproven == nil || deployedBefore(c.cr, name) {
+	if c.checks.unproven == nil || deployedBefore(c.cr, name) {
 		return nil
 	}
-	n, err := c.unproven(context.Background(), c.namespace, name)
+	n, err := c.checks.unproven(context.Background(), c.namespace, name)
 	if err != nil || n == 0 {
 		return err
 	}
@@ -166,15 +180,38 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.foreign(name); err != nil {
 		return nil, err
 	}
-	if c.live != nil && !isDryRun(opts) {
+	if c.checks.live != nil && !isDryRun(opts) {
 		// A dry run adopts nothing; the upgrade after it is checked.
+		byAnnotations, err := c.adoptsByAnnotations(name)
+		if err != nil {
+			return nil, err
+		}
 		opts = append(opts, func(u *action.Upgrade) error {
-			u.PostRenderer = ownershipProof{PostRenderer: u.PostRenderer, live: c.live, cr: c.cr, step: "upgrade",
-				deployed: deployedBefore(c.cr, name), known: func() ([]manifest.Head, error) { return c.releaseObjects(name) }}
+			u.PostRenderer = ownershipProof{PostRenderer: u.PostRenderer, live: c.checks.live, cr: c.cr, step: "upgrade",
+				byAnnotations: byAnnotations, known: func() ([]manifest.Head, error) { return c.releaseObjects(name) }}
 			return nil
 		})
 	}
 	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+}
+
+// adoptsByAnnotations reports whether release name may adopt an object by Helm's annotations
+// naming it: when the CR's status proves the operator deployed the release (deployedBefore), or
+// the CR existed when the operator first ran in the cluster (checks.firstRun): a CR restored
+// from a backup that held neither records nor key, as the unsigned records found then were
+// taken over as the operator's.
+func (c guardedClient) adoptsByAnnotations(name string) (bool, error) {
+	if deployedBefore(c.cr, name) {
+		return true, nil
+	}
+	if c.checks.firstRun == nil {
+		return false, nil
+	}
+	first, err := c.checks.firstRun(context.Background())
+	if err != nil {
+		return false, err
+	}
+	return !c.cr.GetCreationTimestamp().After(first), nil
 }
 
 // releaseObjects are the objects of the last record of release name, which an upgrade

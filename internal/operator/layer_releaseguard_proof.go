@@ -30,9 +30,8 @@ import (
 // writes: a namespaced object's owner reference to the CR, by UID (helm-operator-plugins'
 // post-renderer sets it, and a CR deleted and made again has another UID); a cluster-scoped
 // object's owner annotations naming the CR (ownedBy), which only those who may write that
-// cluster-scoped object could forge; and, once the CR's status proves that the operator
-// deployed the release (deployed), Helm's annotations naming it, which then name the
-// operator's release.
+// cluster-scoped object could forge; and Helm's annotations naming the release where they
+// name the operator's (byAnnotations).
 //
 // It runs as the render's last step, before Helm writes a record or touches an object: a
 // refused install leaves no record, so helm-operator-plugins' uninstall of a failed install
@@ -43,12 +42,12 @@ type ownershipProof struct {
 	live                    client.Reader
 	cr                      client.Object
 	step                    string // "install" or "upgrade", for the message
-	// deployed says that the CR's status proves the operator deployed this release
-	// (deployedBefore): then Helm's annotations naming it name the operator's release. A
-	// person's `helm upgrade` over it, rendered without helm-operator-plugins' post-renderer,
-	// removed the owner references, and the install that recovers the release takes its
-	// objects back by those annotations.
-	deployed bool
+	// byAnnotations says that Helm's annotations naming the release prove an object its own
+	// (guardedClient.adoptsByAnnotations): the CR's status proves the operator deployed the
+	// release, and a person's `helm upgrade` over it, rendered without helm-operator-plugins'
+	// post-renderer, removed the owner references; or the CR existed when the operator first
+	// ran in the cluster (restored from a backup without the records and the key).
+	byAnnotations bool
 	// known returns the objects the release has already (its last record's), which Helm
 	// updates rather than adopts; nil for an install.
 	known func() ([]manifest.Head, error)
@@ -128,7 +127,7 @@ func (p ownershipProof) proven(h manifest.Head) (ok bool, named string, err erro
 		return true, "", nil // to be created; a kind the server does not serve is Helm's to report
 	case err != nil:
 		return false, "", fmt.Errorf("reading %s %s before the %s: %w", h.GVK.Kind, h.Name, p.step, err)
-	case p.deployed && p.namesRelease(live.GetAnnotations()):
+	case p.byAnnotations && p.namesRelease(live.GetAnnotations()):
 		return true, "", nil
 	case live.GetNamespace() == "":
 		return ownedBy(live.GetAnnotations(), p.cr), h.GVK.Kind + " " + live.GetName(), nil

@@ -5,10 +5,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -97,7 +99,7 @@ func TestOwnershipProof(t *testing.T) {
 			live := scopedReader{fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithRESTMapper(mapper).
 				WithObjects(tc.existing...).Build()}
 			ranBefore := false
-			p := ownershipProof{live: live, cr: cr, step: "install", deployed: tc.deployed,
+			p := ownershipProof{live: live, cr: cr, step: "install", byAnnotations: tc.deployed,
 				PostRenderer: postRenderFunc(func(in *bytes.Buffer) (*bytes.Buffer, error) {
 					ranBefore = true
 					return bytes.NewBufferString(in.String() + "---\n"), nil
@@ -122,5 +124,39 @@ func TestOwnershipProof(t *testing.T) {
 				t.Fatalf("Run: %v (%+v); want refused %s naming %s", err, failure, statuscontract.ReasonObjectNotOwned, tc.refused)
 			}
 		})
+	}
+}
+
+// TestAdoptsByAnnotations: Helm's annotations prove a release's objects only where they name
+// the operator's release: the CR's status says the operator deployed it, or the CR existed
+// when the operator first ran in the cluster (a restore without records or key). A CR a
+// tenant creates after must prove its objects otherwise.
+func TestAdoptsByAnnotations(t *testing.T) {
+	first := time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
+	firstRun := func(context.Context) (time.Time, error) { return first, nil }
+	cases := []struct {
+		name     string
+		created  time.Time
+		deployed string // status.deployedRelease.name
+		checks   guardChecks
+		want     bool
+	}{
+		{"created after the first run", first.Add(time.Hour), "", guardChecks{firstRun: firstRun}, false},
+		{"created before the first run (restored)", first.Add(-time.Hour), "", guardChecks{firstRun: firstRun}, true},
+		{"created in the first run's second", first, "", guardChecks{firstRun: firstRun}, true},
+		{"deployed by the operator", first.Add(time.Hour), "x", guardChecks{firstRun: firstRun}, true},
+		{"another release deployed", first.Add(time.Hour), "y", guardChecks{firstRun: firstRun}, false},
+		{"first run not checked", first.Add(-time.Hour), "", guardChecks{}, false},
+	}
+	for _, tc := range cases {
+		cr := appServiceCR().(*unstructured.Unstructured)
+		cr.SetCreationTimestamp(metav1.NewTime(tc.created))
+		if tc.deployed != "" {
+			_ = unstructured.SetNestedField(cr.Object, tc.deployed, "status", "deployedRelease", "name")
+		}
+		got, err := guardedClient{cr: cr, checks: tc.checks}.adoptsByAnnotations("x")
+		if err != nil || got != tc.want {
+			t.Errorf("%s: adoptsByAnnotations = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 }

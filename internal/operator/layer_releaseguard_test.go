@@ -29,7 +29,7 @@ import (
 
 func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
 	t.Helper()
-	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), nil, nil)
+	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), guardChecks{})
 	c, err := g.ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, name := range []string{"appservice", "guestbook"} {
-			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, nil, nil).ActionClientFor(context.Background(), appServiceCR())
+			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, guardChecks{}).ActionClientFor(context.Background(), appServiceCR())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +226,7 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 			return tc.unproven, nil
 		}
 		c, err := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(),
-			unproven, nil).ActionClientFor(context.Background(), cr)
+			guardChecks{unproven: unproven}).ActionClientFor(context.Background(), cr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,6 @@
 package operator
 
 import (
-	"context"
-
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -176,9 +174,9 @@ type pipeline struct {
 	live     client.Reader        // the release's objects as the API server has them, for drift reports and proof of ownership
 	renders  *renderbound.Checker // renders each new chart and values in a limited worker first; nil: off
 	journal  *renderJournal       // what is being rendered, for the quarantine (renderjournal.go); nil: off
-	// unproven counts the records of a release that no key of the operator verifies
-	// (trustedconfig.Configs.UnprovenRecords); nil: not checked.
-	unproven func(ctx context.Context, ns, name string) (int, error)
+	// guard is what the release guard checks of a release it cannot prove the operator's;
+	// its live is the pipeline's live.
+	guard guardChecks
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
@@ -194,7 +192,9 @@ func (p pipeline) layers() []layer {
 			return withRedaction(g, p.outcomes)
 		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return newReleaseGuard(g, p.chart, p.locks, p.unproven, p.live)
+			checks := p.guard
+			checks.live = p.live
+			return newReleaseGuard(g, p.chart, p.locks, checks)
 		}},
 		{"render loop", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRenderLoopGuard(g, p.outcomes)

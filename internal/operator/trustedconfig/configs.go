@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
@@ -78,6 +79,8 @@ type Configs struct {
 	loadedKey atomic.Pointer[releasesign.Keys]
 	// previousFields are the fields of the key Secret holding the previous keys, by key id.
 	previousFields map[string]string
+	// firstRun is when the operator first ran with its key in this cluster (FirstRun).
+	firstRun time.Time
 	// loaded is closed once the keys are: the re-signing of records of previous keys
 	// (resignPrevious) waits for it.
 	loaded chan struct{}
@@ -161,6 +164,9 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 	if err := t.takeOver(ctx, keys.Current, keySecret); err != nil {
 		return releasesign.Keys{}, err
 	}
+	if t.firstRun, err = t.stateCreated(ctx, keySecret); err != nil {
+		return releasesign.Keys{}, err
+	}
 	if err := t.takeOverOtherKeys(ctx, keys, keySecret); err != nil {
 		return releasesign.Keys{}, err
 	}
@@ -177,6 +183,21 @@ func (t *Configs) signingKey(ctx context.Context) (releasesign.Keys, error) {
 		close(t.loaded)
 	}
 	return keys, nil
+}
+
+// FirstRun is when the operator first ran with its signing key in this cluster: when it took
+// over the unsigned records it found (the state beside the key records it, once). What
+// existed then is taken as the operator's, as those records were: a CR created before it,
+// such as one restored from a backup that held neither the records nor the key
+// (docs/deploying.md, "Backups"), may adopt the objects of its release by Helm's annotations;
+// a CR created after must prove them its own (internal/operator's ownershipProof).
+func (t *Configs) FirstRun(ctx context.Context) (time.Time, error) {
+	if _, err := t.signingKey(ctx); err != nil {
+		return time.Time{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.firstRun, nil
 }
 
 // UnprovenRecords counts the records of release name in namespace ns, as the manager's cache

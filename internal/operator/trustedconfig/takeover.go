@@ -59,6 +59,16 @@ func (t *Configs) recordedState(ctx context.Context, keySecret *corev1.Secret, f
 	return cm.Data[field], nil
 }
 
+// stateCreated is when the records' state ConfigMap was created: the take-over, the
+// operator's first run with its key in the cluster.
+func (t *Configs) stateCreated(ctx context.Context, keySecret *corev1.Secret) (time.Time, error) {
+	cm, err := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace).Get(ctx, keySecret.Name+StateSuffix, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the state of the release records: %w", err)
+	}
+	return cm.CreationTimestamp.Time, nil
+}
+
 // recordState sets the field of the records' state ConfigMap, creating it if need be.
 func (t *Configs) recordState(ctx context.Context, keySecret *corev1.Secret, field, value string) error {
 	configMaps := t.secrets.CoreV1().ConfigMaps(keySecret.Namespace)
