@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -101,9 +102,9 @@ func (c driftClient) report(drifts []drift.ObjectDrift) {
 		}
 		sort.Strings(parts)
 		want["status"], want["reason"] = string(metav1.ConditionTrue), statuscontract.ReasonDriftDetected
-		want["message"] = truncate("objects differ from the release's manifest, left as they are (drift mode report): "+
-			strings.Join(parts, "; "), maxConditionMessage)
-		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonDriftDetected, truncate(want["message"].(string), maxEventMessage))
+		want["message"] = refusal.Truncate("objects differ from the release's manifest, left as they are (drift mode report): "+
+			strings.Join(parts, "; "), refusal.MaxConditionMessage)
+		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonDriftDetected, refusal.Truncate(want["message"].(string), refusal.MaxEventMessage))
 	}
 	if i >= 0 {
 		old, _ := conds[i].(map[string]any)

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 )
 
 // hookCleanupFailed is the reason of the Warning Event on a CR whose uninstalled release's
@@ -48,7 +50,7 @@ func (c hookCleanupClient) Uninstall(name string, opts ...helmclient.UninstallOp
 	// retry would not know them.
 	if err := c.deleteHooks(rel); err != nil {
 		c.recorder.Event(c.cr, corev1.EventTypeWarning, hookCleanupFailed,
-			truncate("deleting the objects of the uninstalled release's hooks: "+err.Error(), maxEventMessage))
+			refusal.Truncate("deleting the objects of the uninstalled release's hooks: "+err.Error(), refusal.MaxEventMessage))
 	}
 	return resp, nil
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -79,7 +80,7 @@ const maxRequestEcho = 1024
 func (e *outcome) handle(cr client.Object) {
 	if v, ok := cr.GetAnnotations()[statuscontract.RequestAnnotation]; ok {
 		if len(v) > maxRequestEcho {
-			v = truncate(v, maxRequestEcho-len(" … "))
+			v = refusal.Truncate(v, maxRequestEcho-len(" … "))
 		}
 		e.handled, e.handledSet = v, true
 	}
@@ -164,7 +165,7 @@ func (o *outcomes) succeeded(cr client.Object, rel *release.Release) {
 //
 // A failure ends the visit, as succeeded does; its message was redacted below (layer_redact.go).
 func (o *outcomes) failed(cr client.Object, f statuscontract.Failure) {
-	f.Message = truncate(f.Message, maxConditionMessage/2)
+	f.Message = refusal.Truncate(f.Message, refusal.MaxConditionMessage/2)
 	o.mu.Lock()
 	e := o.entry(cr)
 	e.secrets, e.values = valuesfrom.Redactor{}, nil
@@ -297,7 +298,7 @@ func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	start := time.Now()
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 	c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
-	if f, refused := refusalOf(err); refused {
+	if f, refused := refusal.Of(err); refused {
 		c.outcomes.failed(c.obj, f)
 	} else if err != nil {
 		c.outcomes.failed(c.obj, statuscontract.Failure{Reason: statuscontract.ReasonInstallFailed, Step: "install", Message: err.Error()})
@@ -311,7 +312,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if !isDryRun(opts) {
 		c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	}
-	if f, refused := refusalOf(err); refused {
+	if f, refused := refusal.Of(err); refused {
 		c.outcomes.failed(c.obj, f)
 	} else if err != nil {
 		reason := statuscontract.ReasonUpgradeFailed

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -101,7 +102,7 @@ func (c reportingClient) report() {
 		conds = append(conds, want)
 	}
 	if want["status"] == string(metav1.ConditionTrue) {
-		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonReleaseRecordRefused, truncate(want["message"].(string), maxEventMessage))
+		c.recorder.Event(c.obj, corev1.EventTypeWarning, statuscontract.ReasonReleaseRecordRefused, refusal.Truncate(want["message"].(string), refusal.MaxEventMessage))
 	}
 	if err := unstructured.SetNestedSlice(u.Object, conds, "status", statuscontract.FieldConditions); err != nil {
 		return

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -30,7 +31,7 @@ func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.Eve
 // get events`, where users and alerting look first, showed nothing. eventingClient records a
 // Warning Event on the CR for each failed Helm operation, with Helm's error; the recorder
 // aggregates repeats of the same failure into one Event with a count. A layer's refusal
-// (refusal.go) is reported with its own reason.
+// (refusal.Refuse) is reported with its own reason.
 type eventingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
@@ -38,7 +39,7 @@ type eventingClient struct {
 }
 
 func (c eventingClient) warn(reason, format string, args ...any) {
-	c.recorder.Event(c.obj, corev1.EventTypeWarning, reason, truncate(fmt.Sprintf(format, args...), maxEventMessage))
+	c.recorder.Event(c.obj, corev1.EventTypeWarning, reason, refusal.Truncate(fmt.Sprintf(format, args...), refusal.MaxEventMessage))
 }
 
 // Get reports a release that exists but cannot be used (another kind's, or unreadable); no
@@ -53,7 +54,7 @@ func (c eventingClient) Get(name string, opts ...helmclient.GetOption) (*release
 
 func (c eventingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	if f, refused := refusalOf(err); refused {
+	if f, refused := refusal.Of(err); refused {
 		c.warn(f.Reason, "release %s: %s", name, f.Message)
 	} else if err != nil {
 		c.warn(statuscontract.ReasonInstallFailed, "installing release %s: %v", name, err)
@@ -66,7 +67,7 @@ func (c eventingClient) Install(name, namespace string, chrt *chart.Chart, vals 
 // rendered or applied fails there first.
 func (c eventingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-	if f, refused := refusalOf(err); refused {
+	if f, refused := refusal.Of(err); refused {
 		c.warn(f.Reason, "release %s: %s", name, f.Message)
 	} else if err != nil {
 		what := "upgrading"

@@ -12,6 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/tools/record"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 )
 
 func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInterface, *record.FakeRecorder) {
@@ -69,9 +71,9 @@ func TestReleaseEventsBoundedMessage(t *testing.T) {
 		t.Fatalf("events %q, want one", got)
 	}
 	msg := strings.TrimPrefix(got[0], "Warning InstallFailed ")
-	if len(msg) > maxEventMessage+len(" … ") || !utf8.ValidString(msg) ||
+	if len(msg) > refusal.MaxEventMessage+len(" … ") || !utf8.ValidString(msg) ||
 		!strings.HasPrefix(msg, "installing release x: Invalid value: \"éé") || !strings.Contains(msg, "éé … éé") ||
 		!strings.HasSuffix(msg, "éé\": must be no more than 63 bytes") {
-		t.Errorf("message of %d bytes %q, want at most %d bytes, whole characters, its start and its end", len(msg), msg, maxEventMessage)
+		t.Errorf("message of %d bytes %q, want at most %d bytes, whole characters, its start and its end", len(msg), msg, refusal.MaxEventMessage)
 	}
 }

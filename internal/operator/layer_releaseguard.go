@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -134,7 +135,7 @@ func (c guardedClient) anotherTools(name string) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	return refuse(statuscontract.Failure{Reason: statuscontract.ReasonReleaseNameTaken, Step: "install", Message: fmt.Sprintf(
+	return refusal.Refuse(statuscontract.Failure{Reason: statuscontract.ReasonReleaseNameTaken, Step: "install", Message: fmt.Sprintf(
 		"Helm release %q in namespace %q has %d record(s) that this operator did not sign: another tool installed it "+
 			"(the helm CLI, Flux) or someone wrote them; the operator neither installs over it nor takes its objects. "+
 			"Give this resource another name, or uninstall that release; if it is this operator's release after all, "+

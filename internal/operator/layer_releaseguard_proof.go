@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -93,7 +94,7 @@ func (p ownershipProof) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	if len(unproven) == 0 {
 		return out, nil
 	}
-	return nil, refuse(statuscontract.Failure{Reason: statuscontract.ReasonObjectNotOwned, Step: p.step, Message: fmt.Sprintf(
+	return nil, refusal.Refuse(statuscontract.Failure{Reason: statuscontract.ReasonObjectNotOwned, Step: p.step, Message: fmt.Sprintf(
 		"%s exist(s) and nothing proves them this release's (an owner reference to %s %s/%s): another tool or "+
 			"person made them, and Helm would take them over by their annotations alone; the operator does not. "+
 			"Delete them, or give this resource another name", listed(unproven, 3),

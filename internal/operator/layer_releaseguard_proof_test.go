@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -112,7 +113,7 @@ func TestOwnershipProof(t *testing.T) {
 			if !ranBefore {
 				t.Fatal("the post-renderer before did not run")
 			}
-			failure, refused := refusalOf(err)
+			failure, refused := refusal.Of(err)
 			if tc.refused == "" {
 				if err != nil || out.String() != tc.manifest+"---\n" {
 					t.Fatalf("Run = %q, %v; want what the post-renderer before made", out, err)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releaselists"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
@@ -231,7 +232,7 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = c.Install("x", "team-a", nil, nil)
-		failure, refused := refusalOf(err)
+		failure, refused := refusal.Of(err)
 		if refused != tc.refused || (refused && (failure.Reason != statuscontract.ReasonReleaseNameTaken ||
 			!strings.Contains(failure.Message, `release "x" in namespace "team-a" has 2 record(s)`))) {
 			t.Errorf("%s: Install: %v, refused %v (%+v), want refused %v", tc.name, err, refused, failure, tc.refused)

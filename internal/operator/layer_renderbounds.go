@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -63,7 +64,7 @@ func (c boundedRenderClient) check(chrt *chart.Chart, vals map[string]any, rel c
 	err := c.checker.Check(context.Background(), renderbound.Input{Chart: chrt, Values: vals, Release: rel})
 	var ex *renderbound.Exceeded
 	if errors.As(err, &ex) {
-		return refuse(statuscontract.Failure{Reason: renderBoundReasons[ex.Bound], Step: "render", Message: ex.Error(), Terminal: true})
+		return refusal.Refuse(statuscontract.Failure{Reason: renderBoundReasons[ex.Bound], Step: "render", Message: ex.Error(), Terminal: true})
 	}
 	if err != nil {
 		ctrl.Log.WithName("render-bounds").Error(err, "checking a render's bounds; rendering unchecked", "release", rel.Name, "namespace", rel.Namespace)

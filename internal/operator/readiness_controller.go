@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -231,7 +232,7 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 	}
 	for _, c := range decided {
 		c.ObservedGeneration = cr.GetGeneration()
-		c.Message = truncate(c.Message, maxConditionMessage)
+		c.Message = refusal.Truncate(c.Message, refusal.MaxConditionMessage)
 		statuscontract.KeepTransitionTime(&c, statuscontract.Find(conds, c.Type), now)
 		f.conditions = append(f.conditions, c)
 	}

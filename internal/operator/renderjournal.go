@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -239,7 +240,7 @@ func (j *renderJournal) enter(cr client.Object) (done func(), err error) {
 	if d, ok := j.deaths[k]; ok && d.Quarantined {
 		if d.UID == e.UID && d.Generation == e.Generation {
 			j.mu.Unlock()
-			return nil, refuse(statuscontract.Failure{Reason: statuscontract.ReasonQuarantined, Step: "render", Terminal: true,
+			return nil, refusal.Refuse(statuscontract.Failure{Reason: statuscontract.ReasonQuarantined, Step: "render", Terminal: true,
 				Message: fmt.Sprintf("quarantined: the manager died twice in a row while rendering generation %d of this CR; an edit of its spec lifts the quarantine", e.Generation)})
 		}
 		delete(j.deaths, k) // edited, or another object of that name

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -107,7 +108,7 @@ func deathsOf(j *renderJournal, cr client.Object) journalDeath {
 }
 
 func isQuarantine(err error) bool {
-	f, ok := refusalOf(err)
+	f, ok := refusal.Of(err)
 	return ok && f.Reason == statuscontract.ReasonQuarantined && f.Terminal && errors.Is(err, reconcile.TerminalError(nil))
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -238,7 +239,7 @@ func boundMessages(conditions []any) {
 	for _, c := range conditions {
 		if m, ok := c.(map[string]any); ok {
 			if msg, ok := m["message"].(string); ok {
-				m["message"] = truncate(msg, maxConditionMessage)
+				m["message"] = refusal.Truncate(msg, refusal.MaxConditionMessage)
 			}
 		}
 	}

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 )
 
 func memcached(status map[string]any) *unstructured.Unstructured {
@@ -82,7 +84,7 @@ func TestHelmStatusApplyBoundsMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := maxConditionMessage / 2
+	kept := refusal.MaxConditionMessage / 2
 	conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 	want := []any{
 		map[string]any{"type": "ReleaseFailed", "message": "invalid: " + huge[:kept-len("invalid: ")] + " … " + huge[:kept]},

@@ -1,19 +1,19 @@
-package operator
+package refusal
 
 import "unicode/utf8"
 
-// maxEventMessage bounds an Event's message: an error may quote a value of any size.
-const maxEventMessage = 1024
+// MaxEventMessage bounds an Event's message: an error may quote a value of any size.
+const MaxEventMessage = 1024
 
-// maxConditionMessage bounds the message of each condition, as Kubernetes bounds those of
+// MaxConditionMessage bounds the message of each condition, as Kubernetes bounds those of
 // metav1.Condition. Helm's errors quote the values they refuse: a spec with a 1 MiB label
 // value failed with a 1 MiB message, the status patch was then too large to store, and the
 // CR showed no status at all.
-const maxConditionMessage = 32768
+const MaxConditionMessage = 32768
 
-// truncate cuts s to about n bytes by removing its middle: an error quoting a huge value
+// Truncate cuts s to about n bytes by removing its middle: an error quoting a huge value
 // keeps its start (what failed) and its end (why), and no character is cut in two.
-func truncate(s string, n int) string {
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,4 +1,4 @@
-package operator
+package refusal
 
 import (
 	"errors"
@@ -15,17 +15,18 @@ type refusal struct{ failure statuscontract.Failure }
 
 func (r refusal) Error() string { return r.failure.Message }
 
-// refuse returns f as the error a layer returns: terminal if f is, so that controller-runtime
+// Refuse returns f as the error a layer returns: terminal if f is, so that controller-runtime
 // does not retry what only an edit can mend (that edit's event reconciles the CR again).
-func refuse(f statuscontract.Failure) error {
+func Refuse(f statuscontract.Failure) error {
 	if f.Terminal {
 		return reconcile.TerminalError(refusal{f})
 	}
 	return refusal{f}
 }
 
-// refusalOf is the failure err carries, if a layer refused the CR.
-func refusalOf(err error) (statuscontract.Failure, bool) {
+// Of is the failure err carries, if a layer refused the CR (err, or an error it wraps, came
+// from Refuse).
+func Of(err error) (statuscontract.Failure, bool) {
 	var r refusal
 	if errors.As(err, &r) {
 		return r.failure, true
