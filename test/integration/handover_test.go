@@ -102,11 +102,11 @@ func podIsReady(ctx context.Context, env *framework.Env, ns, name string) error 
 	return fmt.Errorf("pod %s is not Ready", name)
 }
 
-// TestTakeOver runs handover.Succession as a standby's process would, against the apiserver:
+// TestSuccession runs handover.Succession as a standby's process would, against the apiserver:
 // the Lease goes to the standby once the leader pod's status shows the process of the
 // standby's container ended, the Lease's record being older than that end. Nothing runs the
 // pods (no node takes them): the test writes their status as a kubelet would.
-func TestTakeOver(t *testing.T) {
+func TestSuccession(t *testing.T) {
 	env := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
