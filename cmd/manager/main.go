@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"transwarp.io/tos/warpdrive-operator/internal/handover"
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
@@ -19,6 +21,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/storagemigration"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -108,11 +111,16 @@ func main() {
 
 	mgrOpts := common.Manager()
 	// The watches file as the sidecar reads it: strictly, so that a typo fails here.
-	_, err = watchfile.Load(opts.WatchesFile)
+	watches, err := watchfile.Load(opts.WatchesFile)
 	exitOn(err, log, "loading the watches file")
 	mgrOpts.Cache = operator.CacheOptions(opts.MaxSpecValues)
 	mgr := newManager(&common, mgrOpts, log)
 	exitOn(operator.Setup(mgr, opts), log, "setting up the reconcilers")
+	kinds := make([]schema.GroupVersionKind, 0, len(watches))
+	for _, w := range watches {
+		kinds = append(kinds, w.GroupVersionKind())
+	}
+	exitOn(storagemigration.Add(mgr, kinds), log, "setting up the storage migration")
 	log.Info("starting the manager")
 	exitOn(mgr.Start(handover.SignalContext(mgr.GetConfig(), log)), log, "running the manager")
 }

@@ -1,0 +1,122 @@
+package storagemigration
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+var memcached = schema.GroupVersionKind{Group: "cache.example.com", Version: "v1", Kind: "Memcached"}
+
+func cr(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(memcached)
+	u.SetNamespace("team-a")
+	u.SetName(name)
+	_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "size")
+	return u
+}
+
+// migrator is the pass over a cluster holding a Memcached CRD that lists stored and the CRs
+// names, whose updates go through funcs.
+func migrator(t *testing.T, stored []string, funcs interceptor.Funcs, names ...string) (*Migrator, client.Client, *record.FakeRecorder) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	scheme.AddKnownTypeWithName(memcached, &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(memcached.GroupVersion().WithKind("MemcachedList"), &unstructured.UnstructuredList{})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(memcached, meta.RESTScopeNamespace)
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "memcacheds.cache.example.com"},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: stored}}
+	objs := []client.Object{crd}
+	for _, n := range names {
+		objs = append(objs, cr(n))
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).
+		WithStatusSubresource(crd).WithInterceptorFuncs(funcs).Build()
+	rec := record.NewFakeRecorder(10)
+	return &Migrator{Kinds: []schema.GroupVersionKind{memcached}, Client: c, Reader: c, Mapper: mapper, Recorder: rec,
+		Log: logr.Discard()}, c, rec
+}
+
+// countUpdates counts the updates of CRs, and makes those of the names in conflicting fail
+// as if the object had been edited since it was listed.
+func countUpdates(updated *[]string, conflicting ...string) interceptor.Funcs {
+	return interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if slices.Contains(conflicting, obj.GetName()) {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "memcacheds"}, obj.GetName(), nil)
+		}
+		*updated = append(*updated, obj.GetName())
+		return c.Update(ctx, obj, opts...)
+	}}
+}
+
+// TestMigrateRewritesThenPrunes: with an old version stored, every object is updated as it
+// is (an object edited since it was listed is left, its edit kept), then storedVersions is the
+// storage version alone, with an Event; with nothing stale, nothing is written.
+func TestMigrateRewritesThenPrunes(t *testing.T) {
+	var updated []string
+	m, c, rec := migrator(t, []string{"v1alpha1", "v1"}, countUpdates(&updated, "b"), "a", "b", "c")
+	if err := m.migrate(context.Background(), memcached); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(updated, []string{"a", "c"}) {
+		t.Errorf("updated %v, want [a c] (b was edited since it was listed)", updated)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "memcacheds.cache.example.com"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+	if len(rec.Events) != 1 {
+		t.Errorf("%d Events, want 1 (StorageMigrated)", len(rec.Events))
+	} else if e := <-rec.Events; e != "Normal StorageMigrated 2 objects rewritten at v1; status.storedVersions [v1alpha1 v1] is now [v1]" {
+		t.Errorf("Event %q", e)
+	}
+
+	updated = nil
+	m, _, rec = migrator(t, []string{"v1"}, countUpdates(&updated), "a")
+	if err := m.migrate(context.Background(), memcached); err != nil {
+		t.Fatal(err)
+	}
+	if len(updated) > 0 || len(rec.Events) > 0 {
+		t.Errorf("nothing stale, yet updated %v and %d Events", updated, len(rec.Events))
+	}
+}
+
+// TestMigrateFailureKeepsStoredVersions: a rewrite that fails leaves storedVersions as it was,
+// for the next try: pruned early, the API server would no longer know of objects stored at it.
+func TestMigrateFailureKeepsStoredVersions(t *testing.T) {
+	m, c, _ := migrator(t, []string{"v1alpha1", "v1"}, interceptor.Funcs{
+		Update: func(context.Context, client.WithWatch, client.Object, ...client.UpdateOption) error {
+			return apierrors.NewServiceUnavailable("etcd")
+		}}, "a")
+	if err := m.migrate(context.Background(), memcached); err == nil {
+		t.Fatal("migrate: no error")
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "memcacheds.cache.example.com"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1", "v1"}) {
+		t.Errorf("storedVersions %v after a failed pass, want them kept", crd.Status.StoredVersions)
+	}
+}
