@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/release"
@@ -17,49 +16,12 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-// The owner annotations of operator-lib's handler package (SetOwnerAnnotations), which the
-// helm-operator's post-renderer puts on cluster-scoped objects.
-const (
-	ownerNameAnnotation = "operator-sdk/primary-resource"
-	ownerTypeAnnotation = "operator-sdk/primary-resource-type"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
 // orphanDeleted is the reason of the Event on a CR for each object swept.
 const orphanDeleted = "OrphanDeleted"
-
-// Helm's ownership annotations, which it puts on every object of a release.
-const (
-	helmReleaseNameAnnotation      = "meta.helm.sh/release-name"
-	helmReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
-)
-
-// ownedBy reports whether the annotations of an object name cr as its owner (see ownerOf).
-func ownedBy(annotations map[string]string, cr client.Object) bool {
-	owner, ok := ownerOf(annotations)
-	return ok && owner.kind == cr.GetObjectKind().GroupVersionKind().GroupKind() &&
-		owner.key == client.ObjectKeyFromObject(cr)
-}
-
-// crRef names a CR: its kind and its namespace and name.
-type crRef struct {
-	kind schema.GroupKind
-	key  client.ObjectKey
-}
-
-// ownerOf returns the CR that the annotations of a cluster-scoped object name as its owner,
-// when both the helm-operator's annotations (the CR's namespace, name and kind) and Helm's
-// (its release, named after the CR, in the CR's namespace) name it.
-func ownerOf(annotations map[string]string) (crRef, bool) {
-	ns, name, ok := strings.Cut(annotations[ownerNameAnnotation], "/")
-	kind := schema.ParseGroupKind(annotations[ownerTypeAnnotation])
-	if !ok || ns == "" || name == "" || kind.Kind == "" ||
-		annotations[helmReleaseNameAnnotation] != name || annotations[helmReleaseNamespaceAnnotation] != ns {
-		return crRef{}, false
-	}
-	return crRef{kind: kind, key: client.ObjectKey{Namespace: ns, Name: name}}, true
-}
 
 // clusterObjects is where the orphan sweep looks for a CR's cluster-scoped objects: the
 // cluster-scoped kinds its chart declares (internal/chartpolicy), listed and deleted through
@@ -141,7 +103,7 @@ func (c sweepingClient) sweep(ctx context.Context) error {
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
-			if !ownedBy(obj.GetAnnotations(), c.obj) {
+			if !ownership.OwnedBy(obj.GetAnnotations(), c.obj) {
 				continue
 			}
 			obj.SetGroupVersionKind(mapping.GroupVersionKind)

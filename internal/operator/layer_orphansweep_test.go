@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
 func poolCR(deleted bool) *unstructured.Unstructured {
@@ -38,37 +40,8 @@ func poolCR(deleted bool) *unstructured.Unstructured {
 // the WarpdrivePool team-a/x's release.
 func poolOwner() map[string]string {
 	return map[string]string{
-		ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "WarpdrivePool.tos.transwarp.io",
-		helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a",
-	}
-}
-
-func TestOwnedBy(t *testing.T) {
-	cr := poolCR(false)
-	if !ownedBy(poolOwner(), cr) {
-		t.Error("the CR's own object: not owned")
-	}
-	with := func(k, v string) map[string]string {
-		a := poolOwner()
-		if v == "" {
-			delete(a, k)
-		} else {
-			a[k] = v
-		}
-		return a
-	}
-	for name, annotations := range map[string]map[string]string{
-		"another kind's CR of the same name": with(ownerTypeAnnotation, "AppService.appcontroller.k8s.io"),
-		"another namespace's CR":             with(ownerNameAnnotation, "team-b/x"),
-		"another release":                    with(helmReleaseNameAnnotation, "y"),
-		"another release namespace":          with(helmReleaseNamespaceAnnotation, "team-b"),
-		"no Helm annotations":                with(helmReleaseNameAnnotation, ""),
-		"not the operator's":                 {helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a"},
-		"no annotations":                     nil,
-	} {
-		if ownedBy(annotations, cr) {
-			t.Errorf("%s: owned", name)
-		}
+		ownership.OwnerNameAnnotation: "team-a/x", ownership.OwnerTypeAnnotation: "WarpdrivePool.tos.transwarp.io",
+		ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a",
 	}
 }
 
@@ -103,7 +76,7 @@ func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...c
 // gets "release not found" (so it removes the finalizer).
 func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
 	foreign := poolOwner()
-	foreign[ownerTypeAnnotation] = "AppService.appcontroller.k8s.io"
+	foreign[ownership.OwnerTypeAnnotation] = "AppService.appcontroller.k8s.io"
 	c, cl, rec := sweeping(t, poolCR(true), interceptor.Funcs{},
 		storageClass("pool-x", poolOwner()), storageClass("foreign", foreign), storageClass("unannotated", nil))
 

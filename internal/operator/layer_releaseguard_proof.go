@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -30,9 +31,9 @@ import (
 // delete them with the CR. What proves an object the release's is what only the operator
 // writes: a namespaced object's owner reference to the CR, by UID (helm-operator-plugins'
 // post-renderer sets it, and a CR deleted and made again has another UID); a cluster-scoped
-// object's owner annotations naming the CR (ownedBy), which only those who may write that
-// cluster-scoped object could forge; and Helm's annotations naming the release where they
-// name the operator's (byAnnotations).
+// object's owner annotations naming the CR (ownership.OwnedBy), which only those who may
+// write that cluster-scoped object could forge; and Helm's annotations naming the release
+// where they name the operator's (byAnnotations).
 //
 // It runs as the render's last step, before Helm writes a record or touches an object: a
 // refused install leaves no record, so helm-operator-plugins' uninstall of a failed install
@@ -131,7 +132,7 @@ func (p ownershipProof) proven(h manifest.Head) (ok bool, named string, err erro
 	case p.byAnnotations && p.namesRelease(live.GetAnnotations()):
 		return true, "", nil
 	case live.GetNamespace() == "":
-		return ownedBy(live.GetAnnotations(), p.cr), h.GVK.Kind + " " + live.GetName(), nil
+		return ownership.OwnedBy(live.GetAnnotations(), p.cr), h.GVK.Kind + " " + live.GetName(), nil
 	}
 	named = fmt.Sprintf("%s %s/%s", h.GVK.Kind, live.GetNamespace(), live.GetName())
 	for _, ref := range live.GetOwnerReferences() {
@@ -145,8 +146,8 @@ func (p ownershipProof) proven(h manifest.Head) (ok bool, named string, err erro
 // namesRelease reports whether Helm's annotations name the CR's release (named after it, in
 // its namespace).
 func (p ownershipProof) namesRelease(annotations map[string]string) bool {
-	return annotations[helmReleaseNameAnnotation] == p.cr.GetName() &&
-		annotations[helmReleaseNamespaceAnnotation] == p.cr.GetNamespace()
+	return annotations[ownership.HelmReleaseNameAnnotation] == p.cr.GetName() &&
+		annotations[ownership.HelmReleaseNamespaceAnnotation] == p.cr.GetNamespace()
 }
 
 // listed joins the first n of items, saying how many more there are.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -45,7 +46,7 @@ func (r scopedReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 func TestOwnershipProof(t *testing.T) {
 	cr := appServiceCR()
 	cr.SetUID("uid-of-x")
-	helmAnnotations := map[string]string{helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a"}
+	helmAnnotations := map[string]string{ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a"}
 	configMap := func(name string, owner types.UID) *corev1.ConfigMap {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name,
 			Annotations: helmAnnotations, Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"}}}
@@ -55,8 +56,8 @@ func TestOwnershipProof(t *testing.T) {
 		}
 		return cm
 	}
-	ownerAnnotations := map[string]string{ownerNameAnnotation: "team-a/x", ownerTypeAnnotation: "AppService.appcontroller.k8s.io",
-		helmReleaseNameAnnotation: "x", helmReleaseNamespaceAnnotation: "team-a"}
+	ownerAnnotations := map[string]string{ownership.OwnerNameAnnotation: "team-a/x", ownership.OwnerTypeAnnotation: "AppService.appcontroller.k8s.io",
+		ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a"}
 	const cmManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x-config\n"
 	const scManifest = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: x-class\n"
 
@@ -84,7 +85,7 @@ func TestOwnershipProof(t *testing.T) {
 		{name: "the operator's release, another release's object", manifest: cmManifest, deployed: true,
 			existing: []client.Object{func() client.Object {
 				cm := configMap("x-config", "")
-				cm.Annotations = map[string]string{helmReleaseNameAnnotation: "y", helmReleaseNamespaceAnnotation: "team-a"}
+				cm.Annotations = map[string]string{ownership.HelmReleaseNameAnnotation: "y", ownership.HelmReleaseNamespaceAnnotation: "team-a"}
 				return cm
 			}()}, refused: "ConfigMap team-a/x-config"},
 		{name: "cluster-scoped, the CR's by its owner annotations", existing: []client.Object{storageClass("x-class", ownerAnnotations)},

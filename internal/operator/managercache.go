@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/sharedstrings"
@@ -141,8 +142,8 @@ func dropSecretData(obj any) (any, error) {
 //
 // The deployment controller's annotations (drift.ControllerAnnotations) are dropped: no change of
 // them wakes a drift check.
-var cachedAnnotations = []string{ownerNameAnnotation, ownerTypeAnnotation, helmReleaseNameAnnotation,
-	helmReleaseNamespaceAnnotation}
+var cachedAnnotations = []string{ownership.OwnerNameAnnotation, ownership.OwnerTypeAnnotation,
+	ownership.HelmReleaseNameAnnotation, ownership.HelmReleaseNamespaceAnnotation}
 
 const (
 	annotationsDigest = "warpdrive.transwarp.io/cached-annotations-digest"

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 )
 
@@ -85,8 +86,8 @@ func TestCacheTransformInterns(t *testing.T) {
 // the cache a few bytes, and a change of them still shows.
 func TestCacheBoundsMetadataOnlyObjects(t *testing.T) {
 	padded := strings.Repeat("p", 256<<10)
-	tied := map[string]string{ownerNameAnnotation: "ns/m", ownerTypeAnnotation: "cache.example.com/Memcached",
-		helmReleaseNameAnnotation: "m", helmReleaseNamespaceAnnotation: "ns"}
+	tied := map[string]string{ownership.OwnerNameAnnotation: "ns/m", ownership.OwnerTypeAnnotation: "cache.example.com/Memcached",
+		ownership.HelmReleaseNameAnnotation: "m", ownership.HelmReleaseNamespaceAnnotation: "ns"}
 	object := func(annotations, labels map[string]string) *metav1.PartialObjectMetadata {
 		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c",
 			Annotations: maps.Clone(annotations), Labels: maps.Clone(labels)}}

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
 // orphanCollected is the reason of the Event on each cluster-scoped object the collector
@@ -26,10 +28,8 @@ import (
 const orphanCollected = "OrphanCollected"
 
 // ownerIndex indexes the collected kind's cached objects by the CR their annotations name
-// (crRef.String), so that a CR's deletion finds them.
+// (ownership.CR.String), so that a CR's deletion finds them.
 const ownerIndex = "warpdrive.transwarp.io/owner"
-
-func (r crRef) String() string { return r.kind.String() + "/" + r.key.String() }
 
 // orphanCollector is the garbage collector of one cluster-scoped kind that charts render (a
 // WarpdrivePool's StorageClass): it deletes every object of that kind whose annotations name
@@ -46,9 +46,9 @@ func (r crRef) String() string { return r.kind.String() + "/" + r.key.String() }
 //
 // The loop is level-based, keyed by the object's name. sync reads the object's metadata
 // from the cache; when its annotations name a CR of a kind whose chart declares this kind
-// (ownerOf), it asks the API server whether that CR exists, and deletes the object, its UID
-// a precondition, only if it does not. It runs for every object of the kind that is added or
-// changed, and for the objects named for a CR when the CR is deleted.
+// (ownership.OwnerOf), it asks the API server whether that CR exists, and deletes the
+// object, its UID a precondition, only if it does not. It runs for every object of the kind
+// that is added or changed, and for the objects named for a CR when the CR is deleted.
 //
 // Why it is safe against a namespace editor: only the operator (or a cluster admin) writes
 // a cluster-scoped object and its annotations, so the owner they name is the CR it was
@@ -92,12 +92,12 @@ func (c *orphanCollector) object() *metav1.PartialObjectMetadata {
 
 // owner returns the CR that obj's annotations name, if it is of a kind whose chart renders
 // obj's kind.
-func (c *orphanCollector) owner(obj client.Object) (crRef, bool) {
-	owner, ok := ownerOf(obj.GetAnnotations())
+func (c *orphanCollector) owner(obj client.Object) (ownership.CR, bool) {
+	owner, ok := ownership.OwnerOf(obj.GetAnnotations())
 	if !ok {
-		return crRef{}, false
+		return ownership.CR{}, false
 	}
-	_, ours := c.owners[owner.kind]
+	_, ours := c.owners[owner.Kind]
 	return owner, ours
 }
 
@@ -115,7 +115,7 @@ func (c *orphanCollector) indexOwner(obj client.Object) []string {
 
 // ownerDeleted queues the objects named for a CR that is gone.
 func (c *orphanCollector) ownerDeleted(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	owner := crRef{kind: e.Object.GetObjectKind().GroupVersionKind().GroupKind(), key: client.ObjectKeyFromObject(e.Object)}
+	owner := ownership.CR{Kind: e.Object.GetObjectKind().GroupVersionKind().GroupKind(), Key: client.ObjectKeyFromObject(e.Object)}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(c.gvk.GroupVersion().WithKind(c.gvk.Kind + "List"))
 	if err := c.cache.List(ctx, list, client.MatchingFields{ownerIndex: owner.String()}); err != nil {
@@ -145,7 +145,7 @@ func (c *orphanCollector) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	msg := fmt.Sprintf("%s %s/%s, which the operator created it for, is gone; deleted %s %s",
-		owner.kind.Kind, owner.key.Namespace, owner.key.Name, c.gvk.Kind, obj.GetName())
+		owner.Kind.Kind, owner.Key.Namespace, owner.Key.Name, c.gvk.Kind, obj.GetName())
 	ctrl.Log.WithName("orphan-collector").Info(msg)
 	c.recorder.Event(obj, corev1.EventTypeWarning, orphanCollected, msg)
 	return reconcile.Result{}, nil
@@ -155,15 +155,15 @@ func (c *orphanCollector) Reconcile(ctx context.Context, req reconcile.Request) 
 // CR is gone since, its delete event queues the object again. A CR the cache lacks is looked
 // up on the API server, which knows of one created since, or left out of the cache by the
 // kind's label selector.
-func (c *orphanCollector) exists(ctx context.Context, owner crRef) (bool, error) {
+func (c *orphanCollector) exists(ctx context.Context, owner ownership.CR) (bool, error) {
 	cached := &unstructured.Unstructured{} // the kind's informer holds CRs whole
-	cached.SetGroupVersionKind(c.owners[owner.kind])
-	if err := c.cache.Get(ctx, owner.key, cached); err == nil {
+	cached.SetGroupVersionKind(c.owners[owner.Kind])
+	if err := c.cache.Get(ctx, owner.Key, cached); err == nil {
 		return true, nil
 	}
 	cr := &metav1.PartialObjectMetadata{}
-	cr.SetGroupVersionKind(c.owners[owner.kind])
-	err := c.live.Get(ctx, owner.key, cr)
+	cr.SetGroupVersionKind(c.owners[owner.Kind])
+	err := c.live.Get(ctx, owner.Key, cr)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
 var poolGVK = schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"}
@@ -83,7 +85,7 @@ func classWithUID(name, uid string, annotations map[string]string) *storagev1.St
 // no CR, or a CR of a kind whose chart renders no StorageClass.
 func TestOrphanCollector(t *testing.T) {
 	appOwned := poolOwner()
-	appOwned[ownerTypeAnnotation] = "AppService.appcontroller.k8s.io"
+	appOwned[ownership.OwnerTypeAnnotation] = "AppService.appcontroller.k8s.io"
 	for _, tc := range []struct {
 		name         string
 		cached, live []client.Object
@@ -130,7 +132,7 @@ func TestOrphanCollector(t *testing.T) {
 // A pool's deletion queues the StorageClasses named for it, and no other.
 func TestOrphanCollectorQueuesOnOwnerDeletion(t *testing.T) {
 	other := poolOwner()
-	other[ownerNameAnnotation], other[helmReleaseNameAnnotation] = "team-a/y", "y"
+	other[ownership.OwnerNameAnnotation], other[ownership.HelmReleaseNameAnnotation] = "team-a/y", "y"
 	c, _, _, _ := collecting(t, []client.Object{
 		classWithUID("pool-x", "u1", poolOwner()), classWithUID("pool-y", "u2", other), classWithUID("admins", "u3", nil),
 	}, nil, nil)
