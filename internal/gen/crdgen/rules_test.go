@@ -84,7 +84,7 @@ func newCELValidator(t *testing.T, crd *apiextv1.CustomResourceDefinition) *celV
 // pool's books to another class and drop the bound claims of its own from them.
 func TestPoolStorageClassNameImmutable(t *testing.T) {
 	crd, err := Generate(filepath.Join("..", "..", "..", "helm-charts", "warpdrivepool"),
-		schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"})
+		schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1", Kind: "WarpdrivePool"})
 	if err != nil {
 		t.Fatal(err)
 	}
