@@ -22,10 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
 // The tests of the drift filter (internal/operator/drift) at work with what this package gives
-// it: the deployed manifests from the signed release records (releaseManifests), and the
+// it: the deployed manifests from the signed release records (releases.Manifests), and the
 // kind's budget of reconciles tenants may force (perCRInterval). The filter's own tests are
 // in its package; the fixtures below are copies of the few of its tests that these use.
 
@@ -89,7 +90,7 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	withRevision := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}})
 	var reads int
-	m := newReleaseManifests(func(_ context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
+	m := releases.NewManifests(func(_ context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
 		reads++
 		if cr.GetName() != "m" || revision != 2 {
 			return nil, fmt.Errorf("no record of %s revision %d", cr.GetName(), revision)
@@ -154,13 +155,13 @@ func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 		{"status written", 2, 2, 5, false},
 		{"an older revision handed out (a Get after a restart)", 2, 1, 5, false},
 	} {
-		versions := newReleaseVersions()
+		versions := releases.NewVersions()
 		if tc.handedOut > 0 {
 			rel, _ := twoRevisions(context.Background(), nil, tc.handedOut)
-			versions.record(rel)
+			versions.Record(rel)
 		}
 		inf := drift.Filter{Reader: readerWith(atRevision(tc.status), liveDeployment(tc.replicas, "m")),
-			Manifests: newReleaseManifests(twoRevisions, versions, nil), Owner: memcachedGVK, GVK: deploymentGVK}
+			Manifests: releases.NewManifests(twoRevisions, versions, nil), Owner: memcachedGVK, GVK: deploymentGVK}
 		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
 		}
@@ -185,10 +186,10 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 		{"scaled by hand during the upgrade", 7, true, 1},
 		{"held past the waits: checked against revision 1", 5, false, 1},
 	} {
-		versions, locks := newReleaseVersions(), newKeyedMutex()
-		unlock := locks.lock(releaseKey("ns", "m"))
+		versions, locks := releases.NewVersions(), releases.NewKeyedMutex()
+		unlock := locks.Lock(releases.Key("ns", "m"))
 		inf := drift.Filter{Reader: readerWith(cr), Live: readerWith(liveDeployment(tc.replicas, "m")),
-			Manifests: newReleaseManifests(twoRevisions, versions, locks), Owner: memcachedGVK, GVK: deploymentGVK}
+			Manifests: releases.NewManifests(twoRevisions, versions, locks), Owner: memcachedGVK, GVK: deploymentGVK}
 		h := &countingHandler{}
 		inf.Wrap(h).OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
 		if tc.freed {
@@ -197,7 +198,7 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 				t.Errorf("%s: %d updates passed on while the release was held, want none", tc.name, got)
 			}
 			rel, _ := twoRevisions(context.Background(), nil, 2)
-			versions.record(rel)
+			versions.Record(rel)
 			unlock()
 		}
 		// A drift passes on within a check or two of the release's end, or of the last wait;

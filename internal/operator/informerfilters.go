@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -46,7 +47,7 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releaseManifests, policy drift.Policy,
+func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releases.Manifests, policy drift.Policy,
 	budget *perCRInterval, signedRecord func(metav1.Object) bool) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
 		gvk: gvk, manifests: manifests, drift: policy, budget: budget, signedRecord: signedRecord}}
@@ -59,9 +60,9 @@ type filteringCache struct {
 	cache.Cache
 	live      client.Reader // uncached: release objects are cached as metadata only
 	gvk       schema.GroupVersionKind
-	manifests *releaseManifests // what the drift filter compares release objects with
-	drift     drift.Policy      // the fields of release objects the drift filter ignores
-	budget    *perCRInterval    // the kind's reconciles that tenants may force, per CR
+	manifests *releases.Manifests // what the drift filter compares release objects with
+	drift     drift.Policy        // the fields of release objects the drift filter ignores
+	budget    *perCRInterval      // the kind's reconciles that tenants may force, per CR
 	// signedRecord: a release Secret's signature holds on its cached metadata (deletionsOnly)
 	signedRecord func(metav1.Object) bool
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -33,11 +34,11 @@ type shared struct {
 	drift       drift.Settings
 
 	status    statusKeepingClient    // the helm reconcilers' status writer (statusclient.go)
-	versions  *releaseVersions       // the releases handed to the reconcilers, read by status
+	versions  *releases.Versions     // the releases handed to the reconcilers, read by status
 	configs   *trustedconfig.Configs // Helm's action configurations: signed records, confinement
 	ops       *operations            // Helm operations of this process, by release
-	locks     *keyedMutex            // one lock per release name
-	manifests *releaseManifests      // the deployed manifests, for the drift filter
+	locks     *releases.KeyedMutex   // one lock per release name
+	manifests *releases.Manifests    // the deployed manifests, for the drift filter
 	metrics   *fleetSeries           // the per-CR series
 	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
 	renders   *renderbound.Checker   // the render bounds' workers (layer_renderbounds.go); nil: off

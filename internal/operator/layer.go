@@ -50,7 +50,3 @@ func isDryRun(opts []helmclient.UpgradeOption) bool {
 	}
 	return u.DryRun
 }
-
-// releaseKey names a release across namespaces, as the release guard's locks and the
-// pending repair's operations key it.
-func releaseKey(namespace, name string) string { return namespace + "/" + name }

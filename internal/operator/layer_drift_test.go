@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -59,7 +60,7 @@ func hpaReader(t *testing.T, target string, objs ...client.Object) client.Reader
 func objectsOf(t *testing.T, manifest string) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
-	for _, obj := range parseManifest(manifest) {
+	for _, obj := range releases.ParseManifest(manifest) {
 		out[obj.GetKind()] = obj.Object
 	}
 	return out

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
 // pendingReleaseRepaired is the reason of the Event on a CR whose release was repaired.
@@ -156,7 +158,7 @@ type repairingClient struct {
 // request for a given revision (an option) is passed on as it is.
 func (c repairingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)
-	key := releaseKey(c.obj.GetNamespace(), name)
+	key := releases.Key(c.obj.GetNamespace(), name)
 	if err != nil || len(opts) > 0 || !needsRepair(rel, false) || !c.ops.mayRepair(key, rel, time.Now()) {
 		return rel, err
 	}
@@ -186,7 +188,7 @@ func (c repairingClient) markFailed(rel *release.Release) (*release.Release, err
 // (the apiserver or etcd lost mid-operation) ends below the last one, where the repair on Get
 // would never see it, and stays pending in the history.
 func (c repairingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
-	done := c.ops.start(releaseKey(namespace, name))
+	done := c.ops.start(releases.Key(namespace, name))
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 	done()
 	if err != nil {
@@ -196,7 +198,7 @@ func (c repairingClient) Install(name, namespace string, chrt *chart.Chart, vals
 }
 
 func (c repairingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	done := c.ops.start(releaseKey(namespace, name))
+	done := c.ops.start(releases.Key(namespace, name))
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	done()
 	if err != nil && !isDryRun(opts) {
@@ -206,7 +208,7 @@ func (c repairingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals
 }
 
 func (c repairingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	key := releaseKey(c.obj.GetNamespace(), name)
+	key := releases.Key(c.obj.GetNamespace(), name)
 	done := c.ops.start(key)
 	resp, err := c.ActionInterface.Uninstall(name, opts...)
 	done()
@@ -220,7 +222,7 @@ func (c repairingClient) Uninstall(name string, opts ...helmclient.UninstallOpti
 // after an operation on it failed. It is best effort: what it cannot read or write now (the apiserver still
 // away), the repair on Get does for the last revision at the next reconcile.
 func (c repairingClient) repairHistory(name string, chrt *chart.Chart) {
-	key := releaseKey(c.obj.GetNamespace(), name)
+	key := releases.Key(c.obj.GetNamespace(), name)
 	if c.ops.isRunning(key) || !c.ops.mayRepair(key, &release.Release{Info: &release.Info{}}, time.Now()) {
 		return
 	}

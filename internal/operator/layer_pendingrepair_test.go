@@ -17,6 +17,8 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
 func TestNeedsRepair(t *testing.T) {
@@ -93,7 +95,7 @@ func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.Actio
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), guardChecks{})
+	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
 	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +181,7 @@ func TestRepairLeavesAlone(t *testing.T) {
 		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingInstall || len(events(rec)) != 0 {
 			t.Errorf("the running install's revision was repaired: %s", status)
 		}
-		if ops.isRunning(releaseKey("team-a", "x")) {
+		if ops.isRunning(releases.Key("team-a", "x")) {
 			t.Error("the install is still counted as running after it returned")
 		}
 		// Once the install has returned without recording an outcome, the revision is stuck.
@@ -265,7 +267,7 @@ func TestMayRepair(t *testing.T) {
 	pending := func(age time.Duration) *release.Release {
 		return &release.Release{Info: &release.Info{Status: release.StatusPendingUpgrade, LastDeployed: helmtime.Time{Time: now.Add(-age)}}}
 	}
-	key := releaseKey("t1", "x")
+	key := releases.Key("t1", "x")
 
 	noElection := newOperations()
 	if noElection.mayRepair(key, pending(time.Hour), now) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
@@ -17,6 +16,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -26,7 +26,7 @@ import (
 // and what checks refuses (see guardChecks). Operations on a release name are serialised
 // across kinds by locks (shared by every kind's guard), so that the check and the operation
 // it guards cannot interleave with another kind's.
-func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *keyedMutex, checks guardChecks) helmclient.ActionClientGetter {
+func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *releases.KeyedMutex, checks guardChecks) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks,
 			cr: cr, checks: checks}
@@ -75,7 +75,7 @@ type guardedClient struct {
 	helmclient.ActionInterface
 	chart     string
 	namespace string // the CR's, where its release lives
-	locks     *keyedMutex
+	locks     *releases.KeyedMutex
 	cr        client.Object
 	checks    guardChecks
 }
@@ -85,7 +85,7 @@ type guardedClient struct {
 // release's records made before the lock would not show another kind's install that the
 // lock waited for.
 func (c guardedClient) lock(name string) (unlock func()) {
-	unlock = c.locks.lock(releaseKey(c.namespace, name))
+	unlock = c.locks.Lock(releases.Key(c.namespace, name))
 	trustedconfig.FreshReleaseReads(c.ActionInterface)
 	return unlock
 }
@@ -233,45 +233,4 @@ func (c guardedClient) Uninstall(name string, opts ...helmclient.UninstallOption
 		return nil, fmt.Errorf("%w: %v", driver.ErrReleaseNotFound, err)
 	}
 	return c.ActionInterface.Uninstall(name, opts...)
-}
-
-// keyedMutex is a set of mutexes by key, each kept only while it is held or awaited.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int
-}
-
-func newKeyedMutex() *keyedMutex { return &keyedMutex{locks: map[string]*keyedLock{}} }
-
-// held reports whether key is held or awaited.
-func (m *keyedMutex) held(key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.locks[key] != nil
-}
-
-// lock locks key and returns the func that unlocks it.
-func (m *keyedMutex) lock(key string) (unlock func()) {
-	m.mu.Lock()
-	l := m.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		m.locks[key] = l
-	}
-	l.users++
-	m.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		m.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(m.locks, key)
-		}
-		m.mu.Unlock()
-	}
 }

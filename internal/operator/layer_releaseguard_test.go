@@ -22,6 +22,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releaselists"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
@@ -30,7 +31,7 @@ import (
 
 func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
 	t.Helper()
-	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(), guardChecks{})
+	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
 	c, err := g.ActionClientFor(context.Background(), appServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		getter := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 			return store, nil
 		})
-		locks := newKeyedMutex()
+		locks := releases.NewKeyedMutex()
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, name := range []string{"appservice", "guestbook"} {
@@ -190,7 +191,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 			}
 			installed := false
 			f.during = func() { installed = true }
-			g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: newKeyedMutex()}
+			g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: releases.NewKeyedMutex()}
 			_, err := g.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, nil)
 			var foreign *foreignReleaseError
 			if !errors.As(err, &foreign) || installed {
@@ -226,7 +227,7 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 			asked = ns + "/" + name
 			return tc.unproven, nil
 		}
-		c, err := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, newKeyedMutex(),
+		c, err := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(),
 			guardChecks{unproven: unproven}).ActionClientFor(context.Background(), cr)
 		if err != nil {
 			t.Fatal(err)

@@ -54,6 +54,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -107,7 +108,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.SigningKey.Name == "" || opts.SigningKey.Namespace == "" {
 		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
 	}
-	versions := newReleaseVersions() // the releases handed to the reconcilers: see layer_releaseversions.go
+	versions := releases.NewVersions() // the releases handed to the reconcilers: see layer_releaseversions.go
 	s := shared{period: opts.ReconcilePeriod, concurrency: opts.MaxConcurrentReconciles,
 		history: opts.MaxReleaseHistory, maxSpec: opts.MaxSpecValues, rollouts: opts.Rollouts, drift: opts.Drift, versions: versions,
 		status: statusKeepingClient{Client: mgr.GetClient(), current: mgr.GetCache(), versions: versions,
@@ -147,10 +148,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(s.journal); err != nil {
 		return err
 	}
-	s.locks = newKeyedMutex()                                                     // one release name, across kinds: see layer_releaseguard.go
-	s.manifests = newReleaseManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see internal/operator/drift
-	s.metrics = newFleetSeries(opts.MaxCRMetrics)                                 // the per-CR series: see metrics.go
-	if s.sources, err = newSourcesCache(mgr); err != nil {                        // spec.valuesFrom: see valuessources.go
+	s.locks = releases.NewKeyedMutex()                                              // one release name, across kinds: see layer_releaseguard.go
+	s.manifests = releases.NewManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see internal/operator/drift
+	s.metrics = newFleetSeries(opts.MaxCRMetrics)                                   // the per-CR series: see metrics.go
+	if s.sources, err = newSourcesCache(mgr); err != nil {                          // spec.valuesFrom: see valuessources.go
 		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)
 	}
 	if err := registerFleet(s.metrics); err != nil {

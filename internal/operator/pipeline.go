@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 )
 
@@ -162,13 +163,13 @@ import (
 type pipeline struct {
 	chart    *chart.Chart
 	gate     chartGate            // the kind's chart rollout (rollout_controller.go)
-	locks    *keyedMutex          // one lock per release name, shared by every kind
+	locks    *releases.KeyedMutex // one lock per release name, shared by every kind
 	ops      *operations          // Helm operations of this process, shared by every kind
 	recorder record.EventRecorder // the kind's reconciler's, so that Events share its source
 	status   client.StatusClient  // writes the record report's condition
 	outcomes *outcomes            // the kind's, read by its readiness controller
 	metrics  *fleetSeries         // the manager's per-CR series (metrics.go)
-	versions *releaseVersions     // the releases handed out, shared by every kind, read by the status writer
+	versions *releases.Versions   // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
 	drift    drift.Policy         // what the kind's drift repair leaves alone (docs/drift.md)
 	live     client.Reader        // the release's objects as the API server has them, for drift reports and proof of ownership

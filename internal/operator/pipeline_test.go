@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -43,8 +44,8 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	status := &statusWrites{}
 	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
 	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Policy{AllAtOnce: true}, c, nil, rec, nil)
-	return pipeline{chart: c, gate: gate, locks: newKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), metrics: newFleetSeries(0), versions: newReleaseVersions()}, rec, status
+	return pipeline{chart: c, gate: gate, locks: releases.NewKeyedMutex(),
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), metrics: newFleetSeries(0), versions: releases.NewVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -31,13 +32,13 @@ import (
 // manager's --status-release-manifest) asks for it. The manifest copies every object of the
 // release into the CR, Secrets included, where the CR's readers (a namespace viewer, who may
 // not read Secrets) see it, and into every cache of the CR kind. The revision names the
-// signed release record that holds it (releasemanifests.go reads it from there).
+// signed release record that holds it (releases.Manifests reads it from there).
 type statusKeepingClient struct {
 	client.Client
 	// current reads the CR as last seen (the manager's cache): an apply that would change
 	// nothing is not sent.
 	current         client.Reader
-	versions        *releaseVersions
+	versions        *releases.Versions
 	releaseManifest bool
 }
 
@@ -179,10 +180,10 @@ func (c statusKeepingClient) shapeDeployedRelease(apply *unstructured.Unstructur
 	name, _ := rel[statuscontract.FieldDeployedReleaseName].(string)
 	manifest, _ := rel[statuscontract.FieldDeployedReleaseManifest].(string)
 	if c.versions != nil {
-		if v, ok := c.versions.lookup(apply.GetNamespace(), name, manifest); ok {
-			rel[statuscontract.FieldDeployedReleaseRevision] = int64(v.revision)
-			if v.chartVersion != "" {
-				rel[statuscontract.FieldDeployedReleaseChartVersion] = v.chartVersion
+		if v, ok := c.versions.Lookup(apply.GetNamespace(), name, manifest); ok {
+			rel[statuscontract.FieldDeployedReleaseRevision] = int64(v.Revision)
+			if v.ChartVersion != "" {
+				rel[statuscontract.FieldDeployedReleaseChartVersion] = v.ChartVersion
 			}
 		}
 	}

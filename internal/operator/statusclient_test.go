@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
 func memcached(status map[string]any) *unstructured.Unstructured {
@@ -99,10 +100,10 @@ func TestHelmStatusApplyBoundsMessages(t *testing.T) {
 // puts there is dropped (kept with --status-release-manifest), and the revision is that of the
 // release the action clients last handed out with that manifest.
 func TestDeployedReleaseShape(t *testing.T) {
-	versions := newReleaseVersions()
+	versions := releases.NewVersions()
 	rel := &release.Release{Name: "m", Namespace: "ns", Version: 4, Manifest: "kind: Secret\ndata: {password: c2VjcmV0}",
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "memcached", Version: "0.3.0"}}}
-	versions.record(rel)
+	versions.Record(rel)
 	status := func(manifest string) map[string]any {
 		return map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": manifest}}
 	}
@@ -128,8 +129,8 @@ func TestDeployedReleaseShape(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
 	}
-	versions.forget("ns", "m")
-	if _, ok := versions.lookup("ns", "m", rel.Manifest); ok {
+	versions.Forget("ns", "m")
+	if _, ok := versions.Lookup("ns", "m", rel.Manifest); ok {
 		t.Error("a forgotten release is still known")
 	}
 }

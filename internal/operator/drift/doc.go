@@ -20,8 +20,8 @@
 // controller's bookkeeping is dropped unread, as is one of an object tied to no CR of the
 // kind; any other is held for SettleDelay, the object read from the API server by a few
 // workers, and passed on only if it differs from its release's manifest (Manifests: the
-// operator's releaseManifests) outside the fields the Policy ignores, or if that cannot be
-// told. Updates of objects tied to their CR by annotations alone draw on the CR's Budget of
+// operator's internal/operator/releases.Manifests) outside the fields the Policy ignores,
+// or if that cannot be told. Updates of objects tied to their CR by annotations alone draw on the CR's Budget of
 // reconciles tenants may force. A deleted object passes, unless its CR is going away.
 //
 // Repaired. A reconcile that the Filter woke reaches the pipeline's drift layer

@@ -41,9 +41,10 @@ import (
 // (no owning CR, no manifest, the object not in it). The delay lets the reconciler that
 // applied the change finish its Helm operation first: the manifest compared with is that of
 // the newer of the revision in the CR's status and the one Helm last handed the reconciler,
-// and a check waits while an operation holds the release (releasemanifests.go,
-// maxReleaseWaits). A deleted object is passed on at once, unless its
-// CR is being deleted (the uninstall deleted it); everything else passes unchanged.
+// and a check waits while an operation holds the release
+// (internal/operator/releases.Manifests, maxReleaseWaits). A deleted object is passed on at
+// once, unless its CR is being deleted (the uninstall deleted it); everything else passes
+// unchanged.
 //
 // SettleDelay is a variable so that tests may shorten it.
 var SettleDelay = 500 * time.Millisecond
@@ -70,8 +71,8 @@ type Filter struct {
 	Budget Budget
 }
 
-// Manifests are what a Filter knows of the deployed releases (the operator's
-// releaseManifests).
+// Manifests are what a Filter knows of the deployed releases (the operator's:
+// internal/operator/releases.Manifests).
 type Manifests interface {
 	// Changing reports whether a Helm operation holds the release of the CR named name in
 	// namespace (its release is named after it): its manifest is about to change.

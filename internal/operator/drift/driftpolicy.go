@@ -147,7 +147,8 @@ type manifestDoc struct {
 	obj  *unstructured.Unstructured // nil: not an object (an empty document, a comment)
 }
 
-// manifestSeparator splits a release manifest into its documents, as parseManifest does.
+// manifestSeparator splits a release manifest into its documents, as
+// internal/operator/releases.ParseManifest does.
 const manifestSeparator = "\n---"
 
 func splitManifest(manifest string) []manifestDoc {

@@ -26,7 +26,7 @@ func memcached(status map[string]any) *unstructured.Unstructured {
 }
 
 // statusManifests are the Manifests of CRs whose status holds their release's manifest
-// (--status-release-manifest): the operator's releaseManifests without release records. No
+// (--status-release-manifest): the operator's releases.Manifests without release records. No
 // Helm operation ever holds a release.
 type statusManifests struct{}
 

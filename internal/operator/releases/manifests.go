@@ -1,4 +1,4 @@
-package operator
+package releases
 
 import (
 	"context"
@@ -14,14 +14,16 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
-// releaseManifests finds the object a CR's deployed release renders, for the drift filter
-// (internal/operator/drift): from the manifest in the CR's status when it has one (--status-release-manifest,
-// or a CR last written by the stock helm-operator), otherwise from the signed release record
-// of the revision the status names (status.deployedRelease.revision, statusclient.go).
+// Manifests finds the object a CR's deployed release renders, for the drift filter
+// (internal/operator/drift): from the manifest in the CR's status when it has one
+// (--status-release-manifest, or a CR last written by the stock helm-operator), otherwise
+// from the signed release record of the revision the status names
+// (status.deployedRelease.revision, internal/operator/statusclient.go).
 //
-// Records are read through the operator's signed storage (trustedconfig/), so a record a
-// namespace editor forged or altered is not read; the drift filter then cannot tell, and
-// passes the event on (a reconcile, which is what every event did without the filter).
+// Records are read through the operator's signed storage (internal/operator/trustedconfig),
+// so a record a namespace editor forged or altered is not read; the drift filter then cannot
+// tell, and passes the event on (a reconcile, which is what every event did without the
+// filter).
 // Parsed manifests are kept for the last few revisions read: a rollout updates each object of
 // a release several times in a few seconds, and each update is checked.
 //
@@ -31,40 +33,42 @@ import (
 // revision is the newer of the status's and the one Helm last handed a reconciler (versions),
 // and while a Helm operation holds the release (locks), its manifest is about to change
 // (Changing): the drift filter waits for it to end.
-type releaseManifests struct {
+type Manifests struct {
 	// record reads revision of the release of cr from the signed storage.
 	record   func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)
-	versions *releaseVersions // the revisions Helm last handed the reconcilers
-	locks    *keyedMutex      // the releases a Helm operation holds (layer_releaseguard.go)
-	parsed   *lru.Cache       // of []*unstructured.Unstructured, by CR UID, namespace, name and revision
+	versions *Versions   // the revisions Helm last handed the reconcilers
+	locks    *KeyedMutex // the releases a Helm operation holds (internal/operator/layer_releaseguard.go)
+	parsed   *lru.Cache  // of []*unstructured.Unstructured, by CR UID, namespace, name and revision
 }
 
 // manifestCacheSize bounds the parsed manifests kept: enough for the releases rolling out
 // at once (--max-concurrent-reconciles per kind), a few KiB each for the charts here.
 const manifestCacheSize = 64
 
-func newReleaseManifests(record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error),
-	versions *releaseVersions, locks *keyedMutex) *releaseManifests {
-	return &releaseManifests{record: record, versions: versions, locks: locks, parsed: lru.New(manifestCacheSize)}
+// NewManifests returns the Manifests that read a release's records with record, newer
+// revisions in versions, and the releases a Helm operation holds in locks (either may be nil).
+func NewManifests(record func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error),
+	versions *Versions, locks *KeyedMutex) *Manifests {
+	return &Manifests{record: record, versions: versions, locks: locks, parsed: lru.New(manifestCacheSize)}
 }
 
 // Changing reports whether a Helm operation holds the release of the CR named name in
 // namespace (its release is named after it).
-func (m *releaseManifests) Changing(namespace, name string) bool {
-	return m != nil && m.locks != nil && name != "" && m.locks.held(releaseKey(namespace, name))
+func (m *Manifests) Changing(namespace, name string) bool {
+	return m != nil && m.locks != nil && name != "" && m.locks.Held(Key(namespace, name))
 }
 
 // Object returns the object of kind gvk named name in the deployed release of cr, if known.
-func (m *releaseManifests) Object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
+func (m *Manifests) Object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any {
 	if manifest, ok, _ := unstructured.NestedString(cr.Object, "status", statuscontract.FieldDeployedRelease, statuscontract.FieldDeployedReleaseManifest); ok {
-		return findInManifest(parseManifest(manifest), gvk, name)
+		return findInManifest(ParseManifest(manifest), gvk, name)
 	}
 	if m == nil {
 		return nil
 	}
 	revision, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldDeployedRelease, statuscontract.FieldDeployedReleaseRevision)
 	if m.versions != nil {
-		if handedOut, known := m.versions.revision(cr.GetNamespace(), cr.GetName()); known && int64(handedOut) > revision {
+		if handedOut, known := m.versions.Revision(cr.GetNamespace(), cr.GetName()); known && int64(handedOut) > revision {
 			revision = int64(handedOut)
 		}
 	}
@@ -79,13 +83,13 @@ func (m *releaseManifests) Object(ctx context.Context, cr *unstructured.Unstruct
 	if err != nil || rel == nil {
 		return nil
 	}
-	objs := parseManifest(rel.Manifest)
+	objs := ParseManifest(rel.Manifest)
 	m.parsed.Add(key, objs)
 	return findInManifest(objs, gvk, name)
 }
 
-// parseManifest splits a release manifest into its objects.
-func parseManifest(manifest string) []*unstructured.Unstructured {
+// ParseManifest splits a release manifest into its objects.
+func ParseManifest(manifest string) []*unstructured.Unstructured {
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(manifest, "\n---") {
 		obj := &unstructured.Unstructured{}
