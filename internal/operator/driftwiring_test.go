@@ -22,13 +22,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
 // The tests of the drift filter (internal/operator/drift) at work with what this package gives
 // it: the deployed manifests from the signed release records (releases.Manifests), and the
-// kind's budget of reconciles tenants may force (perCRInterval). The filter's own tests are
-// in its package; the fixtures below are copies of the few of its tests that these use.
+// kind's budget of reconciles tenants may force (informers.PerCRInterval). The filter's own
+// tests are in its package; the fixtures below are copies of the few of its tests that these
+// use.
 
 var (
 	memcachedGVK  = schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"}
@@ -220,8 +222,8 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 // of their namespace, gets no more reconciles of it than the forced-reconcile budget: the
 // first update passes at once, those within the interval wait and pass as one, the latest.
 func TestAnnotationTiesBudgeted(t *testing.T) {
-	defer func(d, f time.Duration) { drift.SettleDelay, forcedInterval = d, f }(drift.SettleDelay, forcedInterval)
-	drift.SettleDelay, forcedInterval = 5*time.Millisecond, 400*time.Millisecond
+	defer func(d, f time.Duration) { drift.SettleDelay, informers.ForcedInterval = d, f }(drift.SettleDelay, informers.ForcedInterval)
+	drift.SettleDelay, informers.ForcedInterval = 5*time.Millisecond, 400*time.Millisecond
 	configMapGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	tied := func(rv int) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: strconv.Itoa(rv),
@@ -236,7 +238,7 @@ func TestAnnotationTiesBudgeted(t *testing.T) {
 		passed = append(passed, n.(*unstructured.Unstructured).GetResourceVersion())
 	}}
 	inf := drift.Filter{Reader: readerWith(memcached(nil)), Live: readerWith(), Owner: memcachedGVK, GVK: configMapGVK,
-		Budget: &perCRInterval{}}
+		Budget: &informers.PerCRInterval{}}
 	wrapped := inf.Wrap(h)
 	wrapped.OnUpdate(tied(0), tied(1))
 	time.Sleep(10 * drift.SettleDelay)
@@ -244,10 +246,10 @@ func TestAnnotationTiesBudgeted(t *testing.T) {
 		wrapped.OnUpdate(tied(rv-1), tied(rv))
 		time.Sleep(2 * drift.SettleDelay)
 	}
-	time.Sleep(2 * forcedInterval)
+	time.Sleep(2 * informers.ForcedInterval)
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(passed, []string{"1", "20"}) {
-		t.Errorf("20 rewrites of the annotations within %v passed on as versions %v, want [1 20]", forcedInterval, passed)
+		t.Errorf("20 rewrites of the annotations within %v passed on as versions %v, want [1 20]", informers.ForcedInterval, passed)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
@@ -48,7 +49,7 @@ type shared struct {
 // kindControllers are the three controllers of one CR kind and the channels between them.
 // A CR's life moves between them so:
 //
-//	CR event (informerfilters.go: not a status-only update)
+//	CR event (internal/operator/informers: not a status-only update)
 //	or drift of a rendered object (drift.Filter)        rollout.wake: CRs it admits
 //	      |                                               or rolls back
 //	      v                                                      |
@@ -109,8 +110,8 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
 		mgr.GetCache(), recorder, k.outcomes.notify)
 	// What tenants may bring at will, forced reconciles and changes of sources, one budget
-	// per CR (perCRInterval).
-	budget := &perCRInterval{}
+	// per CR (informers.PerCRInterval).
+	budget := &informers.PerCRInterval{}
 	values := &valuesSources{gvk: w.GroupVersionKind, resolver: valuesfrom.Resolver{Reader: mgr.GetAPIReader(), Defaults: w.Chart.Values},
 		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, maxValues: s.maxSpec, recorder: recorder, wakes: budget}
 	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -157,7 +158,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if err != nil {
 		return nil, fmt.Errorf("reconciler for %s: %w", w.GroupVersionKind, err)
 	}
-	if err := k.helm.SetupWithManager(withoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, driftPolicy, budget,
+	if err := k.helm.SetupWithManager(informers.WithoutStatusUpdates(mgr, w.GroupVersionKind, s.manifests, driftPolicy, budget,
 		s.configs.SignedRecord)); err != nil {
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}

@@ -5,8 +5,8 @@
 //
 //   - the reconcilers' status writes keep status fields they do not own (statusclient.go), so
 //     that the sidecar's replica counts survive every install, upgrade and failure;
-//   - an update of a CR's status alone does not start a reconcile (informerfilters.go): only a change
-//     of what the release should be does;
+//   - an update of a CR's status alone does not start a reconcile (internal/operator/informers):
+//     only a change of what the release should be does;
 //   - release records are signed, and Helm reads only the operator's own (trustedconfig/,
 //     internal/releasesign): a namespace editor cannot forge or alter a record to steer
 //     the operator; refused records are reported on the CR (layer_recordreport.go);

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -73,7 +74,7 @@ func keepSourceVersion(obj any) (any, error) {
 	case *corev1.Secret:
 		o.Data, o.StringData = nil, nil
 	}
-	return stripUnread(obj)
+	return informers.StripUnread(obj)
 }
 
 // leaderless runs a cache on every replica, before the controllers that wait for it.
@@ -96,7 +97,7 @@ type valuesSources struct {
 	// its forced reconciles draw from too: a tenant who rewrites a source in a loop would
 	// otherwise upgrade the CRs that name it at each version, and keep the kind's workers busy
 	// for everyone.
-	wakes *perCRInterval
+	wakes *informers.PerCRInterval
 }
 
 // Translate is the helm reconciler's value translator: the CR's values with its sources
@@ -149,7 +150,7 @@ func sourceKey(kind, name string) string { return kind + "/" + name }
 
 // watch is the helm controller's watch of the sources: a new version of a Secret or a
 // ConfigMap, or one created, labelled or deleted, reconciles the CRs that name it, each at
-// most once every forcedInterval (wakes).
+// most once every informers.ForcedInterval (wakes).
 func (v *valuesSources) watch(c reconciler.ControllerSetup) error {
 	for _, kind := range []string{valuesfrom.KindSecret, valuesfrom.KindConfigMap} {
 		obj := &metav1.PartialObjectMetadata{}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -32,13 +33,13 @@ func (c *capturedIndex) IndexField(_ context.Context, _ client.Object, _ string,
 }
 
 // A tenant who rewrites a source in a loop wakes the CRs that name it at most once every
-// forcedInterval each, and the last wake comes after the last version: the first change is
-// queued at once, the others are one, at the end of the interval.
+// informers.ForcedInterval each, and the last wake comes after the last version: the first
+// change is queued at once, the others are one, at the end of the interval.
 func TestSourceChangesRateLimitedPerCR(t *testing.T) {
-	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
-	forcedInterval = 200 * time.Millisecond
+	defer func(d time.Duration) { informers.ForcedInterval = d }(informers.ForcedInterval)
+	informers.ForcedInterval = 200 * time.Millisecond
 	gvk := memcached(nil).GroupVersionKind()
-	v := &valuesSources{gvk: gvk, wakes: &perCRInterval{}}
+	v := &valuesSources{gvk: gvk, wakes: &informers.PerCRInterval{}}
 	index := &capturedIndex{}
 	if err := v.setup(context.Background(), index); err != nil {
 		t.Fatal(err)
@@ -95,11 +96,11 @@ func TestSourceChangesRateLimitedPerCR(t *testing.T) {
 		change(n)
 	}
 	elapsed := time.Since(start)
-	time.Sleep(3 * forcedInterval)
+	time.Sleep(3 * informers.ForcedInterval)
 
 	mu.Lock()
 	defer mu.Unlock()
-	most := int(elapsed/forcedInterval) + 2 // one at the start, one per interval, one after the last
+	most := int(elapsed/informers.ForcedInterval) + 2 // one at the start, one per interval, one after the last
 	for _, name := range []string{"a", "b"} {
 		wakes := seen[name]
 		t.Logf("CR %s: %d versions in %v woke it %d times, reading versions %v", name, versions, elapsed, len(wakes), wakes)
@@ -121,7 +122,7 @@ func TestSourcesCacheKeepsOnlyTheVersion(t *testing.T) {
 	padded := strings.Repeat("p", 256<<10)
 	meta := metav1.ObjectMeta{Namespace: "ns", Name: "values", UID: "u", ResourceVersion: "7",
 		Labels:          map[string]string{valuesfrom.ReadableLabel: "true", "padding": strings.Repeat("l", 63)},
-		Annotations:     map[string]string{"padding": padded, lastApplied: padded},
+		Annotations:     map[string]string{"padding": padded, corev1.LastAppliedConfigAnnotation: padded},
 		OwnerReferences: []metav1.OwnerReference{{Name: "x"}}, Finalizers: []string{"f"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 	want := metav1.ObjectMeta{Namespace: "ns", Name: "values", UID: "u", ResourceVersion: "7"}

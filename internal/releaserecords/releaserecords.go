@@ -62,8 +62,8 @@ import (
 )
 
 // Cached is the object the manager's cache holds a release Secret as: its metadata, never
-// its data (internal/operator, managercache.go). Its Type is unknown: read whole, a record is
-// checked again.
+// its data (internal/operator/informers, managercache.go). Its Type is unknown: read whole, a
+// record is checked again.
 func Cached() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))

@@ -46,7 +46,7 @@ func newEnv(t *testing.T) *framework.Env {
 }
 
 // TestStatusOnlyUpdatesSkipHelmReconciler fails when the informer event filters of
-// internal/operator (informerfilters.go) are no longer installed: they depend on helm-operator-plugins
+// internal/operator/informers (informerfilters.go) are no longer installed: they depend on helm-operator-plugins
 // taking the CR kind's informer from the manager's cache, which operator.Setup wraps. A
 // status-only write of a CR must not run the helm reconciler; a spec change must.
 func TestStatusOnlyUpdatesSkipHelmReconciler(t *testing.T) {
@@ -117,7 +117,7 @@ func TestStatusOnlyUpdatesSkipHelmReconciler(t *testing.T) {
 		t.Fatal(err)
 	} else if n != before {
 		t.Fatalf("a status-only update ran the helm reconciler (%v reconciles, %v before): the event filters "+
-			"of internal/operator/informerfilters.go are not installed; does helm-operator-plugins still take the CR's "+
+			"of internal/operator/informers/informerfilters.go are not installed; does helm-operator-plugins still take the CR's "+
 			"informer from the manager's cache?", n, before)
 	}
 

@@ -220,7 +220,7 @@ func TestCRCountAtQuota(t *testing.T) {
 }
 
 // A namespace editor who forces reconciles of their CR in a loop gets at most one every
-// forcedInterval (10 s): the requests in between are passed on as one, and another tenant's
+// informers.ForcedInterval (10 s): the requests in between are passed on as one, and another tenant's
 // edit is served meanwhile. So does one who writes another annotation beside each request
 // (`kubectl annotate ... reconcile-requested-at=$i n=$i`): any update that changes neither
 // spec nor generation draws on the same budget.

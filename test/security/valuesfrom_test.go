@@ -210,7 +210,7 @@ func TestValuesFromReadsNothingElse(t *testing.T) {
 
 // A namespace editor rewrites the labelled Secret their Guestbook takes its image from in a
 // loop, 40 versions in a few seconds, while another tenant edits a CR: the looping CR is
-// upgraded at most once every forcedInterval (10 s), not at each version, and ends at the
+// upgraded at most once every informers.ForcedInterval (10 s), not at each version, and ends at the
 // last one; the other tenant's edit applies; the manager stays up.
 func TestValuesFromSourceRewriteLoop(t *testing.T) {
 	if stock {

@@ -14,14 +14,14 @@
 // and, for an object that a HorizontalPodAutoscaler of its namespace scales, its replicas,
 // are none of the operator's business.
 //
-// Noticed. The reconciler watches the objects of each release as metadata. A Filter stands
-// between each of those informers and the reconciler's handlers (Filter.Wrap; the operator's
-// filteringCache puts it there): an update that wrote only an object's status or its
-// controller's bookkeeping is dropped unread, as is one of an object tied to no CR of the
-// kind; any other is held for SettleDelay, the object read from the API server by a few
-// workers, and passed on only if it differs from its release's manifest (Manifests: the
-// operator's internal/operator/releases.Manifests) outside the fields the Policy ignores,
-// or if that cannot be told. Updates of objects tied to their CR by annotations alone draw on the CR's Budget of
+// Noticed. The reconciler watches the objects of each release as metadata. A Filter stands between
+// each of those informers and the reconciler's handlers (Filter.Wrap; the filtering cache of
+// internal/operator/informers puts it there): an update that wrote only an object's status or its
+// controller's bookkeeping is dropped unread, as is one of an object tied to no CR of the kind; any
+// other is held for SettleDelay, the object read from the API server by a few workers, and passed
+// on only if it differs from its release's manifest (Manifests: the operator's
+// internal/operator/releases.Manifests) outside the fields the Policy ignores, or if that cannot be
+// told. Updates of objects tied to their CR by annotations alone draw on the CR's Budget of
 // reconciles tenants may force. A deleted object passes, unless its CR is going away.
 //
 // Repaired. A reconcile that the Filter woke reaches the pipeline's drift layer

@@ -30,7 +30,7 @@ import (
 // bookkeeping (a Deployment's status, its revision annotation). They need no reconcile: the
 // object already is what the release says.
 //
-// The manager caches release objects as metadata only (filteringCache.GetInformer): at 1000
+// The manager caches release objects as metadata only (internal/operator/informers): at 1000
 // CRs it would otherwise hold 1000 Deployments, spec and all, that only this check reads. So
 // an update is first judged from its metadata: an object that has a generation (Deployments,
 // StatefulSets, PodDisruptionBudgets) whose generation, labels, annotations (but the
@@ -82,8 +82,8 @@ type Manifests interface {
 	Object(ctx context.Context, cr *unstructured.Unstructured, gvk schema.GroupVersionKind, name string) map[string]any
 }
 
-// Budget spaces the reconciles of each CR that tenants may bring at will (the operator's
-// perCRInterval).
+// Budget spaces the reconciles of each CR that tenants may bring at will (the operator's:
+// internal/operator/informers.PerCRInterval).
 type Budget interface {
 	// Wait reports how long a reconcile of cr that comes at now must wait: 0 to pass at once.
 	Wait(cr types.NamespacedName, now time.Time) time.Duration
@@ -180,7 +180,7 @@ func (h onlyDrift) checkLater(key types.NamespacedName, p pendingCheck) {
 }
 
 // heldByBudget puts p's check back if the object is tied to its CR by annotations alone and
-// that CR's budget of reconciles tenants may bring is spent (forcedInterval); an update that
+// that CR's budget of reconciles tenants may bring is spent (informers.ForcedInterval); an update that
 // comes meanwhile is merged into it and waits as well. Any namespace editor may write the
 // operator-sdk annotations on an object of their own naming a CR of their namespace, and
 // the reconciler's handler queues that CR at every write: without the budget, a loop of

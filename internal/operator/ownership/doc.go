@@ -11,8 +11,8 @@
 //
 // internal/operator reads them in the orphan sweep (layer_orphansweep.go) and the orphan
 // collector (orphan_controller.go), which delete what a gone CR left outside any
-// namespace; in the release guard's proof (layer_releaseguard_proof.go), which lets a CR
-// take only objects that are its own; and in the manager's cache (managercache.go), which
+// namespace, and in the release guard's proof (layer_releaseguard_proof.go), which lets a
+// CR take only objects that are its own; the manager's cache (internal/operator/informers)
 // keeps these annotations of the objects it drops the rest of.
 //
 // The package imports nothing of internal/operator.

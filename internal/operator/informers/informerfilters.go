@@ -1,4 +1,4 @@
-package operator
+package informers
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type statusFilteringManager struct {
 	cache cache.Cache
 }
 
-// withoutStatusUpdates is mgr with a cache whose informer of the CR kind gvk drops
+// WithoutStatusUpdates is mgr with a cache whose informer of the CR kind gvk drops
 // status-only updates, and whose informers of release objects and release Secrets filter
 // their events too (see filteringCache.GetInformer).
 //
@@ -47,8 +47,8 @@ type statusFilteringManager struct {
 // watch up itself from the manager's cache. So the reconciler is given a manager whose cache
 // wraps the CR kind's informer: handlers added to it do not see status-only updates. Every
 // other event of the CR kind passes unchanged.
-func withoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releases.Manifests, policy drift.Policy,
-	budget *perCRInterval, signedRecord func(metav1.Object) bool) ctrl.Manager {
+func WithoutStatusUpdates(mgr ctrl.Manager, gvk schema.GroupVersionKind, manifests *releases.Manifests, policy drift.Policy,
+	budget *PerCRInterval, signedRecord func(metav1.Object) bool) ctrl.Manager {
 	return statusFilteringManager{Manager: mgr, cache: filteringCache{Cache: mgr.GetCache(), live: mgr.GetAPIReader(),
 		gvk: gvk, manifests: manifests, drift: policy, budget: budget, signedRecord: signedRecord}}
 }
@@ -62,7 +62,7 @@ type filteringCache struct {
 	gvk       schema.GroupVersionKind
 	manifests *releases.Manifests // what the drift filter compares release objects with
 	drift     drift.Policy        // the fields of release objects the drift filter ignores
-	budget    *perCRInterval      // the kind's reconciles that tenants may force, per CR
+	budget    *PerCRInterval      // the kind's reconciles that tenants may force, per CR
 	// signedRecord: a release Secret's signature holds on its cached metadata (deletionsOnly)
 	signedRecord func(metav1.Object) bool
 }
@@ -177,7 +177,7 @@ type skipStatusUpdates struct {
 }
 
 // newSkipStatusUpdates wraps h; the forced reconciles it passes are drawn from budget.
-func newSkipStatusUpdates(h toolscache.ResourceEventHandler, budget *perCRInterval) toolscache.ResourceEventHandler {
+func newSkipStatusUpdates(h toolscache.ResourceEventHandler, budget *PerCRInterval) toolscache.ResourceEventHandler {
 	s := skipStatusUpdates{ResourceEventHandler: h, forced: &forcedRequests{
 		interval: budget,
 		waiting:  map[types.NamespacedName][2]any{},
@@ -197,44 +197,46 @@ func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 	h.ResourceEventHandler.OnUpdate(oldObj, newObj)
 }
 
-// forcedInterval is the least time between two reconciles of one CR that its reconcile
+// ForcedInterval is the least time between two reconciles of one CR that its reconcile
 // request annotation, or any other write of its metadata alone, forces (onlyMetadataChanged).
 // Each is a full reconcile (a dry-run upgrade at least), and a tenant who rewrites an
-// annotation in a loop would otherwise keep the kind's workers busy for everyone. A request that comes sooner waits out the interval; of those that waited,
-// the latest is passed on. The changes of the sources a CR takes values from draw on the same
-// budget (valuesSources.wakes): a tenant who alternates both gets no more.
-var forcedInterval = 10 * time.Second
+// annotation in a loop would otherwise keep the kind's workers busy for everyone. A request
+// that comes sooner waits out the interval; of those that waited, the latest is passed on.
+// The changes of the sources a CR takes values from draw on the same budget (the operator's
+// valuesSources.wakes): a tenant who alternates both gets no more. It is a variable so that
+// tests may shorten it.
+var ForcedInterval = 10 * time.Second
 
-// perCRInterval spaces the reconciles of each CR that tenants may bring at will (forced
-// reconciles, changes of its sources) at least forcedInterval apart: the first comes at once,
+// PerCRInterval spaces the reconciles of each CR that tenants may bring at will (forced
+// reconciles, changes of its sources) at least ForcedInterval apart: the first comes at once,
 // those that come sooner are one, at the end of the interval. One per kind serves both causes
-// (setupKind). Its zero value is ready to use.
-type perCRInterval struct {
+// (setupKind, internal/operator/kind.go). Its zero value is ready to use.
+type PerCRInterval struct {
 	mu sync.Mutex
 	// next is when each CR's latest reconcile of this cause ran, or is due if in the future.
 	next map[types.NamespacedName]time.Time
 }
 
 // Wait reports how long a reconcile of key that comes at now must wait: 0 if its last one is
-// forcedInterval old, else until the interval ends, when the reconcile is then due; one
+// ForcedInterval old, else until the interval ends, when the reconcile is then due; one
 // already due is this one too.
-func (l *perCRInterval) Wait(key types.NamespacedName, now time.Time) time.Duration {
+func (l *PerCRInterval) Wait(key types.NamespacedName, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last, ok := l.next[key]
 	if last.After(now) {
 		return last.Sub(now)
 	}
-	if ok && now.Sub(last) < forcedInterval {
-		l.next[key] = last.Add(forcedInterval)
-		return last.Add(forcedInterval).Sub(now)
+	if ok && now.Sub(last) < ForcedInterval {
+		l.next[key] = last.Add(ForcedInterval)
+		return last.Add(ForcedInterval).Sub(now)
 	}
 	if l.next == nil {
 		l.next = map[types.NamespacedName]time.Time{}
 	}
 	if len(l.next) >= 1024 { // forget the CRs whose interval is over, now and then
 		for k, t := range l.next {
-			if now.Sub(t) >= forcedInterval {
+			if now.Sub(t) >= ForcedInterval {
 				delete(l.next, k)
 			}
 		}
@@ -246,7 +248,7 @@ func (l *perCRInterval) Wait(key types.NamespacedName, now time.Time) time.Durat
 // forcedRequests are the forced reconciles of one handler: when each CR's last one was
 // passed on, and the updates held back.
 type forcedRequests struct {
-	interval *perCRInterval
+	interval *PerCRInterval
 	mu       sync.Mutex
 	waiting  map[types.NamespacedName][2]any // the first old and the latest new version held
 	queue    workqueue.TypedDelayingInterface[types.NamespacedName]

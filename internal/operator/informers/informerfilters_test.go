@@ -1,4 +1,4 @@
-package operator
+package informers
 
 import (
 	"bytes"
@@ -255,12 +255,12 @@ func TestReleaseSecretDeletions(t *testing.T) {
 	}
 }
 
-// A reconcile forced by the request annotation passes at most once per forcedInterval and
+// A reconcile forced by the request annotation passes at most once per ForcedInterval and
 // CR: requests that come sooner wait, and only the latest of them passes; a spec edit never
 // waits.
 func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
-	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
-	forcedInterval = 100 * time.Millisecond
+	defer func(d time.Duration) { ForcedInterval = d }(ForcedInterval)
+	ForcedInterval = 100 * time.Millisecond
 	var passed []string
 	var mu sync.Mutex
 	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, n any) {
@@ -268,7 +268,7 @@ func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
 		defer mu.Unlock()
 		u := n.(*unstructured.Unstructured)
 		passed = append(passed, u.GetName()+":"+u.GetAnnotations()[statuscontract.RequestAnnotation]+":"+u.GetResourceVersion())
-	}}, &perCRInterval{})
+	}}, &PerCRInterval{})
 	version := func(name, request, rv string, size int64) *unstructured.Unstructured {
 		u := memcached(nil)
 		u.SetName(name)
@@ -293,7 +293,7 @@ func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
 	if want := []string{"a:0:2", "b:x:2", "a:4:7"}; !slices.Equal(got, want) {
 		t.Errorf("passed at once: %v, want %v", got, want)
 	}
-	time.Sleep(3 * forcedInterval)
+	time.Sleep(3 * ForcedInterval)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"a:0:2", "b:x:2", "a:4:7", "a:4:6"}; !slices.Equal(passed, want) {
@@ -305,9 +305,9 @@ func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
 // reconcile that comes right after a source's change woke the CR waits out the interval, so
 // a tenant who alternates the two gets no more reconciles than with either alone.
 func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
-	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
-	forcedInterval = time.Hour
-	budget := &perCRInterval{}
+	defer func(d time.Duration) { ForcedInterval = d }(ForcedInterval)
+	ForcedInterval = time.Hour
+	budget := &PerCRInterval{}
 	var passed atomic.Int32
 	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { passed.Add(1) }}, budget)
 	old := memcached(nil)
@@ -340,12 +340,12 @@ func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
 // updates that steer the reconciler pass at once: the pause annotation set or removed, the
 // chart forced, the CR deleted, a finalizer removed, and a spec edit.
 func TestMetadataChurnBudgeted(t *testing.T) {
-	defer func(d time.Duration) { forcedInterval = d }(forcedInterval)
-	forcedInterval = time.Hour
+	defer func(d time.Duration) { ForcedInterval = d }(ForcedInterval)
+	ForcedInterval = time.Hour
 	var passed []string
 	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, n any) {
 		passed = append(passed, n.(*unstructured.Unstructured).GetName())
-	}}, &perCRInterval{})
+	}}, &PerCRInterval{})
 	churn := map[string]func(u *unstructured.Unstructured, i int){
 		"request and another annotation": func(u *unstructured.Unstructured, i int) {
 			u.SetAnnotations(map[string]string{statuscontract.RequestAnnotation: strconv.Itoa(i), "n": strconv.Itoa(i)})

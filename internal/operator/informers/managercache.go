@@ -1,11 +1,9 @@
-package operator
+package informers
 
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -13,31 +11,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
-	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/sharedstrings"
 )
 
-// CacheOptions is the manager's cache: what the reconcilers read, and no more. A CR whose
-// spec holds more than maxSpecValues values is kept without its spec (boundSpec); 0 keeps
-// every spec.
-func CacheOptions(maxSpecValues int) cache.Options {
+// CacheOptions is the manager's cache: what the reconcilers read, and no more. bound, if not
+// nil, sees every object first: the operator's keeps a CR whose spec holds too many values
+// without its spec (internal/operator.CacheOptions).
+func CacheOptions(bound func(obj any)) cache.Options {
 	return cache.Options{
 		// Nothing reads managedFields or kubectl's last-applied copy from the cache; they are
-		// a large part of every object (see stripUnread). Release objects are cached as
+		// a large part of every object (see StripUnread). Release objects are cached as
 		// metadata only (drift.Filter).
 		DefaultTransform: func(obj any) (any, error) {
-			boundSpec(obj, maxSpecValues)
+			if bound != nil {
+				bound(obj)
+			}
 			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 				boundMetadata(m)
 			}
-			return stripUnread(obj)
+			return StripUnread(obj)
 		},
 		// The reconcilers watch Secrets only to notice deleted release Secrets (Helm reads
 		// releases through its own client): without a selector the cache would hold every
@@ -51,36 +49,10 @@ func CacheOptions(maxSpecValues int) cache.Options {
 	}
 }
 
-// DefaultSigningKeyName is the Secret, in the operator's namespace, of the key that signs
-// release records (internal/releasesign).
-const DefaultSigningKeyName = "warpdrive-operator-release-signing-key"
-
-// SigningKeySecret locates the signing key's Secret: flag is <name> or <namespace>/<name>; a
-// bare name is in the operator's own namespace, which namespace editors cannot read.
-func SigningKeySecret(flag, leaderElectionNamespace string) (types.NamespacedName, error) {
-	if ns, name, ok := strings.Cut(flag, "/"); ok {
-		return types.NamespacedName{Namespace: ns, Name: name}, nil
-	}
-	ns := os.Getenv(podidentity.NamespaceEnv)
-	if ns == "" {
-		if b, err := os.ReadFile(podidentity.NamespaceFile); err == nil {
-			ns = strings.TrimSpace(string(b))
-		}
-	}
-	if ns == "" {
-		ns = leaderElectionNamespace
-	}
-	if ns == "" {
-		return types.NamespacedName{}, fmt.Errorf("out of a cluster, give --release-signing-key=<namespace>/<name> " +
-			"or --leader-election-namespace: the key must live in a namespace only the operator's admins can read")
-	}
-	return types.NamespacedName{Namespace: ns, Name: flag}, nil
-}
-
 // lastApplied is the annotation in which `kubectl apply` keeps a copy of what it applied.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// stripUnread drops from every cached object what the manager never reads: managed fields
+// StripUnread drops from every cached object what the manager never reads: managed fields
 // and kubectl's last-applied copy of the object. A CR applied with kubectl carries its spec
 // twice; the cache of a CR kind is as large as a tenant makes its CRs, and is shared by every
 // tenant, so only what is read is kept.
@@ -88,7 +60,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // What is kept has its strings interned (internal/sharedstrings): at 10,000 CRs the manager's heap
 // holds every CR and the metadata of three or four release objects per CR, whose keys and
 // most values are the same strings over and over.
-func stripUnread(obj any) (any, error) {
+func StripUnread(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 		if a := m.GetAnnotations(); a[lastApplied] != "" {
@@ -124,7 +96,7 @@ func dropSecretData(obj any) (any, error) {
 		m.SetLabels(keepOnly(m.GetLabels(), recordLabels, maxRecordMeta))
 		m.SetAnnotations(keepOnly(m.GetAnnotations(), recordAnnotations, maxRecordMeta))
 	}
-	return stripUnread(obj)
+	return StripUnread(obj)
 }
 
 // The manager caches as metadata the objects of every kind its charts render (drift.Filter), of

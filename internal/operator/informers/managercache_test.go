@@ -1,4 +1,4 @@
-package operator
+package informers
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ func TestCacheTransformsDropWhatIsNotRead(t *testing.T) {
 	cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(3)}}}
 	cr.SetAnnotations(map[string]string{lastApplied: `{"spec":{"size":3}}`, "keep": "me"})
 	cr.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
-	if _, err := stripUnread(cr); err != nil {
+	if _, err := StripUnread(cr); err != nil {
 		t.Fatal(err)
 	}
 	if got := cr.GetAnnotations(); got[lastApplied] != "" || got["keep"] != "me" {
@@ -70,7 +70,7 @@ func TestCacheTransformInterns(t *testing.T) {
 	for i := range crs {
 		crs[i] = &unstructured.Unstructured{Object: map[string]any{}}
 		crs[i].SetLabels(map[string]string{"team": strings.Repeat("x", 3) + "-payments"})
-		if _, err := stripUnread(crs[i]); err != nil {
+		if _, err := StripUnread(crs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestCacheBoundsMetadataOnlyObjects(t *testing.T) {
 	object := func(annotations, labels map[string]string) *metav1.PartialObjectMetadata {
 		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c",
 			Annotations: maps.Clone(annotations), Labels: maps.Clone(labels)}}
-		if _, err := CacheOptions(0).DefaultTransform(m); err != nil {
+		if _, err := CacheOptions(nil).DefaultTransform(m); err != nil {
 			t.Fatal(err)
 		}
 		return m
