@@ -1,8 +1,6 @@
 package operator
 
 import (
-	"sync/atomic"
-
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
@@ -10,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -113,25 +110,4 @@ func (c gatedClient) ownValues() map[string]any {
 		spec = map[string]any{}
 	}
 	return valuesfrom.Values(runtime.DeepCopyJSON(spec))
-}
-
-// carriedChart recognises the chart the operator carries by its digest, remembering the
-// chart value last recognised so that the reconciler's chart is hashed once.
-type carriedChart struct {
-	digest string
-	last   atomic.Pointer[chart.Chart]
-}
-
-func (cc *carriedChart) is(c *chart.Chart) bool {
-	if c == nil {
-		return false
-	}
-	if cc.last.Load() == c {
-		return true
-	}
-	if rollout.Digest(c) != cc.digest {
-		return false
-	}
-	cc.last.Store(c)
-	return true
 }

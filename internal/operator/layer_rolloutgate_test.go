@@ -41,11 +41,11 @@ func memcachedChart(version, defaultSize string) *chart.Chart {
 
 // fixedGate admits and rolls back as told.
 type fixedGate struct {
-	carried     *carriedChart
+	carried     *rollout.Carried
 	admit, back bool
 }
 
-func (g fixedGate) carries(c *chart.Chart) bool  { return g.carried.is(c) }
+func (g fixedGate) carries(c *chart.Chart) bool  { return g.carried.Is(c) }
 func (g fixedGate) admits(client.Object) bool    { return g.admit }
 func (g fixedGate) rollsBack(client.Object) bool { return g.back }
 
@@ -73,7 +73,7 @@ func TestRolloutGate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &chartHistory{revs: tc.revs}
-			gate := fixedGate{carried: &carriedChart{digest: rollout.Digest(v2)}, admit: tc.admit, back: tc.rollsBack}
+			gate := fixedGate{carried: rollout.NewCarried(rollout.Digest(v2)), admit: tc.admit, back: tc.rollsBack}
 			c := gatedClient{ActionInterface: h, cr: cr, gate: gate}
 			if _, err := c.Upgrade("x", "ns", v2, reconcilerVals); err != nil {
 				t.Fatal(err)
@@ -88,7 +88,7 @@ func TestRolloutGate(t *testing.T) {
 	h := &chartHistory{revs: []*release.Release{{Version: 1, Chart: v1}}}
 	var got map[string]any
 	spy := &valuesSpy{chartHistory: h, got: &got}
-	c := gatedClient{ActionInterface: spy, cr: cr, gate: fixedGate{carried: &carriedChart{digest: rollout.Digest(v2)}}}
+	c := gatedClient{ActionInterface: spy, cr: cr, gate: fixedGate{carried: rollout.NewCarried(rollout.Digest(v2))}}
 	if _, err := c.Upgrade("x", "ns", v2, reconcilerVals); err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
 			"reconcilePeriod", k.period, "maxConcurrentReconciles", k.concurrency,
 			"clusterScopedKinds", policies[i].ClusterKinds, "hooks", policies[i].Hooks,
-			"chart", w.Chart.Metadata.Version, "chartDigest", k.rollout.carried.digest, "rollout", k.rollout.policy.String(),
+			"chart", w.Chart.Metadata.Version, "chartDigest", k.rollout.carried.Digest(), "rollout", k.rollout.policy.String(),
 			"drift", opts.Drift.For(w.GroupVersionKind.Kind).String())
 	}
 	if err := mgr.Add(forget); err != nil {

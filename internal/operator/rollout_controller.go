@@ -67,7 +67,7 @@ type kindRollout struct {
 	gvk      schema.GroupVersionKind
 	selector labels.Selector
 	policy   rollout.Policy
-	carried  *carriedChart
+	carried  *rollout.Carried
 	version  string // of the carried chart
 	reader   client.Reader
 	recorder record.EventRecorder
@@ -119,7 +119,7 @@ func newKindRollout(gvk schema.GroupVersionKind, selector labels.Selector, polic
 	reader client.Reader, recorder record.EventRecorder, notify chan event.GenericEvent) *kindRollout {
 	digest := rollout.Digest(carried)
 	return &kindRollout{gvk: gvk, selector: selector, policy: policy,
-		carried: &carriedChart{digest: digest}, version: carried.Metadata.Version,
+		carried: rollout.NewCarried(digest), version: carried.Metadata.Version,
 		upgraded: upgradedMessage(carried.Metadata.Version, digest),
 		reader:   reader, recorder: recorder, now: time.Now,
 		log:  ctrl.Log.WithName("rollout").WithValues("kind", gvk.Kind),
@@ -278,7 +278,7 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	if len(k.seen) > len(seen) {
 		k.forgetUnseen()
 	}
-	plan := rollout.Decide(policy, k.carried.digest, members, k.now())
+	plan := rollout.Decide(policy, k.carried.Digest(), members, k.now())
 
 	k.mu.Lock()
 	prev, first := k.plan, !k.planned
@@ -298,7 +298,7 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 			// (status.chart.failedDigest) and the cache has it, the next plans find the CR
 			// newly failed again.
 			k.recorder.Eventf(cr, corev1.EventTypeWarning, reasonRolloutFailed,
-				"failed on chart %s (%s): %s; the rollout of the chart halts", k.version, k.carried.digest, failureOf(cr))
+				"failed on chart %s (%s): %s; the rollout of the chart halts", k.version, k.carried.Digest(), failureOf(cr))
 			k.send(k.wake, cr) // to roll back, by the policy
 		case plan.Admitted[m.Key] && m.Digest != "" && m.Digest != plan.Target && (first || !prev.Admitted[m.Key]):
 			// A CR whose chart is not known yet is new (its own event brings the install,
@@ -402,7 +402,7 @@ func (k *kindRollout) asks(o *observed, m rollout.Member, rs rolloutStatus) bool
 }
 
 // carries implements chartGate.
-func (k *kindRollout) carries(c *chart.Chart) bool { return k.carried.is(c) }
+func (k *kindRollout) carries(c *chart.Chart) bool { return k.carried.Is(c) }
 
 // admits implements chartGate.
 func (k *kindRollout) admits(cr client.Object) bool {
@@ -435,14 +435,14 @@ func (k *kindRollout) status(cr *unstructured.Unstructured) rolloutStatus {
 	plan, planned := k.plan, k.planned
 	k.mu.RUnlock()
 	if !planned {
-		return rolloutStatus{targetVersion: k.version, targetDigest: k.carried.digest}
+		return rolloutStatus{targetVersion: k.version, targetDigest: k.carried.Digest()}
 	}
 	return k.statusOf(chartMember(cr), plan)
 }
 
 // statusOf is what plan says of the CR observed as m.
 func (k *kindRollout) statusOf(m rollout.Member, plan rollout.Plan) rolloutStatus {
-	rs := rolloutStatus{targetVersion: k.version, targetDigest: k.carried.digest, known: true}
+	rs := rolloutStatus{targetVersion: k.version, targetDigest: k.carried.Digest(), known: true}
 	_, inPlan := plan.Admitted[m.Key]
 	var reason, msg string
 	switch {
@@ -457,7 +457,7 @@ func (k *kindRollout) statusOf(m rollout.Member, plan rollout.Plan) rolloutStatu
 	}
 	if reason == statuscontract.ReasonUpgraded {
 		msg = k.upgraded
-		if plan.Target != k.carried.digest || msg == "" {
+		if plan.Target != k.carried.Digest() || msg == "" {
 			msg = upgradedMessage(k.version, plan.Target)
 		}
 	}
