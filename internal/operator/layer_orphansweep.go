@@ -9,7 +9,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -117,7 +116,7 @@ func (c sweepingClient) sweep(ctx context.Context) error {
 
 // delete deletes obj as listed, with an Event on the CR.
 func (c sweepingClient) delete(ctx context.Context, obj *metav1.PartialObjectMetadata) error {
-	deleted, err := deleteAsSeen(ctx, c.objects.writer, obj)
+	deleted, err := ownership.DeleteAsSeen(ctx, c.objects.writer, obj)
 	if !deleted {
 		return err
 	}
@@ -126,16 +125,4 @@ func (c sweepingClient) delete(ctx context.Context, obj *metav1.PartialObjectMet
 	ctrl.Log.WithName("orphan-sweep").Info(msg, "namespace", c.obj.GetNamespace())
 	c.recorder.Event(c.obj, corev1.EventTypeWarning, orphanDeleted, msg)
 	return nil
-}
-
-// deleteAsSeen deletes obj as it was read, its UID a precondition, so that an object of the
-// same name created since is left alone. It reports whether it deleted it: an object already
-// gone or replaced is no error.
-func deleteAsSeen(ctx context.Context, w client.Writer, obj client.Object) (bool, error) {
-	uid := obj.GetUID()
-	err := w.Delete(ctx, obj, client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return false, nil
-	}
-	return err == nil, err
 }

@@ -141,7 +141,7 @@ func (c *orphanCollector) Reconcile(ctx context.Context, req reconcile.Request) 
 	if exists || err != nil {
 		return reconcile.Result{}, err
 	}
-	if deleted, err := deleteAsSeen(ctx, c.writer, obj); !deleted {
+	if deleted, err := ownership.DeleteAsSeen(ctx, c.writer, obj); !deleted {
 		return reconcile.Result{}, err
 	}
 	msg := fmt.Sprintf("%s %s/%s, which the operator created it for, is gone; deleted %s %s",

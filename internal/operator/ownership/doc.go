@@ -11,7 +11,8 @@
 //
 // internal/operator reads them in the orphan sweep (layer_orphansweep.go) and the orphan
 // collector (orphan_controller.go), which delete what a gone CR left outside any
-// namespace, and in the release guard's proof (layer_releaseguard_proof.go), which lets a
+// namespace (each with DeleteAsSeen, which leaves alone an object created since under the
+// same name), and in the release guard's proof (layer_releaseguard_proof.go), which lets a
 // CR take only objects that are its own; the manager's cache (internal/operator/informers)
 // keeps these annotations of the objects it drops the rest of.
 //

@@ -1,8 +1,10 @@
 package ownership
 
 import (
+	"context"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -47,4 +49,18 @@ func OwnerOf(annotations map[string]string) (CR, bool) {
 		return CR{}, false
 	}
 	return CR{Kind: kind, Key: client.ObjectKey{Namespace: ns, Name: name}}, true
+}
+
+// DeleteAsSeen deletes obj as it was read, its UID a precondition, so that an object of the
+// same name created since is left alone. It reports whether it deleted it: an object already
+// gone or replaced is no error. The orphan sweep (internal/operator/layer_orphansweep.go) and
+// the orphan collector (internal/operator/orphan_controller.go) delete with it the objects
+// OwnedBy a gone CR.
+func DeleteAsSeen(ctx context.Context, w client.Writer, obj client.Object) (bool, error) {
+	uid := obj.GetUID()
+	err := w.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
