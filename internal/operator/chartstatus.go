@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -27,25 +26,6 @@ const (
 	chartFailed       = statuscontract.FieldChartFailedDigest
 	chartBaseline     = statuscontract.FieldChartBaseline
 )
-
-// deployedChart is the chart of a deployed release, recorded in the CR's outcome.
-type deployedChart struct {
-	version, digest string
-	revision        int64
-	deployed        time.Time
-}
-
-// chartOf reads the chart of rel.
-func chartOf(rel *release.Release) (deployedChart, bool) {
-	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
-		return deployedChart{}, false
-	}
-	c := deployedChart{version: rel.Chart.Metadata.Version, digest: rollout.Digest(rel.Chart), revision: int64(rel.Version)}
-	if rel.Info != nil {
-		c.deployed = rel.Info.LastDeployed.Time
-	}
-	return c, true
-}
 
 // rolloutStatus is the rollout controller's word on one CR (rollout_controller.go), for its status.
 type rolloutStatus struct {

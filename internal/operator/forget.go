@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 )
 
 // forgetPeriod is how often goneForgetter looks for the state of CRs that are gone.
@@ -28,7 +30,7 @@ type goneForgetter struct {
 // forgetKind is a CR kind and its outcomes.
 type forgetKind struct {
 	gvk      schema.GroupVersionKind
-	outcomes *outcomes
+	outcomes *outcomes.Store
 }
 
 // Start forgets the gone CRs every forgetPeriod until ctx ends.
@@ -63,6 +65,6 @@ func (s *goneForgetter) forget(ctx context.Context) {
 			live[client.ObjectKeyFromObject(&list.Items[i])] = true
 		}
 		s.metrics.forgetGone(k.gvk.Kind, live, since)
-		k.outcomes.forgetGone(live, since)
+		k.outcomes.ForgetGone(live, since)
 	}
 }

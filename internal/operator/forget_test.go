@@ -7,6 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
 // The state of a CR the cache no longer holds is forgotten, whatever path the CR went by;
@@ -18,13 +21,11 @@ func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 		cr.SetUID(types.UID("uid-" + name))
 		return cr
 	}
-	fleet, o := newFleetSeries(0), newOutcomes()
+	fleet, o := newFleetSeries(0), outcomes.New()
 	for _, name := range []string{"gone", "here"} {
 		cr := crAt(name)
 		fleet.helmOperation("Memcached", "ns", name, time.Second, nil)
-		o.mu.Lock()
-		o.entry(cr)
-		o.mu.Unlock()
+		o.Resolved(cr, nil, valuesfrom.Redactor{}, nil) // recorded, without waking anyone
 	}
 	s := &goneForgetter{reader: readerWith(crAt("here")), metrics: fleet,
 		kinds: []forgetKind{{gvk: memcachedGVK, outcomes: o}}}
@@ -33,7 +34,7 @@ func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 		if _, kept := fleet.crs[crKey{"Memcached", "ns", name}]; kept != want {
 			t.Errorf("series of %s kept: %v, want %v", name, kept, want)
 		}
-		if _, kept := o.get(types.NamespacedName{Namespace: "ns", Name: name}, types.UID("uid-"+name)); kept != want {
+		if _, kept := o.Get(types.NamespacedName{Namespace: "ns", Name: name}, types.UID("uid-"+name)); kept != want {
 			t.Errorf("outcome of %s kept: %v, want %v", name, kept, want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
@@ -59,8 +60,8 @@ type shared struct {
 //	      |  may move to the carried chart ---------------> rollout (rollout_controller.go):
 //	      |                                                 plans the waves from every CR's
 //	      v                                                 status.chart and conditions
-//	outcomes: how each visit ended (layer_outcomes.go)            |
-//	      |  outcomes.notify                        rollout.notify: CRs whose
+//	outcomes: how each visit ended (internal/operator/outcomes)   |
+//	      |  Store.Notify                           rollout.notify: CRs whose
 //	      v                                         ChartRollout is out of date
 //	readiness (readiness_controller.go) <-------------------------+
 //	      writes observedGeneration, Ready, Reconciling, Stalled, status.chart and
@@ -74,8 +75,8 @@ type kindControllers struct {
 	readiness *readinessReconciler
 	rollout   *kindRollout
 	// outcomes links helm to readiness: written by the pipeline's outcomes layer and the
-	// reconciler's hooks, read by readiness, which outcomes.notify wakes.
-	outcomes *outcomes
+	// reconciler's hooks, read by readiness, which Store.Notify wakes.
+	outcomes *outcomes.Store
 	// The reconcile period and the reconciles run at once: the watch's, else the flags'.
 	period      time.Duration
 	concurrency int
@@ -88,7 +89,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		return nil, err
 	}
 	k := &kindControllers{period: s.period, concurrency: s.concurrency,
-		outcomes: newOutcomes()}
+		outcomes: outcomes.New()}
 	if w.ReconcilePeriod != nil {
 		k.period = w.ReconcilePeriod.Duration
 	}
@@ -108,7 +109,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	// from the API server, N CRs decoded per event: O(N^2) through a wave of creates or
 	// deletes (docs/bench/findings.md, "The rollout's list from the cache").
 	k.rollout = newKindRollout(w.GroupVersionKind, selector, s.rollouts.For(w.GroupVersionKind.Kind), w.Chart,
-		mgr.GetCache(), recorder, k.outcomes.notify)
+		mgr.GetCache(), recorder, k.outcomes.Notify())
 	// What tenants may bring at will, forced reconciles and changes of sources, one budget
 	// per CR (informers.PerCRInterval).
 	budget := &informers.PerCRInterval{}
@@ -176,12 +177,12 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 // pauseHandler stops every reconcile of a CR whose pause annotation is "true"
 // (helm-operator-plugins then sets its Paused condition), and records the visit so that
 // Ready and Reconciling say that the CR is paused.
-func pauseHandler(o *outcomes) reconciler.PauseReconcileHandlerFunc {
+func pauseHandler(o *outcomes.Store) reconciler.PauseReconcileHandlerFunc {
 	paused := reconciler.PauseReconcileIfAnnotationTrue(statuscontract.PauseAnnotation)
 	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
 		p, err := paused(ctx, obj)
 		if p {
-			o.visited(obj)
+			o.Visited(obj)
 		}
 		return p, err
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -15,7 +16,7 @@ import (
 // calling fail: ..."), and the API server's quote the fields it refuses. Next to the engine,
 // so that every layer above, the reconciler, its conditions and its log see only redacted
 // errors.
-func withRedaction(getter helmclient.ActionClientGetter, o *outcomes) helmclient.ActionClientGetter {
+func withRedaction(getter helmclient.ActionClientGetter, o *outcomes.Store) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return redactingClient{ActionInterface: c, key: client.ObjectKeyFromObject(cr), outcomes: o}
 	})
@@ -26,10 +27,10 @@ func withRedaction(getter helmclient.ActionClientGetter, o *outcomes) helmclient
 type redactingClient struct {
 	helmclient.ActionInterface
 	key      types.NamespacedName
-	outcomes *outcomes
+	outcomes *outcomes.Store
 }
 
-func (c redactingClient) redactor() valuesfrom.Redactor { return c.outcomes.redactor(c.key) }
+func (c redactingClient) redactor() valuesfrom.Redactor { return c.outcomes.Redactor(c.key) }
 
 func (c redactingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -30,12 +31,12 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	o := newOutcomes()
+	o := outcomes.New()
 	go func() {
-		for range o.notify {
+		for range o.Notify() {
 		}
 	}()
-	o.resolved(cr, res.Sources, res.Secrets, res.Values)
+	o.Resolved(cr, res.Sources, res.Secrets, res.Values)
 	engine := failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
 	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, newFleetSeries(0)).ActionClientFor(context.Background(), cr)
 	if err != nil {
@@ -45,18 +46,19 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), valuesfrom.Redacted) {
 		t.Fatalf("the reconciler got %v", err)
 	}
-	e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID())
-	if strings.Contains(e.failure.Message, canary) {
-		t.Errorf("the outcome quotes the Secret: %s", e.failure.Message)
+	e, _ := o.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+	if strings.Contains(e.Failure.Message, canary) {
+		t.Errorf("the outcome quotes the Secret: %s", e.Failure.Message)
 	}
-	if !o.redactor(client.ObjectKeyFromObject(cr)).Empty() {
+	if !o.Redactor(client.ObjectKeyFromObject(cr)).Empty() {
 		t.Error("the Secret's strings are kept after the visit failed")
 	}
 
-	o.resolved(cr, res.Sources, res.Secrets, res.Values)
-	o.succeeded(cr, releaseOf("appservice"))
-	if e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID()); !e.appliedSet || len(e.applied) != 1 ||
-		e.applied[0].Name != "db" || !e.secrets.Empty() {
-		t.Errorf("after a success: applied %v (set %v), strings kept: %v", e.applied, e.appliedSet, !e.secrets.Empty())
+	o.Resolved(cr, res.Sources, res.Secrets, res.Values)
+	o.Succeeded(cr, releaseOf("appservice"))
+	kept := !o.Redactor(client.ObjectKeyFromObject(cr)).Empty()
+	if e, _ := o.Get(client.ObjectKeyFromObject(cr), cr.GetUID()); !e.AppliedSet || len(e.Applied) != 1 ||
+		e.Applied[0].Name != "db" || kept {
+		t.Errorf("after a success: applied %v (set %v), strings kept: %v", e.Applied, e.AppliedSet, kept)
 	}
 }

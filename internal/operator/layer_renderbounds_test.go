@@ -59,9 +59,9 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 		if len(engine.calls) != 0 {
 			t.Errorf("%s bomb: Helm was called: %v", tc.name, engine.calls)
 		}
-		e, _ := p.outcomes.get(client.ObjectKeyFromObject(cr), cr.GetUID())
-		if e.failure.Reason != tc.reason || !e.failure.Terminal {
-			t.Errorf("%s bomb: outcome %+v, want a terminal %s", tc.name, e.failure, tc.reason)
+		e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+		if e.Failure.Reason != tc.reason || !e.Failure.Terminal {
+			t.Errorf("%s bomb: outcome %+v, want a terminal %s", tc.name, e.Failure, tc.reason)
 		}
 		evs := events(rec)
 		if len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning "+tc.reason) {

@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
 
@@ -33,7 +34,7 @@ const (
 
 // withRenderLoopGuard hands out action clients that refuse the upgrades of a render loop.
 // The count lives in outcomes, whose per-CR state goneForgetter forgets once the CR is gone.
-func withRenderLoopGuard(getter helmclient.ActionClientGetter, o *outcomes) helmclient.ActionClientGetter {
+func withRenderLoopGuard(getter helmclient.ActionClientGetter, o *outcomes.Store) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return renderLoopClient{ActionInterface: ac, cr: cr, outcomes: o, now: time.Now}
 	})
@@ -43,7 +44,7 @@ func withRenderLoopGuard(getter helmclient.ActionClientGetter, o *outcomes) helm
 type renderLoopClient struct {
 	helmclient.ActionInterface
 	cr       client.Object
-	outcomes *outcomes
+	outcomes *outcomes.Store
 	now      func() time.Time
 }
 
@@ -65,12 +66,12 @@ func (c renderLoopClient) Upgrade(name, namespace string, chrt *chart.Chart, val
 	if err != nil {
 		return nil, err
 	}
-	if n := c.outcomes.loopingUpgrades(c.cr, inputs, c.now()); n >= renderLoopUpgrades {
+	if n := c.outcomes.LoopingUpgrades(c.cr, inputs, c.now(), renderLoopHold); n >= renderLoopUpgrades {
 		return nil, renderLoopError{upgrades: n}
 	}
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	if err == nil {
-		c.outcomes.upgraded(c.cr, inputs, c.now())
+		c.outcomes.Upgraded(c.cr, inputs, c.now())
 	}
 	return rel, err
 }

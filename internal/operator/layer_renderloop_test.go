@@ -9,6 +9,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 )
 
 // Three upgrades in a row from the same chart and values are a render loop: the fourth is
@@ -16,7 +18,7 @@ import (
 // upgrades do not count.
 func TestRenderLoopRefused(t *testing.T) {
 	engine := &fakeActions{}
-	o := newOutcomes()
+	o := outcomes.New()
 	cr := &unstructured.Unstructured{}
 	cr.SetNamespace("ns")
 	cr.SetName("app")

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -24,7 +25,7 @@ type chartGate interface {
 
 // withRolloutGate hands out action clients that upgrade a release to the chart the operator
 // carries only when the kind's rollout admits the CR (see gatedClient).
-func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate, o *outcomes) helmclient.ActionClientGetter {
+func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate, o *outcomes.Store) helmclient.ActionClientGetter {
 	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return gatedClient{ActionInterface: c, cr: cr, gate: gate, outcomes: o}
 	})
@@ -46,7 +47,7 @@ type gatedClient struct {
 	helmclient.ActionInterface
 	cr       client.Object
 	gate     chartGate
-	outcomes *outcomes // the values the visit translated; nil: the spec's
+	outcomes *outcomes.Store // the values the visit translated; nil: the spec's
 }
 
 func (c gatedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
@@ -97,7 +98,7 @@ func (c gatedClient) previousChart(name string) *chart.Chart {
 // watch's override values to it) without spec.valuesFrom.
 func (c gatedClient) ownValues() map[string]any {
 	if c.outcomes != nil {
-		if vals, ok := c.outcomes.translated(client.ObjectKeyFromObject(c.cr)); ok {
+		if vals, ok := c.outcomes.Translated(client.ObjectKeyFromObject(c.cr)); ok {
 			return vals // Helm copies the values it coalesces
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -45,7 +46,7 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
 	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Policy{AllAtOnce: true}, c, nil, rec, nil)
 	return pipeline{chart: c, gate: gate, locks: releases.NewKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: newOutcomes(), metrics: newFleetSeries(0), versions: releases.NewVersions()}, rec, status
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: outcomes.New(), metrics: newFleetSeries(0), versions: releases.NewVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup
@@ -61,11 +62,11 @@ func clientFor(t *testing.T, p pipeline, engine helmclient.ActionInterface, cr c
 
 // lastFailure is the failure outcomes last counted for the AppService x, "" if none.
 func lastFailure(p pipeline) string {
-	o, ok := p.outcomes.get(types.NamespacedName{Namespace: "team-a", Name: "x"}, "")
-	if !ok || o.failures == 0 {
+	o, ok := p.outcomes.Get(types.NamespacedName{Namespace: "team-a", Name: "x"}, "")
+	if !ok || o.Failures == 0 {
 		return ""
 	}
-	return o.failure.Reason
+	return o.Failure.Reason
 }
 
 // tracer notes, for each call it passes on, the name of the layer it is about to reach.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -29,9 +30,9 @@ import (
 //
 // Its loop, one controller per kind:
 //
-//  1. The helm reconciler records each visit's outcome (layer_outcomes.go) and wakes this
-//     controller; so does every change of the CR, its status included (the sidecar's
-//     RolledOut condition, helm-operator-plugins' Paused).
+//  1. The helm reconciler records each visit's outcome (internal/operator/outcomes) and
+//     wakes this controller; so does every change of the CR, its status included (the
+//     sidecar's RolledOut condition, helm-operator-plugins' Paused).
 //  2. sync reads the CR from the cache and its outcome from memory, and asks
 //     statuscontract.Decide what they mean.
 //  3. If that differs from the CR's status, sync applies it (server-side apply, field manager
@@ -51,7 +52,7 @@ type readinessReconciler struct {
 	client   client.Client
 	gvk      schema.GroupVersionKind
 	selector labels.Selector
-	outcomes *outcomes
+	outcomes *outcomes.Store
 	rollout  rolloutSource  // status.chart and ChartRollout: the kind's rollout controller
 	sources  sourceVersions // whether a source of spec.valuesFrom changed since the release
 	metrics  *fleetSeries   // the CR's Ready and Stalled, and its chart's series
@@ -101,7 +102,7 @@ func (r *readinessReconciler) setup(mgr ctrl.Manager) error {
 		Named("readiness-" + strings.ToLower(r.gvk.Kind)).
 		WithOptions(readinessOptions()).
 		For(cr).
-		WatchesRawSource(source.Channel(r.outcomes.notify, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.outcomes.Notify(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 
@@ -110,7 +111,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	cr.SetGroupVersionKind(r.gvk)
 	if err := r.reader.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.outcomes.forget(req.NamespacedName)
+			r.outcomes.Forget(req.NamespacedName)
 			r.metrics.forget(r.gvk.Kind, req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -150,11 +151,11 @@ func (r *readinessReconciler) sync(ctx context.Context, req reconcile.Request, c
 	if cr.GetDeletionTimestamp() != nil || (r.selector != nil && !r.selector.Matches(labels.Set(cr.GetLabels()))) {
 		return nil
 	}
-	o, visited := r.outcomes.get(req.NamespacedName, cr.GetUID())
+	o, visited := r.outcomes.Get(req.NamespacedName, cr.GetUID())
 	if !visited {
 		return nil
 	}
-	applied, appliedSet := o.applied, o.appliedSet
+	applied, appliedSet := o.Applied, o.AppliedSet
 	if !appliedSet {
 		applied, appliedSet = statusSourcesOf(cr)
 	}
@@ -187,7 +188,7 @@ type managerFields struct {
 
 // managerStatus decides the manager's status of cr from its visit outcome o and where it
 // stands in its kind's chart rollout, rs.
-func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs rolloutStatus, sourceChanged string) managerFields {
+func managerStatus(cr *unstructured.Unstructured, o outcomes.Outcome, now metav1.Time, rs rolloutStatus, sourceChanged string) managerFields {
 	conds := statuscontract.Conditions(cr)
 	observed, _, _ := unstructured.NestedInt64(cr.Object, "status", statuscontract.FieldObservedGeneration)
 	chart := statusChart(cr, o, rs)
@@ -196,7 +197,7 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 	revision, _ := statuscontract.Number(chart[chartRevision])
 	s := statuscontract.State{
 		Generation:    cr.GetGeneration(),
-		Deployed:      max(observed, o.deployed),
+		Deployed:      max(observed, o.Deployed),
 		Rollout:       statuscontract.Find(conds, statuscontract.RolledOut),
 		Revision:      int64(revision),
 		SourceChanged: sourceChanged,
@@ -204,22 +205,22 @@ func managerStatus(cr *unstructured.Unstructured, o outcome, now metav1.Time, rs
 	if p := statuscontract.Find(conds, statuscontract.Paused); p != nil && p.Status == metav1.ConditionTrue {
 		s.Paused = true
 	}
-	if o.failures > 0 {
-		s.Failures, s.FailedGeneration, s.Failure = o.failures, o.failedGeneration, &o.failure
+	if o.Failures > 0 {
+		s.Failures, s.FailedGeneration, s.Failure = o.Failures, o.FailedGeneration, &o.Failure
 	}
 	d := statuscontract.Decide(s)
 	f := managerFields{observedGeneration: d.ObservedGeneration}
-	if o.failures > 0 && o.failedGeneration == s.Generation {
-		f.failures = o.failures
+	if o.Failures > 0 && o.FailedGeneration == s.Generation {
+		f.failures = o.Failures
 	}
-	f.handled, f.handledSet = o.handled, o.handledSet
-	if !o.handledSet {
+	f.handled, f.handledSet = o.Handled, o.HandledSet
+	if !o.HandledSet {
 		f.handled, f.handledSet, _ = unstructured.NestedString(cr.Object, "status", statuscontract.FieldLastHandledReconcileAt)
 	}
 	f.chart = chart
-	if o.appliedSet {
-		if len(o.applied) > 0 {
-			f.sources = statusSources(o.applied)
+	if o.AppliedSet {
+		if len(o.Applied) > 0 {
+			f.sources = statusSources(o.Applied)
 		}
 	} else {
 		f.sources, _, _ = unstructured.NestedSlice(cr.Object, "status", statuscontract.FieldValuesFrom)
@@ -272,13 +273,13 @@ func (f managerFields) applyObject(cr *unstructured.Unstructured) *unstructured.
 // the outcome saw it (or, before this process has seen it deployed, as the status says),
 // whether it is behind the carried chart, and the failure mark. Nil when the chart of the
 // release is not known yet.
-func statusChart(cr *unstructured.Unstructured, o outcome, rs rolloutStatus) map[string]any {
+func statusChart(cr *unstructured.Unstructured, o outcomes.Outcome, rs rolloutStatus) map[string]any {
 	old, _, _ := unstructured.NestedMap(cr.Object, "status", statuscontract.FieldChart)
 	ch := map[string]any{}
-	if o.chartSet {
-		ch[chartVersion], ch[chartDigest], ch[chartRevision] = o.chart.version, o.chart.digest, o.chart.revision
-		if !o.chart.deployed.IsZero() {
-			ch[chartLastDeployed] = o.chart.deployed.UTC().Format(time.RFC3339)
+	if o.ChartSet {
+		ch[chartVersion], ch[chartDigest], ch[chartRevision] = o.Chart.Version, o.Chart.Digest, o.Chart.Revision
+		if !o.Chart.Deployed.IsZero() {
+			ch[chartLastDeployed] = o.Chart.Deployed.UTC().Format(time.RFC3339)
 		}
 	} else {
 		for _, k := range []string{chartVersion, chartDigest, chartRevision, chartLastDeployed} {

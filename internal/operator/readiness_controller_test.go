@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -44,8 +45,8 @@ func TestManagerStatusAfterAnUpgradeWithNoNewGeneration(t *testing.T) {
 		"conditions":         []any{rolledOut(3)},
 	})
 	// The Secret's version 11 upgraded the release to revision 4, at the same generation.
-	upgraded := outcome{uid: "uid-1", deployed: 2, chart: deployedChart{version: "1.0.0", digest: "d", revision: 4}, chartSet: true,
-		applied: []valuesfrom.Source{{Kind: "Secret", Name: "db", ResourceVersion: "11"}}, appliedSet: true}
+	upgraded := outcomes.Outcome{UID: "uid-1", Deployed: 2, Chart: outcomes.Chart{Version: "1.0.0", Digest: "d", Revision: 4}, ChartSet: true,
+		Applied: []valuesfrom.Source{{Kind: "Secret", Name: "db", ResourceVersion: "11"}}, AppliedSet: true}
 	rs := rolloutStatus{targetDigest: "d"}
 
 	f := managerStatus(cr, upgraded, now, rs, "")
@@ -136,8 +137,8 @@ func TestReadinessWritesAgainOnTheLiveCROnAConflict(t *testing.T) {
 					return nil
 				},
 			}).Build()
-			o := newOutcomes()
-			o.succeeded(at(tc.cached), nil)
+			o := outcomes.New()
+			o.Succeeded(at(tc.cached), nil)
 			drain(o)
 			r := &readinessReconciler{reader: staleReader{at(tc.cached)}, client: live, gvk: at("").GroupVersionKind(),
 				outcomes: o, rollout: noRollout{}, sources: unchangedSources{}, metrics: newFleetSeries(10),
@@ -179,5 +180,12 @@ func TestReadinessKeepsAWorkerForTheOtherNamespaces(t *testing.T) {
 	q.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req("b", "b0"))
 	if second, _ := q.Get(); second != req("b", "b0") {
 		t.Errorf("the second worker took %s, not the other namespace's request", second)
+	}
+}
+
+// drain empties o's notifications.
+func drain(o *outcomes.Store) {
+	for len(o.Notify()) > 0 {
+		<-o.Notify()
 	}
 }

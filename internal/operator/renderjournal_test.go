@@ -272,9 +272,9 @@ func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
 	if len(engine.calls) != 0 {
 		t.Errorf("Helm was called: %v", engine.calls)
 	}
-	e, _ := p.outcomes.get(client.ObjectKeyFromObject(cr), cr.GetUID())
-	if e.failure.Reason != statuscontract.ReasonQuarantined || !e.failure.Terminal {
-		t.Errorf("outcome %+v, want a terminal Quarantined", e.failure)
+	e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+	if e.Failure.Reason != statuscontract.ReasonQuarantined || !e.Failure.Terminal {
+		t.Errorf("outcome %+v, want a terminal Quarantined", e.Failure)
 	}
 	if evs := events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
 		t.Errorf("Events %q, want a Warning Quarantined", evs)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -163,15 +164,15 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func TestStatusChart(t *testing.T) {
 	cr := memcached(map[string]any{"chart": map[string]any{chartVersion: "1.0.0", chartDigest: "old", chartRevision: int64(3),
 		chartFailed: "new"}})
-	got := statusChart(cr, outcome{}, rolloutStatus{targetDigest: "new"})
+	got := statusChart(cr, outcomes.Outcome{}, rolloutStatus{targetDigest: "new"})
 	if got[chartVersion] != "1.0.0" || got[chartBehind] != true || got[chartFailed] != "new" || got[chartRevision] != int64(3) {
 		t.Errorf("carried over before the first plan: %v", got)
 	}
-	got = statusChart(cr, outcome{}, rolloutStatus{targetDigest: "newer"})
+	got = statusChart(cr, outcomes.Outcome{}, rolloutStatus{targetDigest: "newer"})
 	if _, kept := got[chartFailed]; kept {
 		t.Errorf("a failure mark of another chart kept: %v", got)
 	}
-	o := outcome{chart: deployedChart{version: "2.0.0", digest: "new", revision: 4}, chartSet: true}
+	o := outcomes.Outcome{Chart: outcomes.Chart{Version: "2.0.0", Digest: "new", Revision: 4}, ChartSet: true}
 	got = statusChart(cr, o, rolloutStatus{targetDigest: "new", known: true})
 	if got[chartVersion] != "2.0.0" || got[chartBehind] != false || got[chartFailed] != nil {
 		t.Errorf("from the outcome, the rollout clearing the mark: %v", got)
@@ -179,7 +180,7 @@ func TestStatusChart(t *testing.T) {
 	if !sameChart(memcached(map[string]any{"chart": got}), got) || sameChart(cr, got) {
 		t.Error("sameChart")
 	}
-	if statusChart(memcached(nil), outcome{}, rolloutStatus{}) != nil {
+	if statusChart(memcached(nil), outcomes.Outcome{}, rolloutStatus{}) != nil {
 		t.Error("a chart for a CR whose release is not known")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -105,7 +106,7 @@ type specBoundClient struct {
 	client.Client
 	cached   client.Reader // the manager's cache, where boundSpec marked the CRs over the bound
 	limit    int
-	outcomes *outcomes
+	outcomes *outcomes.Store
 	recorder record.EventRecorder
 }
 
@@ -141,7 +142,7 @@ func (c specBoundClient) refuse(cr *unstructured.Unstructured) error {
 	msg := fmt.Sprintf("the spec holds more than %d values (objects, lists and scalars of its JSON), "+
 		"the bound of this operator (--max-spec-values): the CR is not reconciled, and its release is "+
 		"left as it is, until its spec holds fewer", c.limit)
-	c.outcomes.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
+	c.outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
 	c.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
 	return reconcile.TerminalError(fmt.Errorf("%s %s: %s", cr.GetKind(), client.ObjectKeyFromObject(cr), msg))
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -120,7 +121,7 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 		},
 	}).Build()
 	cache := fake.NewClientBuilder().WithObjects(inCache...).Build()
-	o := newOutcomes()
+	o := outcomes.New()
 	rec := record.NewFakeRecorder(10)
 	c := specBoundClient{Client: apiServer, cached: cache, limit: limit, outcomes: o, recorder: rec}
 
@@ -154,9 +155,9 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 		if len(notes) != tc.wantNotes {
 			t.Errorf("%s: the reconciler got %d objects of the spec, want %d", tc.name, len(notes), tc.wantNotes)
 		}
-		e, _ := o.get(client.ObjectKey{Namespace: live[0].GetNamespace(), Name: tc.name}, types.UID(tc.name))
-		if failed := e.failure.Reason == statuscontract.ReasonSpecTooLarge && e.failure.Terminal && e.failedGeneration == 2; failed != tc.refused {
-			t.Errorf("%s: outcome %+v, want a failure %v", tc.name, e.failure, tc.refused)
+		e, _ := o.Get(client.ObjectKey{Namespace: live[0].GetNamespace(), Name: tc.name}, types.UID(tc.name))
+		if failed := e.Failure.Reason == statuscontract.ReasonSpecTooLarge && e.Failure.Terminal && e.FailedGeneration == 2; failed != tc.refused {
+			t.Errorf("%s: outcome %+v, want a failure %v", tc.name, e.Failure, tc.refused)
 		}
 	}
 	if len(rec.Events) != 2 {
@@ -183,7 +184,7 @@ func TestValuesFromOverTheBoundIsRefused(t *testing.T) {
 	small := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "small"},
 		Data: map[string]string{"values.yaml": "note: [{}, {}]"}}
 	reader := fake.NewClientBuilder().WithObjects(junk, small).Build()
-	o := newOutcomes()
+	o := outcomes.New()
 	rec := record.NewFakeRecorder(10)
 	v := &valuesSources{resolver: valuesfrom.Resolver{Reader: reader}, outcomes: o, maxValues: limit, recorder: rec}
 	for _, tc := range []struct {
@@ -201,9 +202,9 @@ func TestValuesFromOverTheBoundIsRefused(t *testing.T) {
 		if err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
 			t.Errorf("values from %s: refused with %v, want a terminal error", tc.source, err)
 		}
-		e, _ := o.get(client.ObjectKeyFromObject(cr), cr.GetUID())
-		if failed := e.failure.Reason == statuscontract.ReasonSpecTooLarge && e.failure.Terminal; failed != tc.refused {
-			t.Errorf("values from %s: outcome %+v, want a failure %v", tc.source, e.failure, tc.refused)
+		e, _ := o.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+		if failed := e.Failure.Reason == statuscontract.ReasonSpecTooLarge && e.Failure.Terminal; failed != tc.refused {
+			t.Errorf("values from %s: outcome %+v, want a failure %v", tc.source, e.Failure, tc.refused)
 		}
 	}
 	if len(rec.Events) != 1 {

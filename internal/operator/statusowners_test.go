@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
@@ -81,7 +82,7 @@ func TestStatusAppliesMatchTheirOwners(t *testing.T) {
 	if want := sortedJoin(statuscontract.ManagerStatus.Conditions); types != want {
 		t.Errorf("the readiness controller applies conditions %s, owns %s", types, want)
 	}
-	got := managerStatus(cr, outcome{}, metav1.Now(), rolloutStatus{known: true, condition: metav1.Condition{Type: statuscontract.ChartRollout}}, "")
+	got := managerStatus(cr, outcomes.Outcome{}, metav1.Now(), rolloutStatus{known: true, condition: metav1.Condition{Type: statuscontract.ChartRollout}}, "")
 	var decided []string
 	for _, c := range got.conditions {
 		decided = append(decided, c.Type)

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -89,7 +90,7 @@ type valuesSources struct {
 	resolver valuesfrom.Resolver // reads the sources from the API server
 	sources  cache.Cache         // their metadata (newSourcesCache)
 	crs      client.Reader       // the manager's cache of the kind, indexed by sourcesIndex
-	outcomes *outcomes           // where each visit's sources and failures go
+	outcomes *outcomes.Store     // where each visit's sources and failures go
 	// maxValues bounds the values merged from the spec and its sources (--max-spec-values).
 	maxValues int
 	recorder  record.EventRecorder // the reconciler's
@@ -108,7 +109,7 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 	res, err := v.resolver.Resolve(ctx, cr)
 	if err != nil {
 		msg := err.Error() // names the source and why, never its content
-		v.outcomes.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonValuesFromFailed, Step: "values", Message: msg})
+		v.outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonValuesFromFailed, Step: "values", Message: msg})
 		v.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonValuesFromFailed, msg)
 		return nil, err
 	}
@@ -120,11 +121,11 @@ func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstruct
 			valuesfrom.Field, v.maxValues)
 		// Terminal, as a spec over the bound (specBoundClient.refuse): an edit of the CR or
 		// of a source reconciles it again.
-		v.outcomes.failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
+		v.outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
 		v.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
 		return nil, reconcile.TerminalError(errors.New(msg))
 	}
-	v.outcomes.resolved(cr, res.Sources, res.Secrets, res.Values)
+	v.outcomes.Resolved(cr, res.Sources, res.Secrets, res.Values)
 	return res.Values, nil
 }
 
