@@ -129,7 +129,11 @@ func (p ownershipProof) proven(h manifest.Head) (ok bool, named string, err erro
 		return true, "", nil // to be created; a kind the server does not serve is Helm's to report
 	case err != nil:
 		return false, "", fmt.Errorf("reading %s %s before the %s: %w", h.GVK.Kind, h.Name, p.step, err)
-	case p.byAnnotations && p.namesRelease(live.GetAnnotations()):
+	case !p.namesRelease(live.GetAnnotations()):
+		// Helm adopts only an object whose annotations give it to this release; this one it
+		// refuses itself, naming the release it belongs to.
+		return true, "", nil
+	case p.byAnnotations:
 		return true, "", nil
 	case live.GetNamespace() == "":
 		return ownership.OwnedBy(live.GetAnnotations(), p.cr), h.GVK.Kind + " " + live.GetName(), nil

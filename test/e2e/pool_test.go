@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
@@ -1088,14 +1089,23 @@ func TestPoolsOfOneNameInTwoNamespaces(t *testing.T) {
 
 // TestPoolKeepsTheClassOfChart010: a pool installed by chart 0.1.0 has a class named after it,
 // which its claims use; the chart keeps that class, on install as on upgrade, and makes no
-// <namespace>.<name>. (The class is made here as chart 0.1.0's release made it.)
+// <namespace>.<name>. (The class is made here as chart 0.1.0's release made it: with Helm's
+// annotations, and the owner annotations helm-operator-plugins puts on a cluster-scoped
+// object, which prove it the pool's: the operator adopts no class on Helm's annotations alone.)
 func TestPoolKeepsTheClassOfChart010(t *testing.T) {
 	ns := env.Namespace(t)
 	name := "old-" + ns[len(ns)-5:]
+	// The pool first, paused: the class's owner annotations name it, and a class whose owner
+	// does not exist is an orphan the operator collects.
+	pool := newCR(t, "WarpdrivePool", ns, name, map[string]any{"capacity": "1Gi", "replicas": int64(1)})
+	unstructured.RemoveNestedField(pool.Object, "spec", "storageClassName")
+	pool.SetAnnotations(map[string]string{statuscontract.PauseAnnotation: "true"})
+	env.Create(t, pool)
 	class := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
-			Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": ns}},
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+			Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": ns,
+				"operator-sdk/primary-resource": ns + "/" + name, "operator-sdk/primary-resource-type": "WarpdrivePool.tos.transwarp.io"}},
 		Provisioner:          "warpdrive.transwarp.io/pool",
 		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
@@ -1104,7 +1114,10 @@ func TestPoolKeepsTheClassOfChart010(t *testing.T) {
 	}
 	env.Create(t, class)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) }) // the uninstall deletes it once adopted
-	pool := defaultPool(t, ns, name)
+	unpause := []byte(`{"metadata":{"annotations":{"` + statuscontract.PauseAnnotation + `":null}}}`)
+	if err := env.Client.Patch(context.Background(), pool, client.RawPatch(types.MergePatchType, unpause)); err != nil {
+		t.Fatal(err)
+	}
 	waitOwnClass(t, pool, name)
 	patchSpec(t, pool, map[string]any{"capacity": "2Gi"})
 	waitCondition(t, pool, "Ready", "True")
