@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -56,6 +57,13 @@ func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
 	c := &ChartCopy{Dir: t.TempDir(), Digests: map[string]string{}}
 	if err := os.CopyFS(filepath.Join(c.Dir, "memcached"), os.DirFS(filepath.Join(e.Root, "helm-charts", "memcached"))); err != nil {
 		t.Fatal(err)
+	}
+	// The copy is a kind of its own, at one version: Memcached's history of versions
+	// (conversions.yaml, versions/) is not its.
+	for _, history := range []string{conversion.FileName, crdgen.VersionsDir} {
+		if err := os.RemoveAll(filepath.Join(c.Dir, "memcached", history)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	watches := fmt.Sprintf("- group: %s\n  version: %s\n  kind: %s\n  chart: %s\n",
 		RolloutGVK.Group, RolloutGVK.Version, RolloutGVK.Kind, filepath.Join(c.Dir, "memcached"))
