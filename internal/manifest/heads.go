@@ -5,6 +5,9 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
 
 	"helm.sh/helm/v3/pkg/releaseutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +28,12 @@ type Head struct {
 func Heads(manifests ...string) ([]Head, error) {
 	var heads []Head
 	for _, m := range manifests {
-		for _, doc := range releaseutil.SplitManifests(m) {
+		// SplitManifests answers a map, keyed by each document's place in the stream.
+		docs := releaseutil.SplitManifests(m)
+		keys := slices.Collect(maps.Keys(docs))
+		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+		for _, key := range keys {
+			doc := docs[key]
 			var h struct {
 				APIVersion string            `json:"apiVersion"`
 				Kind       string            `json:"kind"`

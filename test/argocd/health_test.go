@@ -137,7 +137,9 @@ func TestHealth(t *testing.T) {
 				t.Fatal(err)
 			}
 			gvk := f.obj.GroupVersionKind()
-			if w, ok := kinds[gvk.Group+"_"+gvk.Kind]; !ok || w != gvk {
+			// Argo CD keys a health check by group and kind: a fixture at any version a kind
+			// has had (v1alpha1 beside v1) is that kind's.
+			if _, ok := kinds[gvk.Group+"_"+gvk.Kind]; !ok {
 				t.Fatalf("the fixture is a %s, not a kind of watches.yaml", gvk)
 			}
 
