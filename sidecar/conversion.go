@@ -54,12 +54,7 @@ func setupConversion(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	server := &conversionwebhook.Server{
-		Port:    c.Port,
-		CertDir: c.CertDir,
-		Handler: &conversionwebhook.Handler{Kinds: kinds, Log: log},
-		Log:     log,
-	}
+	server := conversionwebhook.NewServer("", c.Port, c.CertDir, &conversionwebhook.Handler{Kinds: kinds, Log: log}, log)
 	if err := mgr.Add(server); err != nil {
 		return fmt.Errorf("conversion webhook server: %w", err)
 	}

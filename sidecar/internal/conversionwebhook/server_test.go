@@ -74,7 +74,7 @@ func freePort(t *testing.T) int {
 func startServer(t *testing.T, dir string) string {
 	t.Helper()
 	port := freePort(t)
-	srv := &Server{Host: "127.0.0.1", Port: port, CertDir: dir, Handler: testHandler(t), Log: logr.Discard()}
+	srv := NewServer("127.0.0.1", port, dir, testHandler(t), logr.Discard())
 	if srv.NeedLeaderElection() {
 		t.Error("the conversion webhook would serve on the leader only")
 	}
