@@ -368,8 +368,11 @@ func grantGeneratedRole(t *testing.T, dir string) {
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-addedkinds"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ServiceAccount.Namespace, Name: env.ServiceAccount.Name}}}
+	role.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"))
+	binding.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"))
+	// Applied, not created: a test that regenerates the role (make add-version) grants it again.
 	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(context.Background(), obj); err != nil {
+		if err := env.Client.Patch(context.Background(), obj, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
@@ -381,6 +384,17 @@ func grantGeneratedRole(t *testing.T, dir string) {
 // repository.
 func addedWatches(t *testing.T, dir string) string {
 	t.Helper()
+	var kinds []string
+	for _, k := range addedKinds {
+		kinds = append(kinds, k.kind)
+	}
+	return watchesOf(t, dir, kinds...)
+}
+
+// watchesOf writes a watches file with the copy dir's entries of kinds alone, their charts
+// made absolute.
+func watchesOf(t *testing.T, dir string, kinds ...string) string {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "watches.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -390,13 +404,13 @@ func addedWatches(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	for _, w := range all {
-		if slices.ContainsFunc(addedKinds, func(k addedKind) bool { return w["kind"] == k.kind }) {
+		if kind, _ := w["kind"].(string); slices.Contains(kinds, kind) {
 			w["chart"] = filepath.Join(dir, filepath.FromSlash(w["chart"].(string)))
 			added = append(added, w)
 		}
 	}
-	if len(added) != len(addedKinds) {
-		t.Fatalf("the copy's watches.yaml has %d of the %d added kinds:\n%s", len(added), len(addedKinds), data)
+	if len(added) != len(kinds) {
+		t.Fatalf("the copy's watches.yaml has %d of the kinds %v:\n%s", len(added), kinds, data)
 	}
 	out, err := yaml.Marshal(added)
 	if err != nil {

@@ -68,6 +68,10 @@ var SuiteFlags = map[string]string{
 	"render-timeout": "test/security's CPU bomb is refused at a shorter deadline, the same path",
 	// test/security's output bomb: far below the memory bound, which a 16 MiB output races.
 	"render-max-output": "test/security's output bomb is refused at 4Mi, far from the memory bound",
+	// The sidecar on the host serves the conversion webhook of a test's kind to the API server
+	// at localhost (LocalConversion), where the pod's is behind its Service.
+	"conversion-webhook-port": "a test's kind whose versions differ is converted by the host's sidecar",
+	"conversion-cert-dir":     "the host's sidecar serves a certificate for localhost the test made",
 }
 
 // StockArgs is the stock helm-operator's configuration: the arguments operator-sdk's Helm
