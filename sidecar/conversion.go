@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -43,11 +44,14 @@ func (c Conversion) Validate() error {
 }
 
 // setupConversion adds to mgr the conversion webhook's server, and its certificate's
-// rotator unless the certificate is another's.
+// rotator unless the certificate is another's. The rotator injects its CA into the CRDs of
+// the served kinds whose strategy is Webhook, as the API server has them now: a kind whose
+// CRD changes strategy is injected once the sidecar restarts, as it does when a new version
+// of the operator is deployed with the CRD.
 //
 // watches.yaml's chart paths are relative to the working directory, as the helm-operator
 // reads them (/opt/helm in the image).
-func setupConversion(mgr ctrl.Manager, opts Options) error {
+func setupConversion(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	c := opts.Conversion
 	log := ctrl.Log.WithName("conversion-webhook")
 	kinds, err := conversionwebhook.LoadKinds(opts.Watches, ".")
@@ -66,7 +70,7 @@ func setupConversion(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	crds, err := conversionwebhook.CRDNames(mgr.GetRESTMapper(), kinds)
+	crds, err := conversionwebhook.CRDNames(ctx, mgr.GetAPIReader(), mgr.GetRESTMapper(), kinds)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func TestConversionWebhookServesFromTheCertDir(t *testing.T) {
 		Watches:    []watchfile.Watch{{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached", Chart: "helm-charts/memcached"}},
 		Conversion: Conversion{Port: port, CertDir: certDir},
 	}
-	if err := setupConversion(mgr, opts); err != nil {
+	if err := setupConversion(t.Context(), mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

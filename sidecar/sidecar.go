@@ -133,7 +133,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	if opts.Conversion.Port != 0 {
-		if err := setupConversion(mgr, opts); err != nil {
+		if err := setupConversion(ctx, mgr, opts); err != nil {
 			return fmt.Errorf("conversion webhook: %w", err)
 		}
 	}
