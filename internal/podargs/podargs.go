@@ -224,6 +224,15 @@ var Translated = map[string]string{
 	// In the pod the Lease lives in the pod's namespace, the default; off the cluster there is
 	// no such default, so the flag is required.
 	"leader-election-namespace": "the pod's namespace is the default in the pod; on the host it must be given",
+	// The pod serves the CRD conversion webhook behind its Service, from the mounted Secret
+	// that its rotator keeps; a process on the host has neither the mount nor the Service, and
+	// its rotator would overwrite the deployed pod's Secret and the CRDs' caBundle. On the
+	// host it serves none unless the caller gives its own flags (test/framework
+	// LocalConversion: a certificate for localhost, not rotated).
+	"conversion-webhook-port": "the pod's webhook is behind its Service; on the host it is served only where the caller gives a port",
+	"conversion-cert-dir":     "the pod's mounted Secret is not on the host",
+	"conversion-cert-secret":  "the host must not rotate the deployed pod's Secret and the CRDs' caBundle",
+	"conversion-service-name": "the rotated certificate is for the pod's Service, which does not reach the host",
 }
 
 // HostArgs translates a container's arguments for a process on the host: the flags in
