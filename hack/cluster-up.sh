@@ -109,6 +109,11 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
 # --endpoint-reconciler-type=none: the loopback advertise address is not allowed in the
 # kubernetes Endpoints.
+# --enable-aggregator-routing=true: the API server calls a webhook's Service (the operator's
+# CRD conversion webhook, config/webhook) at one of its endpoints, a pod IP on the real node's
+# bridge that this host reaches, rather than at its cluster IP: this cluster runs no
+# kube-proxy, so nothing would answer at a cluster IP. (hack/cluster-restart.sh and
+# etcd-snapshot.sh restart it with these same arguments, read from /proc.)
 start kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
@@ -119,6 +124,7 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
   --service-cluster-ip-range="$SERVICE_CIDR" \
   --endpoint-reconciler-type=none \
+  --enable-aggregator-routing=true \
   --allow-privileged=true \
   --max-requests-inflight=800 --max-mutating-requests-inflight=400
 wait_for kube-apiserver 90 kubectl get --raw /readyz
