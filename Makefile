@@ -151,15 +151,15 @@ test-faults: build tools ## Fault suite on the local cluster (started if needed)
 test-deploy: build $(KUSTOMIZE) ## Deploy e2e on $KUBECONFIG: make deploy, the e2e suite as the manager's ServiceAccount, make undeploy.
 	KUBECONFIG=$(KUBECONFIG) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-deploy.sh
 
-# The operator's pod alone (test/deploy's TestOperatorPod), without the rest of the deploy
+# The operator's pod alone (test/deploy's TestOperatorPod and TestConversionWebhookInPod), without the rest of the deploy
 # e2e: make deploy with config/local on the real node, then make undeploy and make node-down.
 .PHONY: test-node
-test-node: build tools ## The operator's real pod on the local cluster's real node (needs root): make node-up image-load, TestOperatorPod, make node-down.
+test-node: build tools ## The operator's real pod on the local cluster's real node (needs root): make node-up image-load, TestOperatorPod and TestConversionWebhookInPod, make node-down.
 	$(MAKE) cluster-up
 	$(MAKE) node-up image-load 2>&1 | tee $(CLUSTER_DIR)/node-up.log
 	WARPDRIVE_DEPLOY_POD=1 WARPDRIVE_KUBECONFIG=$(LOCAL_KUBECONFIG) \
 		WARPDRIVE_E2E_IMPERSONATE=warpdrive-operator-system/warpdrive-operator-controller-manager \
-		go test $(GO_TEST_FLAGS) -timeout 30m -v -run 'TestOperatorPod$$' ./test/deploy/ 2>&1 | tee $(CLUSTER_DIR)/node-e2e.log
+		go test $(GO_TEST_FLAGS) -timeout 30m -v -run 'TestOperatorPod$$|TestConversionWebhookInPod$$' ./test/deploy/ 2>&1 | tee $(CLUSTER_DIR)/node-e2e.log
 	$(MAKE) node-down
 
 .PHONY: bench
