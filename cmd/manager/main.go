@@ -18,6 +18,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/mgropts"
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -52,7 +53,7 @@ func main() {
 	flag.IntVar(&opts.ReleaseListSecretsPerGET, "release-list-secrets-per-get", releaserecords.DefaultSecretsPerGET,
 		"Secrets of a namespace that the API server filters, in a LIST of one release's records, for the cost of one GET; "+
 			"where reading a release's records by name costs fewer, they are read by name (0: always by name).")
-	flag.IntVar(&opts.MaxCRMetrics, "max-cr-metrics", operator.DefaultMaxCRMetrics,
+	flag.IntVar(&opts.MaxCRMetrics, "max-cr-metrics", metrics.DefaultMaxCRMetrics,
 		"CRs whose per-CR series (warpdrive_cr_*, warpdrive_release_*, warpdrive_helm_last_*) are exported at most; "+
 			"past it the unhealthy go first, then the namespaces in turn, and warpdrive_crs_without_series counts the rest (0: all).")
 	flag.IntVar(&opts.MaxSpecValues, "max-spec-values", operator.DefaultMaxSpecValues,

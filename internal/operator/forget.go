@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 )
 
@@ -24,7 +25,7 @@ const forgetPeriod = time.Minute
 type goneForgetter struct {
 	reader  client.Reader // the manager's cache of the CRs
 	kinds   []forgetKind
-	metrics *fleetSeries
+	metrics *metrics.Fleet
 }
 
 // forgetKind is a CR kind and its outcomes.
@@ -64,7 +65,7 @@ func (s *goneForgetter) forget(ctx context.Context) {
 		for i := range list.Items {
 			live[client.ObjectKeyFromObject(&list.Items[i])] = true
 		}
-		s.metrics.forgetGone(k.gvk.Kind, live, since)
+		s.metrics.ForgetGone(k.gvk.Kind, live, since)
 		k.outcomes.ForgetGone(live, since)
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -21,17 +24,17 @@ func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 		cr.SetUID(types.UID("uid-" + name))
 		return cr
 	}
-	fleet, o := newFleetSeries(0), outcomes.New()
+	fleet, o := metrics.NewFleet(0), outcomes.New()
 	for _, name := range []string{"gone", "here"} {
 		cr := crAt(name)
-		fleet.helmOperation("Memcached", "ns", name, time.Second, nil)
+		fleet.HelmOperation("Memcached", "ns", name, time.Second, nil)
 		o.Resolved(cr, nil, valuesfrom.Redactor{}, nil) // recorded, without waking anyone
 	}
 	s := &goneForgetter{reader: readerWith(crAt("here")), metrics: fleet,
 		kinds: []forgetKind{{gvk: memcachedGVK, outcomes: o}}}
 	s.forget(context.Background())
 	for name, want := range map[string]bool{"gone": false, "here": true} {
-		if _, kept := fleet.crs[crKey{"Memcached", "ns", name}]; kept != want {
+		if kept := hasSeries(fleet, name); kept != want {
 			t.Errorf("series of %s kept: %v, want %v", name, kept, want)
 		}
 		if _, kept := o.Get(types.NamespacedName{Namespace: "ns", Name: name}, types.UID("uid-"+name)); kept != want {
@@ -41,9 +44,26 @@ func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 
 	// Recorded after the cache was read: the list may have missed its CR.
 	before := time.Now().Add(-time.Second)
-	fleet.helmOperation("Memcached", "ns", "new", time.Second, nil)
-	fleet.forgetGone("Memcached", map[types.NamespacedName]bool{}, before)
-	if _, kept := fleet.crs[crKey{"Memcached", "ns", "new"}]; !kept {
+	fleet.HelmOperation("Memcached", "ns", "new", time.Second, nil)
+	fleet.ForgetGone("Memcached", map[types.NamespacedName]bool{}, before)
+	if !hasSeries(fleet, "new") {
 		t.Error("the series of a CR recorded after goneForgetter read the cache was forgotten")
 	}
+}
+
+// hasSeries reports whether a scrape of fleet exports a series of the CR named name.
+func hasSeries(fleet *metrics.Fleet, name string) bool {
+	ch := make(chan prometheus.Metric)
+	go func() { fleet.Collect(ch); close(ch) }()
+	found := false
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			found = found || (l.GetName() == "name" && l.GetValue() == name)
+		}
+	}
+	return found
 }

@@ -16,6 +16,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -41,7 +42,7 @@ type shared struct {
 	ops       *operations            // Helm operations of this process, by release
 	locks     *releases.KeyedMutex   // one lock per release name
 	manifests *releases.Manifests    // the deployed manifests, for the drift filter
-	metrics   *fleetSeries           // the per-CR series
+	metrics   *metrics.Fleet         // the per-CR series
 	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
 	renders   *renderbound.Checker   // the render bounds' workers (layer_renderbounds.go); nil: off
 	journal   *renderJournal         // what the leader renders, for the quarantine (renderjournal.go)

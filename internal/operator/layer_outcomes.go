@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -22,7 +23,7 @@ import (
 // withOutcomes hands out action clients that record each failed attempt in o. Successes are
 // recorded by the post-hook (recordSuccess), which runs only once the whole install, upgrade
 // or drift repair has succeeded.
-func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes.Store, metrics *fleetSeries) helmclient.ActionClientGetter {
+func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes.Store, metrics *metrics.Fleet) helmclient.ActionClientGetter {
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
 		c, err := getter.ActionClientFor(ctx, cr)
 		if err != nil {
@@ -37,7 +38,7 @@ type outcomeClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
 	outcomes *outcomes.Store
-	metrics  *fleetSeries // the last install's or upgrade's duration and result
+	metrics  *metrics.Fleet // the last install's or upgrade's duration and result
 }
 
 func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
@@ -51,7 +52,7 @@ func (c outcomeClient) Get(name string, opts ...helmclient.GetOption) (*release.
 func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
 	start := time.Now()
 	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+	c.metrics.HelmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	if f, refused := refusal.Of(err); refused {
 		c.outcomes.Failed(c.obj, f)
 	} else if err != nil {
@@ -64,7 +65,7 @@ func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	start := time.Now()
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	if !isDryRun(opts) {
-		c.metrics.helmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
+		c.metrics.HelmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	}
 	if f, refused := refusal.Of(err); refused {
 		c.outcomes.Failed(c.obj, f)

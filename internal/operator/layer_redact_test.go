@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -38,7 +39,7 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 	}()
 	o.Resolved(cr, res.Sources, res.Secrets, res.Values)
 	engine := failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
-	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, newFleetSeries(0)).ActionClientFor(context.Background(), cr)
+	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, metrics.NewFleet(0)).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}

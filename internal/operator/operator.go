@@ -54,6 +54,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
@@ -81,7 +82,7 @@ type Options struct {
 	StatusReleaseManifest bool
 	// Rollouts are the chart rollout policies by kind (rollout_controller.go, docs/rollouts.md).
 	Rollouts rollout.Policies
-	// MaxCRMetrics is how many CRs have per-CR series at most (metrics.go); 0: all.
+	// MaxCRMetrics is how many CRs have per-CR series at most (internal/operator/metrics); 0: all.
 	MaxCRMetrics int
 	// MaxSpecValues is how many values a CR's spec may hold for the CR to be reconciled
 	// (specbound.go); 0: any number. Give the same bound to CacheOptions.
@@ -137,7 +138,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	if opts.RenderBounds.Workers > 0 { // one pool for every kind: see layer_renderbounds.go
-		refused := func(bound string) { renderRefusals.WithLabelValues(bound).Inc() }
+		refused := func(bound string) { metrics.RenderRefusals.WithLabelValues(bound).Inc() }
 		if s.renders, err = renderbound.NewChecker(opts.RenderBounds, refused); err != nil {
 			return err
 		}
@@ -150,11 +151,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	s.locks = releases.NewKeyedMutex()                                              // one release name, across kinds: see layer_releaseguard.go
 	s.manifests = releases.NewManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see internal/operator/drift
-	s.metrics = newFleetSeries(opts.MaxCRMetrics)                                   // the per-CR series: see metrics.go
+	s.metrics = metrics.NewFleet(opts.MaxCRMetrics)                                 // the per-CR series: see internal/operator/metrics
 	if s.sources, err = newSourcesCache(mgr); err != nil {                          // spec.valuesFrom: see valuessources.go
 		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)
 	}
-	if err := registerFleet(s.metrics); err != nil {
+	if err := metrics.RegisterFleet(s.metrics); err != nil {
 		return fmt.Errorf("registering the per-CR metrics: %w", err)
 	}
 	log := ctrl.Log.WithName("operator")

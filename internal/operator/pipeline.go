@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
@@ -169,7 +170,7 @@ type pipeline struct {
 	recorder record.EventRecorder // the kind's reconciler's, so that Events share its source
 	status   client.StatusClient  // writes the record report's condition
 	outcomes *outcomes.Store      // the kind's, read by its readiness controller
-	metrics  *fleetSeries         // the manager's per-CR series (metrics.go)
+	metrics  *metrics.Fleet       // the manager's per-CR series (internal/operator/metrics)
 	versions *releases.Versions   // the releases handed out, shared by every kind, read by the status writer
 	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
 	drift    drift.Policy         // what the kind's drift repair leaves alone (docs/drift.md)

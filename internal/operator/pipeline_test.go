@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -46,7 +47,7 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
 	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Policy{AllAtOnce: true}, c, nil, rec, nil)
 	return pipeline{chart: c, gate: gate, locks: releases.NewKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: outcomes.New(), metrics: newFleetSeries(0), versions: releases.NewVersions()}, rec, status
+		ops: leaderOperations(), recorder: rec, status: status, outcomes: outcomes.New(), metrics: metrics.NewFleet(0), versions: releases.NewVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup

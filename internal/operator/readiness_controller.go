@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -55,7 +56,7 @@ type readinessReconciler struct {
 	outcomes *outcomes.Store
 	rollout  rolloutSource  // status.chart and ChartRollout: the kind's rollout controller
 	sources  sourceVersions // whether a source of spec.valuesFrom changed since the release
-	metrics  *fleetSeries   // the CR's Ready and Stalled, and its chart's series
+	metrics  *metrics.Fleet // the CR's Ready and Stalled, and its chart's series
 	now      func() metav1.Time
 }
 
@@ -112,7 +113,7 @@ func (r *readinessReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err := r.reader.Get(ctx, req.NamespacedName, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.outcomes.Forget(req.NamespacedName)
-			r.metrics.forget(r.gvk.Kind, req.NamespacedName)
+			r.metrics.Forget(r.gvk.Kind, req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -164,7 +165,7 @@ func (r *readinessReconciler) sync(ctx context.Context, req reconcile.Request, c
 		changed = r.sources.changed(ctx, cr, applied)
 	}
 	want := managerStatus(cr, o, r.now(), r.rollout.status(cr), changed)
-	r.metrics.observe(r.gvk.Kind, cr, want.conditions, want.chart)
+	r.metrics.Observe(r.gvk.Kind, cr, want.conditions, want.chart)
 	if !want.differs(cr) {
 		return nil
 	}

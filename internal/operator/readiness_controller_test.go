@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
@@ -141,7 +142,7 @@ func TestReadinessWritesAgainOnTheLiveCROnAConflict(t *testing.T) {
 			o.Succeeded(at(tc.cached), nil)
 			drain(o)
 			r := &readinessReconciler{reader: staleReader{at(tc.cached)}, client: live, gvk: at("").GroupVersionKind(),
-				outcomes: o, rollout: noRollout{}, sources: unchangedSources{}, metrics: newFleetSeries(10),
+				outcomes: o, rollout: noRollout{}, sources: unchangedSources{}, metrics: metrics.NewFleet(10),
 				now: func() metav1.Time { return metav1.Unix(1000, 0) }}
 
 			got, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -316,7 +317,7 @@ func (j *renderJournal) setGauge() {
 			n++
 		}
 	}
-	quarantinedCRs.Set(float64(n))
+	metrics.QuarantinedCRs.Set(float64(n))
 }
 
 // configMapJournal keeps the journal in one ConfigMap. Read from the API server (the manager's

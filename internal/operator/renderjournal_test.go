@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -137,7 +138,7 @@ func TestRenderJournalQuarantinesAfterTwoDeaths(t *testing.T) {
 	if d := deathsOf(l.journal, cr); d.Deaths != 2 || !d.Quarantined || d.Generation != 1 {
 		t.Fatalf("after two deaths: %+v, want quarantined at generation 1", d)
 	}
-	if got := testutil.ToFloat64(quarantinedCRs); got != 1 {
+	if got := testutil.ToFloat64(metrics.QuarantinedCRs); got != 1 {
 		t.Errorf("warpdrive_quarantined_crs %v, want 1", got)
 	}
 	_, err := l.journal.enter(cr)
@@ -149,7 +150,7 @@ func TestRenderJournalQuarantinesAfterTwoDeaths(t *testing.T) {
 		t.Fatalf("edited: %v, want the quarantine lifted", err)
 	}
 	done()
-	if got := testutil.ToFloat64(quarantinedCRs); got != 0 {
+	if got := testutil.ToFloat64(metrics.QuarantinedCRs); got != 0 {
 		t.Errorf("warpdrive_quarantined_crs %v after the edit, want 0", got)
 	}
 }

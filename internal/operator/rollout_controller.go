@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
@@ -285,7 +286,7 @@ func (k *kindRollout) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	k.plan, k.planned = plan, true
 	k.mu.Unlock()
 
-	rolloutProgress(k.gvk.Kind, plan)
+	metrics.RolloutProgress(k.gvk.Kind, plan)
 	newlyFailed := map[string]bool{}
 	for _, key := range plan.NewlyFailed {
 		newlyFailed[key] = true

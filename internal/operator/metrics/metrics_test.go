@@ -1,4 +1,4 @@
-package operator
+package metrics
 
 import (
 	"encoding/json"
@@ -17,8 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // exportedMetrics are the names of the manager's own metrics, each registered with the
@@ -27,11 +29,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	if err := registerFleet(newFleetSeries(0)); err != nil {
+	if err := RegisterFleet(NewFleet(0)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range append([]prometheus.Collector{newFleetSeries(0)}, managerCollectors...) {
-		err := metrics.Registry.Register(c)
+	for _, c := range append([]prometheus.Collector{NewFleet(0)}, managerCollectors...) {
+		err := crmetrics.Registry.Register(c)
 		if are := (prometheus.AlreadyRegisteredError{}); !errors.As(err, &are) {
 			t.Errorf("a collector of the manager is not registered with the served registry: %v", err)
 		}
@@ -57,7 +59,7 @@ func TestDashboardsUseExportedMetrics(t *testing.T) {
 		t.Fatalf("%d metric names for %d collectors: %v", len(exported), len(managerCollectors), exported)
 	}
 	var exprs []string
-	dashboards, err := filepath.Glob("../../config/grafana/*.json")
+	dashboards, err := filepath.Glob("../../../config/grafana/*.json")
 	if err != nil || len(dashboards) == 0 {
 		t.Fatalf("no dashboards in config/grafana: %v", err)
 	}
@@ -81,7 +83,7 @@ func TestDashboardsUseExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	data, err := os.ReadFile("../../config/prometheus/alerts.yaml")
+	data, err := os.ReadFile("../../../config/prometheus/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestDashboardsUseExportedMetrics(t *testing.T) {
 // The per-CR series follow what the readiness controller decided and the Helm operations'
 // outcomes: a new chart version replaces the chart's series, and a CR that is gone has none.
 func TestFleetSeries(t *testing.T) {
-	f := newFleetSeries(0)
+	f := NewFleet(0)
 	cr := &unstructured.Unstructured{}
 	cr.SetNamespace("team-a")
 	cr.SetName("web")
@@ -155,7 +157,7 @@ func TestFleetSeries(t *testing.T) {
 	help := func(name, text string) string { return "# HELP " + name + " " + text + "\n# TYPE " + name + " gauge\n" }
 
 	// Before its chart is known, a CR has its conditions' series only.
-	f.observe("AppService", cr, []metav1.Condition{ready, stalled}, nil)
+	f.Observe("AppService", cr, []metav1.Condition{ready, stalled}, nil)
 	expect("conditions only", help("warpdrive_cr_ready", "1 while the CR's Ready condition is True at its generation, else 0.")+
 		`warpdrive_cr_ready{kind="AppService",name="web",namespace="team-a"} 1
 `+help("warpdrive_cr_stalled", "1 while the CR's Stalled condition is True, else 0.")+
@@ -163,11 +165,11 @@ func TestFleetSeries(t *testing.T) {
 `)
 
 	chart := func(version string, revision int64, behind bool) map[string]any {
-		return map[string]any{chartVersion: version, chartRevision: revision, chartBehind: behind}
+		return map[string]any{statuscontract.FieldChartVersion: version, statuscontract.FieldChartRevision: revision, statuscontract.FieldChartBehind: behind}
 	}
-	f.observe("AppService", cr, []metav1.Condition{stalled}, chart("1.0.0", 3, true))
-	f.observe("AppService", cr, []metav1.Condition{ready}, chart("1.1.0", 4, false))
-	f.helmOperation("AppService", "team-a", "web", 1500*time.Millisecond, errors.New("timed out"))
+	f.Observe("AppService", cr, []metav1.Condition{stalled}, chart("1.0.0", 3, true))
+	f.Observe("AppService", cr, []metav1.Condition{ready}, chart("1.1.0", 4, false))
+	f.HelmOperation("AppService", "team-a", "web", 1500*time.Millisecond, errors.New("timed out"))
 	expect("after an upgrade to 1.1.0 and a failed operation",
 		help("warpdrive_cr_ready", "1 while the CR's Ready condition is True at its generation, else 0.")+
 			`warpdrive_cr_ready{kind="AppService",name="web",namespace="team-a"} 1
@@ -186,8 +188,8 @@ func TestFleetSeries(t *testing.T) {
 `)
 
 	// Another kind's CR of the same name is another set of series; forgetting one CR leaves it.
-	f.helmOperation("Guestbook", "team-a", "web", time.Second, nil)
-	f.forget("AppService", types.NamespacedName{Namespace: "team-a", Name: "web"})
+	f.HelmOperation("Guestbook", "team-a", "web", time.Second, nil)
+	f.Forget("AppService", types.NamespacedName{Namespace: "team-a", Name: "web"})
 	expect("after the AppService is gone",
 		help("warpdrive_helm_last_operation_duration_seconds", "How long the last install or upgrade of the CR's release took.")+
 			`warpdrive_helm_last_operation_duration_seconds{kind="Guestbook",name="web",namespace="team-a"} 1
@@ -199,7 +201,7 @@ func TestFleetSeries(t *testing.T) {
 // Past the cap, a scrape exports the series of the unhealthy CRs first, then of the
 // namespaces in turn, and counts the CRs left out.
 func TestFleetSeriesCapped(t *testing.T) {
-	f := newFleetSeries(4)
+	f := NewFleet(4)
 	observe := func(ns, name string, ready bool) {
 		cr := &unstructured.Unstructured{}
 		cr.SetNamespace(ns)
@@ -208,7 +210,7 @@ func TestFleetSeriesCapped(t *testing.T) {
 		if ready {
 			status = metav1.ConditionTrue
 		}
-		f.observe("AppService", cr, []metav1.Condition{{Type: "Ready", Status: status}}, nil)
+		f.Observe("AppService", cr, []metav1.Condition{{Type: "Ready", Status: status}}, nil)
 	}
 	for i := range 100 {
 		observe("noisy", fmt.Sprintf("n%03d", i), true)

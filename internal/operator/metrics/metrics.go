@@ -1,4 +1,4 @@
-package operator
+package metrics
 
 import (
 	"cmp"
@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -38,23 +38,26 @@ var (
 		Name: "warpdrive_rollout_waves",
 		Help: "How many waves the chart rollout of a kind has.",
 	}, []string{"kind"})
-	renderRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// RenderRefusals counts the renders the render bounds refused (internal/renderbound),
+	// exported for the operator's Setup, which hands the checker a callback that counts them.
+	RenderRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warpdrive_render_refusals_total",
 		Help: "Renders refused because they passed a bound of the manager's (--render-*), by bound: memory, output, time, crash.",
 	}, []string{"bound"})
-	// quarantinedCRs is how many CRs the render journal holds quarantined (renderjournal.go).
-	quarantinedCRs = prometheus.NewGauge(prometheus.GaugeOpts{
+	// QuarantinedCRs is how many CRs the render journal holds quarantined (renderjournal.go),
+	// exported for the journal, which sets it.
+	QuarantinedCRs = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "warpdrive_quarantined_crs",
 		Help: "CRs quarantined because the manager died twice in a row while rendering them; each is Stalled (Quarantined) until its spec changes.",
 	})
 )
 
 // managerCollectors are the metrics above, registered once with controller-runtime's
-// registry, which the manager serves. The per-CR series are Setup's (registerFleet).
-var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves, renderRefusals, quarantinedCRs}
+// registry, which the manager serves. The per-CR series are Setup's (RegisterFleet).
+var managerCollectors = []prometheus.Collector{rolloutCRs, rolloutHalted, rolloutWave, rolloutWaves, RenderRefusals, QuarantinedCRs}
 
 func init() {
-	metrics.Registry.MustRegister(managerCollectors...)
+	crmetrics.Registry.MustRegister(managerCollectors...)
 }
 
 // The per-CR series, labelled kind, namespace and name (and version, for the chart's).
@@ -84,19 +87,19 @@ var (
 // series at most, which one Prometheus scrape of the manager can carry.
 const DefaultMaxCRMetrics = 10000
 
-// newFleetSeries is an empty collector of the per-CR series of every kind: Setup makes one,
-// registers it (registerFleet) and hands it to what writes them, the outcomes layer of each
+// NewFleet is an empty collector of the per-CR series of every kind: Setup makes one,
+// registers it (RegisterFleet) and hands it to what writes them, the outcomes layer of each
 // pipeline and each readiness controller.
-func newFleetSeries(max int) *fleetSeries { return &fleetSeries{crs: map[crKey]*crSeries{}, max: max} }
+func NewFleet(max int) *Fleet { return &Fleet{crs: map[crKey]*crSeries{}, max: max} }
 
-// registerFleet registers f with the registry the manager serves, in place of the collector of
+// RegisterFleet registers f with the registry the manager serves, in place of the collector of
 // an earlier Setup in this process (the integration test sets up more than one manager).
-func registerFleet(f *fleetSeries) error {
-	metrics.Registry.Unregister(f)
-	return metrics.Registry.Register(f)
+func RegisterFleet(f *Fleet) error {
+	crmetrics.Registry.Unregister(f)
+	return crmetrics.Registry.Register(f)
 }
 
-// fleetSeries is the collector of the per-CR metrics. It keeps each CR's values in a small
+// Fleet is the collector of the per-CR metrics. It keeps each CR's values in a small
 // struct and builds the series only when scraped: a GaugeVec keeps every series as a metric
 // with its label pairs, about 1 KB each, and seven series per CR made these the largest part
 // of the manager's heap after its caches (6.1 of 28.8 MiB sampled at 1000 CRs:
@@ -106,7 +109,7 @@ func registerFleet(f *fleetSeries) error {
 // The series are capped: tenants create the CRs, and each CR's series cost the scraper as
 // they cost the manager. Past max CRs (0: no cap), a scrape exports the series of max of
 // them (exported), and warpdrive_crs_without_series counts the others.
-type fleetSeries struct {
+type Fleet struct {
 	mu  sync.Mutex
 	crs map[crKey]*crSeries
 	max int
@@ -130,7 +133,7 @@ type crSeries struct {
 }
 
 // series returns the values of key, creating them; f.mu is held.
-func (f *fleetSeries) series(key crKey) *crSeries {
+func (f *Fleet) series(key crKey) *crSeries {
 	s := f.crs[key]
 	if s == nil {
 		s = &crSeries{born: time.Now()}
@@ -139,9 +142,9 @@ func (f *fleetSeries) series(key crKey) *crSeries {
 	return s
 }
 
-// forgetGone drops the series of the CRs of kind that live does not hold and that were
+// ForgetGone drops the series of the CRs of kind that live does not hold and that were
 // already there at since (goneForgetter).
-func (f *fleetSeries) forgetGone(kind string, live map[types.NamespacedName]bool, since time.Time) {
+func (f *Fleet) ForgetGone(kind string, live map[types.NamespacedName]bool, since time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, s := range f.crs {
@@ -151,9 +154,9 @@ func (f *fleetSeries) forgetGone(kind string, live map[types.NamespacedName]bool
 	}
 }
 
-// observe sets cr's series from the status the readiness controller decided. While the
+// Observe sets cr's series from the status the readiness controller decided. While the
 // release's chart is unknown, the chart's series keep their last values.
-func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, conditions []metav1.Condition, chart map[string]any) {
+func (f *Fleet) Observe(kind string, cr *unstructured.Unstructured, conditions []metav1.Condition, chart map[string]any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.series(crKey{kind, cr.GetNamespace(), cr.GetName()})
@@ -170,22 +173,22 @@ func (f *fleetSeries) observe(kind string, cr *unstructured.Unstructured, condit
 		return
 	}
 	s.chartKnown = true
-	s.behind, _ = chart[chartBehind].(bool)
-	s.version, _ = chart[chartVersion].(string)
-	if rev, ok := chart[chartRevision].(int64); ok {
+	s.behind, _ = chart[statuscontract.FieldChartBehind].(bool)
+	s.version, _ = chart[statuscontract.FieldChartVersion].(string)
+	if rev, ok := chart[statuscontract.FieldChartRevision].(int64); ok {
 		s.revisionKnown, s.revision = true, rev
 	}
 }
 
-// forget deletes the series of a CR that is gone.
-func (f *fleetSeries) forget(kind string, key types.NamespacedName) {
+// Forget deletes the series of a CR that is gone.
+func (f *Fleet) Forget(kind string, key types.NamespacedName) {
 	f.mu.Lock()
 	delete(f.crs, crKey{kind, key.Namespace, key.Name})
 	f.mu.Unlock()
 }
 
-// helmOperation records how an install or upgrade (not a dry run) of a CR's release went.
-func (f *fleetSeries) helmOperation(kind, namespace, name string, took time.Duration, err error) {
+// HelmOperation records how an install or upgrade (not a dry run) of a CR's release went.
+func (f *Fleet) HelmOperation(kind, namespace, name string, took time.Duration, err error) {
 	f.mu.Lock()
 	s := f.series(crKey{kind, namespace, name})
 	s.opKnown, s.opSeconds, s.opSucceeded = true, took.Seconds(), err == nil
@@ -193,7 +196,7 @@ func (f *fleetSeries) helmOperation(kind, namespace, name string, took time.Dura
 }
 
 // Describe implements prometheus.Collector.
-func (f *fleetSeries) Describe(ch chan<- *prometheus.Desc) {
+func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{crReady, crStalled, crBehind, releaseRevision, releaseChartInfo,
 		helmOperationSeconds, helmOperationSuccess} {
 		ch <- d
@@ -204,7 +207,7 @@ func (f *fleetSeries) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: the series of every CR, built now. It copies the
 // values under the lock and builds the series after, so that a scrape of a large fleet does
 // not hold up the reconcilers that record into it.
-func (f *fleetSeries) Collect(ch chan<- prometheus.Metric) {
+func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -302,8 +305,8 @@ func one(b bool) float64 {
 	return 0
 }
 
-// rolloutProgress sets a kind's rollout series from its plan.
-func rolloutProgress(kind string, p rollout.Plan) {
+// RolloutProgress sets a kind's rollout series from its plan.
+func RolloutProgress(kind string, p rollout.Plan) {
 	for state, n := range map[string]int{"behind": p.Counts.Behind, "in_progress": p.Counts.InProgress,
 		"upgraded": p.Counts.Upgraded, "failed": p.Counts.Failed} {
 		rolloutCRs.WithLabelValues(kind, state).Set(float64(n))
