@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 )
 
 // fakeActions is the configurable innermost action client of the tests, in place of the Helm
@@ -65,7 +67,7 @@ func (f *fakeActions) Install(string, string, *chart.Chart, map[string]any, ...h
 
 func (f *fakeActions) Upgrade(_, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
 	name := "upgrade"
-	if isDryRun(opts) {
+	if actionclient.IsDryRun(opts) {
 		name = "dry-run upgrade"
 	}
 	if err := f.call(name); err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 )
 
@@ -28,7 +29,7 @@ const hookCleanupFailed = "HookCleanupFailed"
 // still there are deleted, through the release's confined Kubernetes client (only its
 // namespace and the chart's declared cluster-scoped kinds).
 func withHookCleanup(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return hookCleanupClient{ActionInterface: ac, cr: cr, recorder: recorder}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
@@ -35,7 +36,7 @@ type clusterObjects struct {
 // withOrphanSweep hands out action clients whose uninstall completes one that found no
 // release (see sweepingClient).
 func withOrphanSweep(getter helmclient.ActionClientGetter, objects clusterObjects, recorder record.EventRecorder) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return sweepingClient{ActionInterface: c, obj: cr, objects: objects, recorder: recorder}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
@@ -64,14 +65,14 @@ func (c outcomeClient) Install(name, namespace string, chrt *chart.Chart, vals m
 func (c outcomeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
 	start := time.Now()
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-	if !isDryRun(opts) {
+	if !actionclient.IsDryRun(opts) {
 		c.metrics.HelmOperation(c.obj.GetObjectKind().GroupVersionKind().Kind, namespace, name, time.Since(start), err)
 	}
 	if f, refused := refusal.Of(err); refused {
 		c.outcomes.Failed(c.obj, f)
 	} else if err != nil {
 		reason := statuscontract.ReasonUpgradeFailed
-		if isDryRun(opts) {
+		if actionclient.IsDryRun(opts) {
 			reason = statuscontract.ReasonDryRunFailed // the spec does not render or is refused: see layer_releaseevents.go
 		}
 		c.outcomes.Failed(c.obj, statuscontract.Failure{Reason: reason, Step: "upgrade", Message: err.Error()})

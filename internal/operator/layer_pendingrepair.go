@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
@@ -113,7 +114,7 @@ func (o *operations) mayRepair(key string, rel *release.Release, now time.Time) 
 // withPendingRepair hands out action clients that repair pending releases (see
 // repairingClient).
 func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.EventRecorder, ops *operations) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return repairingClient{ActionInterface: c, obj: cr, recorder: recorder, ops: ops}
 	})
 }
@@ -201,7 +202,7 @@ func (c repairingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals
 	done := c.ops.start(releases.Key(namespace, name))
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	done()
-	if err != nil && !isDryRun(opts) {
+	if err != nil && !actionclient.IsDryRun(opts) {
 		c.repairHistory(name, chrt)
 	}
 	return rel, err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
@@ -214,7 +215,7 @@ func TestRepairLeavesAlone(t *testing.T) {
 // the outcome: revision 2 left pending-upgrade, then helm-operator-plugins' rollback recorded
 // as revision 3, deployed, and the upgrade's error returned.
 func (f *storeActions) Upgrade(name, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	if isDryRun(opts) {
+	if actionclient.IsDryRun(opts) {
 		return nil, errors.New("dry run failed")
 	}
 	for _, r := range []*release.Release{revision("appservice", 2, release.StatusPendingUpgrade), revision("appservice", 3, release.StatusDeployed)} {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -17,7 +18,7 @@ import (
 // so that every layer above, the reconciler, its conditions and its log see only redacted
 // errors.
 func withRedaction(getter helmclient.ActionClientGetter, o *outcomes.Store) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return redactingClient{ActionInterface: c, key: client.ObjectKeyFromObject(cr), outcomes: o}
 	})
 }

@@ -12,13 +12,14 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
 // withReleaseEvents hands out action clients that record failed operations as Events.
 func withReleaseEvents(getter helmclient.ActionClientGetter, recorder record.EventRecorder) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return eventingClient{ActionInterface: c, obj: cr, recorder: recorder}
 	})
 }
@@ -71,7 +72,7 @@ func (c eventingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals 
 		c.warn(f.Reason, "release %s: %s", name, f.Message)
 	} else if err != nil {
 		what := "upgrading"
-		if isDryRun(opts) {
+		if actionclient.IsDryRun(opts) {
 			what = "checking the upgrade (server-side dry run) of"
 		}
 		c.warn(statuscontract.ReasonUpgradeFailed, "%s release %s: %v", what, name, err)

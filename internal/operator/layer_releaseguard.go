@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -27,7 +28,7 @@ import (
 // across kinds by locks (shared by every kind's guard), so that the check and the operation
 // it guards cannot interleave with another kind's.
 func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *releases.KeyedMutex, checks guardChecks) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks,
 			cr: cr, checks: checks}
 	})
@@ -181,7 +182,7 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.foreign(name); err != nil {
 		return nil, err
 	}
-	if c.checks.live != nil && !isDryRun(opts) {
+	if c.checks.live != nil && !actionclient.IsDryRun(opts) {
 		// A dry run adopts nothing; the upgrade after it is checked.
 		byAnnotations, err := c.adoptsByAnnotations(name)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 )
 
@@ -16,7 +17,7 @@ import (
 // return to the reconciler: of Get, Install and Upgrade (not of a dry run, whose revision is
 // never stored). A release uninstalled, or found gone, is forgotten.
 func withReleaseVersions(getter helmclient.ActionClientGetter, versions *releases.Versions) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return versionRecordingClient{ActionInterface: c, cr: cr, versions: versions}
 	})
 }
@@ -42,7 +43,7 @@ func (c versionRecordingClient) Install(name, namespace string, chrt *chart.Char
 
 func (c versionRecordingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-	if !isDryRun(opts) {
+	if !actionclient.IsDryRun(opts) {
 		c.seen(name, rel, err)
 	}
 	return rel, err

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -30,7 +31,7 @@ func withRenderBounds(getter helmclient.ActionClientGetter, checker *renderbound
 	if checker == nil {
 		return getter
 	}
-	return wrapActionClients(getter, func(ac helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(ac helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
 		return boundedRenderClient{ActionInterface: ac, checker: checker}
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"helm.sh/helm/v3/pkg/postrender"
 	"helm.sh/helm/v3/pkg/release"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 )
 
 // withRenderJournal hands out action clients that record each install and upgrade in the
@@ -19,7 +21,7 @@ func withRenderJournal(getter helmclient.ActionClientGetter, journal *renderJour
 	if journal == nil {
 		return getter
 	}
-	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return journalingClient{ActionInterface: ac, journal: journal, cr: cr}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
@@ -35,7 +36,7 @@ const (
 // withRenderLoopGuard hands out action clients that refuse the upgrades of a render loop.
 // The count lives in outcomes, whose per-CR state goneForgetter forgets once the CR is gone.
 func withRenderLoopGuard(getter helmclient.ActionClientGetter, o *outcomes.Store) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return renderLoopClient{ActionInterface: ac, cr: cr, outcomes: o, now: time.Now}
 	})
 }
@@ -59,7 +60,7 @@ func (e renderLoopError) Error() string {
 }
 
 func (c renderLoopClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	if isDryRun(opts) {
+	if actionclient.IsDryRun(opts) {
 		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	}
 	inputs, err := upgradeInputs(chrt, vals)

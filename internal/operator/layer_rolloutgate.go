@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -26,7 +27,7 @@ type chartGate interface {
 // withRolloutGate hands out action clients that upgrade a release to the chart the operator
 // carries only when the kind's rollout admits the CR (see gatedClient).
 func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate, o *outcomes.Store) helmclient.ActionClientGetter {
-	return wrapActionClients(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return gatedClient{ActionInterface: c, cr: cr, gate: gate, outcomes: o}
 	})
 }

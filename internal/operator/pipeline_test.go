@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
@@ -109,7 +110,7 @@ func traced(layers []layer, trace *[]string) []layer {
 	var out []layer
 	for _, l := range layers {
 		out = append(out, l, layer{"tracer", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return wrapActionClients(g, func(c helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
+			return actionclient.Wrap(g, func(c helmclient.ActionInterface, _ client.Object) helmclient.ActionInterface {
 				return tracer{ActionInterface: c, layer: l.name, trace: trace}
 			})
 		}})
