@@ -19,6 +19,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -45,7 +46,7 @@ type shared struct {
 	metrics   *metrics.Fleet         // the per-CR series
 	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
 	renders   *renderbound.Checker   // the render bounds' workers (layer_renderbounds.go); nil: off
-	journal   *renderJournal         // what the leader renders, for the quarantine (renderjournal.go)
+	journal   *renderjournal.Journal // what the leader renders, for the quarantine (renderjournal.go)
 }
 
 // kindControllers are the three controllers of one CR kind and the channels between them.

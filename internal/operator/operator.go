@@ -56,6 +56,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -144,8 +145,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	// The render journal, loaded once this process leads: see renderjournal.go.
-	s.journal = newRenderJournal(&configMapJournal{reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
-		key: types.NamespacedName{Namespace: opts.SigningKey.Namespace, Name: cmp.Or(opts.RenderJournal, journalConfigMap)}})
+	s.journal = renderjournal.New(&renderjournal.ConfigMapStore{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+		Key: types.NamespacedName{Namespace: opts.SigningKey.Namespace, Name: cmp.Or(opts.RenderJournal, renderjournal.DefaultConfigMap)}})
 	if err := mgr.Add(s.journal); err != nil {
 		return err
 	}

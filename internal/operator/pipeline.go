@@ -11,6 +11,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 )
 
@@ -40,7 +41,7 @@ import (
 //     never renders it in this process. Next to the engine, so that it checks the chart
 //     and values the engine gets, the rollout gate's choice among them.
 //
-//  2. render journal (journalingClient, layer_renderjournal.go, renderjournal.go). Install,
+//  2. render journal (internal/operator/renderjournal: With, layer.go, renderjournal.go). Install,
 //     Upgrade (dry-run or not): the CR is recorded in flight in the render journal, a
 //     ConfigMap of the operator's namespace, before the call goes down, and taken out after;
 //     the leader that finds it in flight there after the previous leader's death counts that
@@ -164,19 +165,19 @@ import (
 // and that the guard refuses another chart's release before the layers over it act.
 type pipeline struct {
 	chart    *chart.Chart
-	gate     chartGate            // the kind's chart rollout (rollout_controller.go)
-	locks    *releases.KeyedMutex // one lock per release name, shared by every kind
-	ops      *operations          // Helm operations of this process, shared by every kind
-	recorder record.EventRecorder // the kind's reconciler's, so that Events share its source
-	status   client.StatusClient  // writes the record report's condition
-	outcomes *outcomes.Store      // the kind's, read by its readiness controller
-	metrics  *metrics.Fleet       // the manager's per-CR series (internal/operator/metrics)
-	versions *releases.Versions   // the releases handed out, shared by every kind, read by the status writer
-	cluster  clusterObjects       // where the orphan sweep looks: the chart's cluster-scoped kinds
-	drift    drift.Policy         // what the kind's drift repair leaves alone (docs/drift.md)
-	live     client.Reader        // the release's objects as the API server has them, for drift reports and proof of ownership
-	renders  *renderbound.Checker // renders each new chart and values in a limited worker first; nil: off
-	journal  *renderJournal       // what is being rendered, for the quarantine (renderjournal.go); nil: off
+	gate     chartGate              // the kind's chart rollout (rollout_controller.go)
+	locks    *releases.KeyedMutex   // one lock per release name, shared by every kind
+	ops      *operations            // Helm operations of this process, shared by every kind
+	recorder record.EventRecorder   // the kind's reconciler's, so that Events share its source
+	status   client.StatusClient    // writes the record report's condition
+	outcomes *outcomes.Store        // the kind's, read by its readiness controller
+	metrics  *metrics.Fleet         // the manager's per-CR series (internal/operator/metrics)
+	versions *releases.Versions     // the releases handed out, shared by every kind, read by the status writer
+	cluster  clusterObjects         // where the orphan sweep looks: the chart's cluster-scoped kinds
+	drift    drift.Policy           // what the kind's drift repair leaves alone (docs/drift.md)
+	live     client.Reader          // the release's objects as the API server has them, for drift reports and proof of ownership
+	renders  *renderbound.Checker   // renders each new chart and values in a limited worker first; nil: off
+	journal  *renderjournal.Journal // what is being rendered, for the quarantine (renderjournal.go); nil: off
 	// guard is what the release guard checks of a release it cannot prove the operator's;
 	// its live is the pipeline's live.
 	guard guardChecks
@@ -189,7 +190,7 @@ func (p pipeline) layers() []layer {
 			return withRenderBounds(g, p.renders)
 		}},
 		{"render journal", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRenderJournal(g, p.journal)
+			return renderjournal.With(g, p.journal)
 		}},
 		{"redaction", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRedaction(g, p.outcomes)

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,16 +13,23 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -283,4 +291,55 @@ func TestPipelineLayersAct(t *testing.T) {
 			t.Errorf("outcomes: failure %q, want ErrorGettingClient", got)
 		}
 	})
+}
+
+// The pipeline refuses a quarantined CR, dry run, install and upgrade alike, before Helm
+// renders it: terminal, its failure and its Warning Event name the quarantine.
+func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
+	cr := appServiceCR()
+	cr.SetUID("uid-x")
+	cr.SetGeneration(3)
+	// The journal the previous leader left: the CR quarantined at its generation, as two
+	// deaths in a row while rendering it leave it (internal/operator/renderjournal's tests).
+	key := types.NamespacedName{Namespace: "warpdrive-system", Name: renderjournal.DefaultConfigMap}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Data: map[string]string{"journal.json": fmt.Sprintf(
+			`{"inFlight":[],"deaths":[{"kind":%q,"namespace":"team-a","name":"x","uid":"uid-x","generation":3,"deaths":2,"quarantined":true}]}`,
+			cr.GetObjectKind().GroupVersionKind().GroupKind().String())},
+	}).Build()
+	journal := renderjournal.New(&renderjournal.ConfigMapStore{Reader: c, Writer: c, Key: key})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = journal.Start(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+
+	p, rec, _ := testPipeline()
+	p.journal = journal
+	engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+	ac := clientFor(t, p, engine, cr)
+	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
+	for _, call := range []func() error{
+		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil, dryRun); return err },
+		func() error { _, err := ac.Install("x", "team-a", p.chart, nil); return err },
+		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil); return err },
+	} {
+		err := call()
+		if f, ok := refusal.Of(err); !ok || f.Reason != statuscontract.ReasonQuarantined || !f.Terminal ||
+			!errors.Is(err, reconcile.TerminalError(nil)) {
+			t.Errorf("%v, want a terminal Quarantined refusal", err)
+		}
+	}
+	if len(engine.calls) != 0 {
+		t.Errorf("Helm was called: %v", engine.calls)
+	}
+	e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+	if e.Failure.Reason != statuscontract.ReasonQuarantined || !e.Failure.Terminal {
+		t.Errorf("outcome %+v, want a terminal Quarantined", e.Failure)
+	}
+	if evs := events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
+		t.Errorf("Events %q, want a Warning Quarantined", evs)
+	}
 }

@@ -1,4 +1,4 @@
-package operator
+package renderjournal
 
 import (
 	"bytes"
@@ -14,9 +14,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,7 +63,7 @@ func (s *testStore) writes() int { s.mu.Lock(); defer s.mu.Unlock(); return s.sa
 
 // journalLife is one life of the manager's journal over the ConfigMaps of c.
 type journalLife struct {
-	journal *renderJournal
+	journal *Journal
 	store   *testStore
 	cancel  context.CancelFunc
 	stopped chan struct{}
@@ -72,9 +71,9 @@ type journalLife struct {
 
 func startJournal(t *testing.T, c client.Client) *journalLife {
 	t.Helper()
-	store := &testStore{journalStore: &configMapJournal{reader: c, writer: c,
-		key: types.NamespacedName{Namespace: "warpdrive-system", Name: journalConfigMap}}}
-	l := &journalLife{journal: newRenderJournal(store), store: store, stopped: make(chan struct{})}
+	store := &testStore{journalStore: &ConfigMapStore{Reader: c, Writer: c,
+		Key: types.NamespacedName{Namespace: "warpdrive-system", Name: DefaultConfigMap}}}
+	l := &journalLife{journal: New(store), store: store, stopped: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	go func() { _ = l.journal.Start(ctx); close(l.stopped) }()
@@ -96,13 +95,17 @@ func journalClient() client.Client {
 }
 
 func journalCR(generation int64) client.Object {
-	cr := appServiceCR()
+	cr := &unstructured.Unstructured{}
+	cr.SetAPIVersion("appcontroller.k8s.io/v1alpha1")
+	cr.SetKind("AppService")
+	cr.SetNamespace("team-a")
+	cr.SetName("x")
 	cr.SetUID("uid-x")
 	cr.SetGeneration(generation)
 	return cr
 }
 
-func deathsOf(j *renderJournal, cr client.Object) journalDeath {
+func deathsOf(j *Journal, cr client.Object) journalDeath {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.deaths[entryOf(cr).key()]
@@ -243,53 +246,14 @@ func TestRenderJournalGroupCommit(t *testing.T) {
 	}
 }
 
-// The pipeline refuses a quarantined CR, dry run, install and upgrade alike, before Helm
-// renders it: terminal, its failure and its Warning Event name the quarantine.
-func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
-	c := journalClient()
-	cr := journalCR(3)
-	for range quarantineDeaths {
-		l := startJournal(t, c)
-		if _, err := l.journal.enter(cr); err != nil {
-			t.Fatal(err)
-		}
-		l.die()
-	}
-	l := startJournal(t, c)
-	p, rec, _ := testPipeline()
-	p.journal = l.journal
-	engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
-	ac := clientFor(t, p, engine, cr)
-	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
-	for _, call := range []func() error{
-		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil, dryRun); return err },
-		func() error { _, err := ac.Install("x", "team-a", p.chart, nil); return err },
-		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil); return err },
-	} {
-		if err := call(); !isQuarantine(err) {
-			t.Errorf("%v, want a terminal Quarantined refusal", err)
-		}
-	}
-	if len(engine.calls) != 0 {
-		t.Errorf("Helm was called: %v", engine.calls)
-	}
-	e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
-	if e.Failure.Reason != statuscontract.ReasonQuarantined || !e.Failure.Terminal {
-		t.Errorf("outcome %+v, want a terminal Quarantined", e.Failure)
-	}
-	if evs := events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
-		t.Errorf("Events %q, want a Warning Quarantined", evs)
-	}
-}
-
 // renderingActions renders as Helm's install and upgrade do: the call's options applied, then
 // the post-renderers run over the manifests; then, before it returns, what follows the render
 // (the record, the objects applied), where it reports whether the CR is still in flight.
 type renderingActions struct {
-	*fakeActions
-	inFlight func() (before, after bool)
-	before   bool
-	after    bool
+	helmclient.ActionInterface // nil: only Install is called
+	inFlight                   func() (before, after bool)
+	before                     bool
+	after                      bool
 }
 
 func (r *renderingActions) Install(_, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
@@ -320,7 +284,7 @@ func TestRenderJournalEndsAtTheRender(t *testing.T) {
 		_, ok := l.journal.inFlight[k]
 		return ok
 	}
-	engine := &renderingActions{fakeActions: &fakeActions{}, inFlight: func() (bool, bool) { h := held(); return h, h }}
+	engine := &renderingActions{inFlight: func() (bool, bool) { h := held(); return h, h }}
 	c := journalingClient{ActionInterface: engine, journal: l.journal, cr: cr}
 	if _, err := c.Install("x", "team-a", nil, nil); err != nil {
 		t.Fatal(err)

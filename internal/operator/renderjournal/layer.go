@@ -1,4 +1,4 @@
-package operator
+package renderjournal
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 )
 
-// withRenderJournal hands out action clients that record each install and upgrade in the
+// With hands out action clients that record each install and upgrade in the
 // render journal (renderjournal.go) before it renders; a nil journal hands out those below
 // as they are.
-func withRenderJournal(getter helmclient.ActionClientGetter, journal *renderJournal) helmclient.ActionClientGetter {
+func With(getter helmclient.ActionClientGetter, journal *Journal) helmclient.ActionClientGetter {
 	if journal == nil {
 		return getter
 	}
@@ -26,10 +26,11 @@ func withRenderJournal(getter helmclient.ActionClientGetter, journal *renderJour
 	})
 }
 
-// journalingClient is the render journal layer, over the render bounds (see pipeline.go).
+// journalingClient is the render journal layer, over the render bounds (see the pipeline
+// type, internal/operator/pipeline.go).
 type journalingClient struct {
 	helmclient.ActionInterface
-	journal *renderJournal
+	journal *Journal
 	cr      client.Object
 }
 

@@ -1,4 +1,4 @@
-package operator
+package renderjournal
 
 import (
 	"context"
@@ -31,8 +31,8 @@ import (
 // reconciles, so one journal serves both replicas. The manager's ClusterRole already grants
 // get, create and update on ConfigMaps (the charts render them).
 
-// journalConfigMap is the name of the journal's ConfigMap where Options.RenderJournal names none.
-const journalConfigMap = "warpdrive-render-journal"
+// DefaultConfigMap is the name of the journal's ConfigMap where Options.RenderJournal names none.
+const DefaultConfigMap = "warpdrive-render-journal"
 
 // journalDataKey is the ConfigMap's key that holds the journal (journalState, JSON).
 const journalDataKey = "journal.json"
@@ -75,7 +75,7 @@ type journalState struct {
 	Deaths   []journalDeath `json:"deaths,omitempty"`
 }
 
-// journalStore reads and writes the journal; configMapJournal in the cluster.
+// journalStore reads and writes the journal; ConfigMapStore in the cluster.
 type journalStore interface {
 	load(ctx context.Context) (journalState, error)
 	save(ctx context.Context, s journalState) error
@@ -88,9 +88,9 @@ type journalBatch struct {
 	err  error
 }
 
-// renderJournal is the journal of one manager, shared by every kind; a Runnable that loads it
+// Journal is the journal of one manager, shared by every kind; a Runnable that loads it
 // once this process leads and writes it until the manager stops.
-type renderJournal struct {
+type Journal struct {
 	store  journalStore
 	loaded chan struct{} // closed once the journal is loaded: renders wait for it
 	wake   chan struct{} // a render entered and waits for a write
@@ -105,18 +105,20 @@ type renderJournal struct {
 	stopped  bool          // the manager stopped: nothing more is written
 }
 
-func newRenderJournal(store journalStore) *renderJournal {
-	return &renderJournal{store: store, loaded: make(chan struct{}), wake: make(chan struct{}, 1), every: journalFlushEvery,
+// New is an empty journal kept in store (ConfigMapStore in the cluster): Setup makes one per
+// manager, adds it to the manager as a Runnable and hands it to every kind's pipeline.
+func New(store journalStore) *Journal {
+	return &Journal{store: store, loaded: make(chan struct{}), wake: make(chan struct{}, 1), every: journalFlushEvery,
 		inFlight: map[string]journalEntry{}, renders: map[string]int{}, deaths: map[string]journalDeath{}}
 }
 
 // NeedLeaderElection: only the leader renders, and the journal is the leader's.
-func (*renderJournal) NeedLeaderElection() bool { return true }
+func (*Journal) NeedLeaderElection() bool { return true }
 
 // Start loads the journal, counts the previous leader's death against the CRs it was
 // rendering, and writes the journal until ctx ends; then it writes it once more with nothing
 // in flight, so that a clean stop counts no death.
-func (j *renderJournal) Start(ctx context.Context) error {
+func (j *Journal) Start(ctx context.Context) error {
 	j.load(ctx)
 	close(j.loaded)
 	j.run(ctx)
@@ -125,7 +127,7 @@ func (j *renderJournal) Start(ctx context.Context) error {
 
 // load reads the journal; a journal that cannot be read is logged and started empty: the
 // quarantine is lost, not every render stopped.
-func (j *renderJournal) load(ctx context.Context) {
+func (j *Journal) load(ctx context.Context) {
 	log := ctrl.Log.WithName("render-journal")
 	var s journalState
 	var err error
@@ -170,7 +172,7 @@ func (j *renderJournal) load(ctx context.Context) {
 
 // run writes the journal whenever a render waits for it, and finished renders at the
 // latest every j.every, until ctx ends.
-func (j *renderJournal) run(ctx context.Context) {
+func (j *Journal) run(ctx context.Context) {
 	tick := time.NewTicker(j.every)
 	defer tick.Stop()
 	for {
@@ -191,7 +193,7 @@ func (j *renderJournal) run(ctx context.Context) {
 	}
 }
 
-func (j *renderJournal) write(ctx context.Context) {
+func (j *Journal) write(ctx context.Context) {
 	j.mu.Lock()
 	b := j.pending
 	j.pending, j.dirty = nil, false
@@ -212,7 +214,7 @@ func (j *renderJournal) write(ctx context.Context) {
 
 // stop writes the journal with nothing in flight: the renders still running finish within
 // the manager's graceful shutdown, and a death after it is not theirs.
-func (j *renderJournal) stop() {
+func (j *Journal) stop() {
 	j.mu.Lock()
 	j.stopped = true
 	b := j.pending
@@ -233,7 +235,7 @@ func (j *renderJournal) stop() {
 // enter is called before a render of cr: a quarantined CR at the generation it was
 // quarantined at is refused, terminally; else cr is in flight once the journal that says so
 // is written, and done takes it out. A journal that cannot be written does not stop the render.
-func (j *renderJournal) enter(cr client.Object) (done func(), err error) {
+func (j *Journal) enter(cr client.Object) (done func(), err error) {
 	<-j.loaded
 	e := entryOf(cr)
 	k := e.key()
@@ -270,7 +272,7 @@ func (j *renderJournal) enter(cr client.Object) (done func(), err error) {
 
 // finish takes a render of the CR of key k out of flight: it ended without a death, so the
 // CR's count starts again.
-func (j *renderJournal) finish(k string) {
+func (j *Journal) finish(k string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.renders[k]--; j.renders[k] <= 0 {
@@ -284,7 +286,7 @@ func (j *renderJournal) finish(k string) {
 }
 
 // forget drops what the journal holds of cr, which is being uninstalled.
-func (j *renderJournal) forget(cr client.Object) {
+func (j *Journal) forget(cr client.Object) {
 	k := entryOf(cr).key()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -296,7 +298,7 @@ func (j *renderJournal) forget(cr client.Object) {
 }
 
 // snapshot is the journal as it is to be written, in a stable order; j.mu is held.
-func (j *renderJournal) snapshot() journalState {
+func (j *Journal) snapshot() journalState {
 	var s journalState
 	for _, e := range j.inFlight {
 		s.InFlight = append(s.InFlight, e)
@@ -310,7 +312,7 @@ func (j *renderJournal) snapshot() journalState {
 }
 
 // setGauge sets the metric of quarantined CRs; j.mu is held.
-func (j *renderJournal) setGauge() {
+func (j *Journal) setGauge() {
 	n := 0
 	for _, d := range j.deaths {
 		if d.Quarantined {
@@ -320,19 +322,19 @@ func (j *renderJournal) setGauge() {
 	metrics.QuarantinedCRs.Set(float64(n))
 }
 
-// configMapJournal keeps the journal in one ConfigMap. Read from the API server (the manager's
+// ConfigMapStore keeps the journal in one ConfigMap. Read from the API server (the manager's
 // cache would watch every ConfigMap for it); written only by the journal's writer.
-type configMapJournal struct {
-	reader client.Reader
-	writer client.Client
-	key    types.NamespacedName
-	last   *corev1.ConfigMap // as last read or written, for the next update
+type ConfigMapStore struct {
+	Reader client.Reader        // the API server, not the manager's cache
+	Writer client.Client        // the manager's client
+	Key    types.NamespacedName // the ConfigMap
+	last   *corev1.ConfigMap    // as last read or written, for the next update
 }
 
-func (c *configMapJournal) load(ctx context.Context) (journalState, error) {
+func (c *ConfigMapStore) load(ctx context.Context) (journalState, error) {
 	var s journalState
 	cm := &corev1.ConfigMap{}
-	if err := c.reader.Get(ctx, c.key, cm); apierrors.IsNotFound(err) {
+	if err := c.Reader.Get(ctx, c.Key, cm); apierrors.IsNotFound(err) {
 		return s, nil
 	} else if err != nil {
 		return s, err
@@ -340,13 +342,13 @@ func (c *configMapJournal) load(ctx context.Context) (journalState, error) {
 	c.last = cm
 	if data := cm.Data[journalDataKey]; data != "" {
 		if err := json.Unmarshal([]byte(data), &s); err != nil {
-			return journalState{}, fmt.Errorf("ConfigMap %s: %w", c.key, err)
+			return journalState{}, fmt.Errorf("ConfigMap %s: %w", c.Key, err)
 		}
 	}
 	return s, nil
 }
 
-func (c *configMapJournal) save(ctx context.Context, s journalState) error {
+func (c *ConfigMapStore) save(ctx context.Context, s journalState) error {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -360,15 +362,15 @@ func (c *configMapJournal) save(ctx context.Context, s journalState) error {
 	}
 }
 
-func (c *configMapJournal) put(ctx context.Context, data string) error {
+func (c *ConfigMapStore) put(ctx context.Context, data string) error {
 	if c.last == nil {
 		cm := &corev1.ConfigMap{}
-		err := c.reader.Get(ctx, c.key, cm)
+		err := c.Reader.Get(ctx, c.Key, cm)
 		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.key.Namespace, Name: c.key.Name,
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.Key.Namespace, Name: c.Key.Name,
 				Labels: map[string]string{"app.kubernetes.io/name": "warpdrive-operator"}},
 				Data: map[string]string{journalDataKey: data}}
-			if err := c.writer.Create(ctx, cm); err != nil {
+			if err := c.Writer.Create(ctx, cm); err != nil {
 				return err
 			}
 			c.last = cm
@@ -384,7 +386,7 @@ func (c *configMapJournal) put(ctx context.Context, data string) error {
 		cm.Data = map[string]string{}
 	}
 	cm.Data[journalDataKey] = data
-	if err := c.writer.Update(ctx, cm); err != nil {
+	if err := c.Writer.Update(ctx, cm); err != nil {
 		return err
 	}
 	c.last = cm
