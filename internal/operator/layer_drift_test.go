@@ -18,6 +18,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // driftManifest, hpaReader and objectsOf are those of the drift package's tests.
@@ -68,13 +69,13 @@ func objectsOf(t *testing.T, manifest string) map[string]map[string]any {
 
 // reconcileCatcher is an engine that keeps the release it was asked to repair.
 type reconcileCatcher struct {
-	*fakeActions
+	*actiontest.FakeActions
 	repaired *release.Release
 }
 
 func (c *reconcileCatcher) Reconcile(rel *release.Release) error {
 	c.repaired = rel
-	return c.call("reconcile")
+	return c.FakeActions.Reconcile(rel)
 }
 
 // liveObjects is the release of driftManifest in the cluster, with the Deployment scaled
@@ -99,15 +100,15 @@ func TestDriftLayer(t *testing.T) {
 		return u
 	}
 	run := func(policy drift.Policy, live client.Reader, obj *unstructured.Unstructured) (*reconcileCatcher, []string, *statusWrites, error) {
-		engine := &reconcileCatcher{fakeActions: &fakeActions{}}
+		engine := &reconcileCatcher{FakeActions: &actiontest.FakeActions{}}
 		rec := record.NewFakeRecorder(10)
 		status := &statusWrites{}
-		c, err := withDrift(engineOf(engine), policy, live, rec, status).ActionClientFor(context.Background(), obj)
+		c, err := withDrift(actiontest.EngineOf(engine), policy, live, rec, status).ActionClientFor(context.Background(), obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = c.Reconcile(rel)
-		return engine, events(rec), status, err
+		return engine, actiontest.Events(rec), status, err
 	}
 
 	t.Run("repair, an HPA scales the Deployment", func(t *testing.T) {

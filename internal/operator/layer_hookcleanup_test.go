@@ -13,6 +13,8 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // deletingKube records what the hook cleanup deletes; Build reads each manifest's name.
@@ -52,7 +54,7 @@ func TestHookCleanupAfterUninstall(t *testing.T) {
 			Manifest: "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: " + name + "\n"}
 	}
 	k := &deletingKube{}
-	engine := &fakeActions{cfg: &action.Configuration{KubeClient: k}, rel: &release.Release{Name: "app",
+	engine := &actiontest.FakeActions{Cfg: &action.Configuration{KubeClient: k}, Rel: &release.Release{Name: "app",
 		Hooks: []*release.Hook{hook("migrate", release.HookPreInstall), hook("smoke", release.HookTest),
 			hook("notify", release.HookPostUpgrade, release.HookPostInstall)}}}
 	rec := record.NewFakeRecorder(10)
@@ -69,11 +71,11 @@ func TestHookCleanupAfterUninstall(t *testing.T) {
 
 	// A failed uninstall leaves the hooks; a failed cleanup says so.
 	k.deleted = nil
-	engine.errs = map[string]error{"uninstall": errors.New("boom")}
+	engine.Errs = map[string]error{"uninstall": errors.New("boom")}
 	if _, err := c.Uninstall("app"); err == nil || len(k.deleted) > 0 {
 		t.Errorf("a failed uninstall: %v, hooks deleted %v", err, k.deleted)
 	}
-	engine.errs, k.fail = nil, errors.New("forbidden")
+	engine.Errs, k.fail = nil, errors.New("forbidden")
 	if _, err := c.Uninstall("app"); err != nil {
 		t.Errorf("a failed cleanup is the uninstall's error: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 func poolCR(deleted bool) *unstructured.Unstructured {
@@ -59,12 +60,12 @@ func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...c
 	}
 	// As the manager's mapper, this one finds a kind's preferred version.
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{storagev1.SchemeGroupVersion})
-	mapper.Add(storageClassGVK, meta.RESTScopeRoot)
+	mapper.Add(actiontest.StorageClassGVK, meta.RESTScopeRoot)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	rec := record.NewFakeRecorder(10)
-	f := &fakeActions{errs: map[string]error{"uninstall": driver.ErrReleaseNotFound}}
-	objects := clusterObjects{kinds: []schema.GroupKind{storageClassGVK.GroupKind()}, mapper: mapper, reader: c, writer: c}
-	ac, err := withOrphanSweep(engineOf(f), objects, rec).ActionClientFor(context.Background(), cr)
+	f := &actiontest.FakeActions{Errs: map[string]error{"uninstall": driver.ErrReleaseNotFound}}
+	objects := clusterObjects{kinds: []schema.GroupKind{actiontest.StorageClassGVK.GroupKind()}, mapper: mapper, reader: c, writer: c}
+	ac, err := withOrphanSweep(actiontest.EngineOf(f), objects, rec).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
 		}
 	}
 	want := "Warning OrphanDeleted release x was already gone (its Secrets deleted, as with its namespace); deleted StorageClass pool-x that it had created"
-	if got := events(rec); len(got) != 1 || got[0] != want {
+	if got := actiontest.Events(rec); len(got) != 1 || got[0] != want {
 		t.Errorf("events %q, want [%q]", got, want)
 	}
 }

@@ -13,13 +13,11 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 func TestNeedsRepair(t *testing.T) {
@@ -48,65 +46,25 @@ func TestNeedsRepair(t *testing.T) {
 	}
 }
 
-// storeActions is an action client over Helm's in-memory release storage. during, if set,
-// runs in the middle of each Install, as the client's own calls would run while Helm works.
-type storeActions struct {
-	helmclient.ActionInterface
-	cfg    *action.Configuration
-	during func()
-}
-
-func newStoreActions(revisions ...*release.Release) *storeActions {
-	s := storage.Init(driver.NewMemory())
-	for _, r := range revisions {
-		if err := s.Create(r); err != nil {
-			panic(err)
-		}
-	}
-	return &storeActions{cfg: &action.Configuration{Releases: s}}
-}
-
-func (f *storeActions) Config() *action.Configuration { return f.cfg }
-
-func (f *storeActions) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
-	get := action.NewGet(f.cfg)
-	for _, o := range opts {
-		if err := o(get); err != nil {
-			return nil, err
-		}
-	}
-	if get.Version > 0 {
-		return f.cfg.Releases.Get(name, get.Version)
-	}
-	return f.cfg.Releases.Last(name)
-}
-
-func (f *storeActions) Install(string, string, *chart.Chart, map[string]any, ...helmclient.InstallOption) (*release.Release, error) {
-	if f.during != nil {
-		f.during()
-	}
-	return nil, nil
-}
-
 // repairing is the action client the reconciler of AppServices gets: the repair over the
 // release guard over f.
-func repairing(t *testing.T, f *storeActions, ops *operations) (helmclient.ActionInterface, *record.FakeRecorder) {
+func repairing(t *testing.T, f *actiontest.StoreActions, ops *operations) (helmclient.ActionInterface, *record.FakeRecorder) {
 	t.Helper()
 	rec := record.NewFakeRecorder(10)
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
 	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
-	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), appServiceCR())
+	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), actiontest.AppServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, rec
 }
 
-func storedStatus(t *testing.T, f *storeActions, version int) (release.Status, string) {
+func storedStatus(t *testing.T, f *actiontest.StoreActions, version int) (release.Status, string) {
 	t.Helper()
-	r, err := f.cfg.Releases.Get("x", version)
+	r, err := f.Cfg.Releases.Get("x", version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +75,7 @@ func storedStatus(t *testing.T, f *storeActions, version int) (release.Status, s
 // an Event on the CR says what was done; the deployed revision before it is left alone.
 func TestRepairMarksPendingRevisionFailed(t *testing.T) {
 	for _, pending := range []release.Status{release.StatusPendingUpgrade, release.StatusPendingRollback} {
-		f := newStoreActions(revision("appservice", 1, release.StatusDeployed), revision("appservice", 2, pending))
+		f := actiontest.NewStoreActions(actiontest.Revision("appservice", 1, release.StatusDeployed), actiontest.Revision("appservice", 2, pending))
 		c, rec := repairing(t, f, leaderOperations())
 
 		rel, err := c.Get("x")
@@ -137,11 +95,11 @@ func TestRepairMarksPendingRevisionFailed(t *testing.T) {
 		}
 		want := "Warning PendingReleaseRepaired release x revision 2 was left " + string(pending) +
 			" by an interrupted operation; marked failed and retried"
-		if got := events(rec); len(got) != 1 || got[0] != want {
+		if got := actiontest.Events(rec); len(got) != 1 || got[0] != want {
 			t.Errorf("%s: events %q, want [%q]", pending, got, want)
 		}
 		// Repaired once: the next Get finds a failed revision and changes nothing.
-		if rel, err := c.Get("x"); err != nil || rel.Info.Status != release.StatusFailed || len(events(rec)) != 0 {
+		if rel, err := c.Get("x"); err != nil || rel.Info.Status != release.StatusFailed || len(actiontest.Events(rec)) != 0 {
 			t.Errorf("%s: second Get: %v %v, want the failed revision and no new Event", pending, rel, err)
 		}
 	}
@@ -150,7 +108,7 @@ func TestRepairMarksPendingRevisionFailed(t *testing.T) {
 // An install interrupted before its first revision was recorded deployed: the only revision
 // is marked failed (the reconciler then upgrades it, which Helm allows from a failed revision).
 func TestRepairMarksPendingInstallFailed(t *testing.T) {
-	f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
+	f := actiontest.NewStoreActions(actiontest.Revision("appservice", 1, release.StatusPendingInstall))
 	c, rec := repairing(t, f, leaderOperations())
 	rel, err := c.Get("x")
 	if err != nil || rel.Info.Status != release.StatusFailed {
@@ -159,7 +117,7 @@ func TestRepairMarksPendingInstallFailed(t *testing.T) {
 	if status, _ := storedStatus(t, f, 1); status != release.StatusFailed {
 		t.Errorf("stored revision 1 is %s, want failed", status)
 	}
-	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 1 was left pending-install") {
+	if got := actiontest.Events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 1 was left pending-install") {
 		t.Errorf("events %q, want one saying revision 1 was left pending-install", got)
 	}
 }
@@ -168,18 +126,18 @@ func TestRepairMarksPendingInstallFailed(t *testing.T) {
 // chart's release (another kind's CR of the same name), and a given revision asked for.
 func TestRepairLeavesAlone(t *testing.T) {
 	t.Run("own operation running", func(t *testing.T) {
-		f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
+		f := actiontest.NewStoreActions(actiontest.Revision("appservice", 1, release.StatusPendingInstall))
 		ops := leaderOperations()
 		c, rec := repairing(t, f, ops)
 		var seen *release.Release
-		f.during = func() { seen, _ = c.Get("x") } // a Get while this process installs
+		f.During = func() { seen, _ = c.Get("x") } // a Get while this process installs
 		if _, err := c.Install("x", "team-a", nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if seen == nil || seen.Info.Status != release.StatusPendingInstall {
 			t.Errorf("Get during the install returned %v, want the pending revision untouched", seen)
 		}
-		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingInstall || len(events(rec)) != 0 {
+		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingInstall || len(actiontest.Events(rec)) != 0 {
 			t.Errorf("the running install's revision was repaired: %s", status)
 		}
 		if ops.isRunning(releases.Key("team-a", "x")) {
@@ -191,39 +149,24 @@ func TestRepairLeavesAlone(t *testing.T) {
 		}
 	})
 	t.Run("another chart's release", func(t *testing.T) {
-		f := newStoreActions(revision("warpdrivepool", 1, release.StatusPendingUpgrade))
+		f := actiontest.NewStoreActions(actiontest.Revision("warpdrivepool", 1, release.StatusPendingUpgrade))
 		c, rec := repairing(t, f, leaderOperations())
 		var foreign *foreignReleaseError
 		if _, err := c.Get("x"); !errors.As(err, &foreign) {
 			t.Errorf("Get: %v, want the guard's foreign release error", err)
 		}
-		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingUpgrade || len(events(rec)) != 0 {
+		if status, _ := storedStatus(t, f, 1); status != release.StatusPendingUpgrade || len(actiontest.Events(rec)) != 0 {
 			t.Errorf("another chart's release was repaired: %s", status)
 		}
 	})
 	t.Run("a given revision", func(t *testing.T) {
-		f := newStoreActions(revision("appservice", 1, release.StatusPendingInstall))
+		f := actiontest.NewStoreActions(actiontest.Revision("appservice", 1, release.StatusPendingInstall))
 		c, rec := repairing(t, f, leaderOperations())
 		rel, err := c.Get("x", func(g *action.Get) error { g.Version = 1; return nil })
-		if err != nil || rel.Info.Status != release.StatusPendingInstall || len(events(rec)) != 0 {
+		if err != nil || rel.Info.Status != release.StatusPendingInstall || len(actiontest.Events(rec)) != 0 {
 			t.Errorf("Get of revision 1: %v %v, want it as stored, no Event", rel, err)
 		}
 	})
-}
-
-// upgradeRolledBack is an Upgrade as it ends when the apiserver is lost before Helm records
-// the outcome: revision 2 left pending-upgrade, then helm-operator-plugins' rollback recorded
-// as revision 3, deployed, and the upgrade's error returned.
-func (f *storeActions) Upgrade(name, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	if actionclient.IsDryRun(opts) {
-		return nil, errors.New("dry run failed")
-	}
-	for _, r := range []*release.Release{revision("appservice", 2, release.StatusPendingUpgrade), revision("appservice", 3, release.StatusDeployed)} {
-		if err := f.cfg.Releases.Create(r); err != nil {
-			return nil, err
-		}
-	}
-	return nil, errors.New("update: failed to update: rpc error: code = Unavailable")
 }
 
 // A failed upgrade that left a pending revision below its rollback: the Get repair would
@@ -231,14 +174,14 @@ func (f *storeActions) Upgrade(name, _ string, _ *chart.Chart, _ map[string]any,
 // run records nothing and repairs nothing.
 func TestFailedUpgradeRepairsPendingHistory(t *testing.T) {
 	chrt := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
-	f := newStoreActions(revision("appservice", 1, release.StatusSuperseded))
+	f := actiontest.NewStoreActions(actiontest.Revision("appservice", 1, release.StatusSuperseded))
 	c, rec := repairing(t, f, leaderOperations())
 
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
 	if _, err := c.Upgrade("x", "team-a", chrt, nil, dryRun); err == nil {
 		t.Fatal("dry run: no error")
 	}
-	if got := events(rec); len(got) != 0 {
+	if got := actiontest.Events(rec); len(got) != 0 {
 		t.Errorf("a failed dry run recorded %q", got)
 	}
 
@@ -250,7 +193,7 @@ func TestFailedUpgradeRepairsPendingHistory(t *testing.T) {
 			t.Errorf("revision %d is %s, want %s", v, status, want)
 		}
 	}
-	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 2 was left pending-upgrade") {
+	if got := actiontest.Events(rec); len(got) != 1 || !strings.Contains(got[0], "revision 2 was left pending-upgrade") {
 		t.Errorf("events %q, want one saying revision 2 was left pending-upgrade", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -25,7 +26,7 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "db",
 		Labels: map[string]string{valuesfrom.ReadableLabel: "true"}},
 		Data: map[string][]byte{"values.yaml": []byte("password: " + canary)}}
-	cr := appServiceCR().(*unstructured.Unstructured)
+	cr := actiontest.AppServiceCR().(*unstructured.Unstructured)
 	cr.Object["spec"] = map[string]any{"valuesFrom": []any{map[string]any{"kind": "Secret", "name": "db"}}}
 	res, err := valuesfrom.Resolver{Reader: fake.NewClientBuilder().WithObjects(src).Build()}.Resolve(context.Background(), cr)
 	if err != nil {
@@ -38,8 +39,8 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 		}
 	}()
 	o.Resolved(cr, res.Sources, res.Secrets, res.Values)
-	engine := failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
-	c, err := withOutcomes(withRedaction(engineOf(engine), o), o, metrics.NewFleet(0)).ActionClientFor(context.Background(), cr)
+	engine := actiontest.Failing(errors.New(`template: x/templates/secret.yaml:3: error calling fail: password `+canary+` is weak`), nil)
+	c, err := withOutcomes(withRedaction(actiontest.EngineOf(engine), o), o, metrics.NewFleet(0)).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestRedactionOfAVisitsErrors(t *testing.T) {
 	}
 
 	o.Resolved(cr, res.Sources, res.Secrets, res.Values)
-	o.Succeeded(cr, releaseOf("appservice"))
+	o.Succeeded(cr, actiontest.ReleaseOf("appservice"))
 	kept := !o.Redactor(client.ObjectKeyFromObject(cr)).Empty()
 	if e, _ := o.Get(client.ObjectKeyFromObject(cr), cr.GetUID()); !e.AppliedSet || len(e.Applied) != 1 ||
 		e.Applied[0].Name != "db" || kept {

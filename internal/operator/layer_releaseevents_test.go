@@ -14,12 +14,13 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInterface, *record.FakeRecorder) {
 	t.Helper()
 	rec := record.NewFakeRecorder(10)
-	c, err := withReleaseEvents(engineOf(f), rec).ActionClientFor(context.Background(), appServiceCR())
+	c, err := withReleaseEvents(actiontest.EngineOf(f), rec).ActionClientFor(context.Background(), actiontest.AppServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func eventing(t *testing.T, f helmclient.ActionInterface) (helmclient.ActionInte
 
 // Each failed operation leaves one Warning Event on the CR with Helm's error.
 func TestReleaseEventsOnFailure(t *testing.T) {
-	f := failing(errors.New(`execution error at (x/templates/a.yaml:1:1): boom`), errors.New("secrets is forbidden"))
+	f := actiontest.Failing(errors.New(`execution error at (x/templates/a.yaml:1:1): boom`), errors.New("secrets is forbidden"))
 	c, rec := eventing(t, f)
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; u.DryRunOption = "server"; return nil }
 
@@ -46,17 +47,17 @@ func TestReleaseEventsOnFailure(t *testing.T) {
 		"Warning UninstallFailed uninstalling release x: execution error at (x/templates/a.yaml:1:1): boom",
 		"Warning ReconcileFailed repairing the objects of release x: execution error at (x/templates/a.yaml:1:1): boom",
 	}
-	if got := events(rec); strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if got := actiontest.Events(rec); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
 // No release (a new CR, or one already uninstalled) is not a failure.
 func TestReleaseEventsNotFoundIsQuiet(t *testing.T) {
-	c, rec := eventing(t, failing(driver.ErrReleaseNotFound, driver.ErrReleaseNotFound))
+	c, rec := eventing(t, actiontest.Failing(driver.ErrReleaseNotFound, driver.ErrReleaseNotFound))
 	_, _ = c.Get("x")
 	_, _ = c.Uninstall("x")
-	if got := events(rec); len(got) != 0 {
+	if got := actiontest.Events(rec); len(got) != 0 {
 		t.Errorf("events %q, want none", got)
 	}
 }
@@ -64,9 +65,9 @@ func TestReleaseEventsNotFoundIsQuiet(t *testing.T) {
 // An error quoting a huge value gives an Event of bounded size that still says what failed
 // and why, cut between characters.
 func TestReleaseEventsBoundedMessage(t *testing.T) {
-	c, rec := eventing(t, failing(errors.New("Invalid value: \""+strings.Repeat("é", 4096)+"\": must be no more than 63 bytes"), nil))
+	c, rec := eventing(t, actiontest.Failing(errors.New("Invalid value: \""+strings.Repeat("é", 4096)+"\": must be no more than 63 bytes"), nil))
 	_, _ = c.Install("x", "team-a", nil, nil)
-	got := events(rec)
+	got := actiontest.Events(rec)
 	if len(got) != 1 {
 		t.Fatalf("events %q, want one", got)
 	}

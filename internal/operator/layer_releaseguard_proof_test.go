@@ -21,6 +21,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // postRenderFunc is a post-renderer made of a func, standing for helm-operator-plugins'.
@@ -44,7 +45,7 @@ func (r scopedReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 // release's; Helm's own annotations, which anyone who may write the object sets, prove
 // nothing. The objects the release has already are not adoptions.
 func TestOwnershipProof(t *testing.T) {
-	cr := appServiceCR()
+	cr := actiontest.AppServiceCR()
 	cr.SetUID("uid-of-x")
 	helmAnnotations := map[string]string{ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a"}
 	configMap := func(name string, owner types.UID) *corev1.ConfigMap {
@@ -97,7 +98,7 @@ func TestOwnershipProof(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mapper := meta.NewDefaultRESTMapper(nil)
 			mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-			mapper.Add(storageClassGVK, meta.RESTScopeRoot)
+			mapper.Add(actiontest.StorageClassGVK, meta.RESTScopeRoot)
 			live := scopedReader{fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithRESTMapper(mapper).
 				WithObjects(tc.existing...).Build()}
 			ranBefore := false
@@ -151,7 +152,7 @@ func TestAdoptsByAnnotations(t *testing.T) {
 		{"first run not checked", first.Add(-time.Hour), "", guardChecks{}, false},
 	}
 	for _, tc := range cases {
-		cr := appServiceCR().(*unstructured.Unstructured)
+		cr := actiontest.AppServiceCR().(*unstructured.Unstructured)
 		cr.SetCreationTimestamp(metav1.NewTime(tc.created))
 		if tc.deployed != "" {
 			_ = unstructured.SetNestedField(cr.Object, tc.deployed, "status", "deployedRelease", "name")

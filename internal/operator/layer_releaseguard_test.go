@@ -27,12 +27,13 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/releaselists"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
-func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
+func guarded(t *testing.T, f *actiontest.FakeActions) helmclient.ActionInterface {
 	t.Helper()
-	g := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
-	c, err := g.ActionClientFor(context.Background(), appServiceCR())
+	g := newReleaseGuard(actiontest.EngineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
+	c, err := g.ActionClientFor(context.Background(), actiontest.AppServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func guarded(t *testing.T, f *fakeActions) helmclient.ActionInterface {
 
 // Another chart's release of the same name is neither read, upgraded nor uninstalled.
 func TestReleaseGuardRefusesAnotherChartsRelease(t *testing.T) {
-	f := &fakeActions{rel: releaseOf("warpdrivepool")}
+	f := &actiontest.FakeActions{Rel: actiontest.ReleaseOf("warpdrivepool")}
 	c := guarded(t, f)
 
 	_, err := c.Get("x")
@@ -57,16 +58,16 @@ func TestReleaseGuardRefusesAnotherChartsRelease(t *testing.T) {
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Uninstall: %v, want release not found", err)
 	}
-	if len(f.calls) != 0 {
-		t.Errorf("the other chart's release was changed: %v", f.calls)
+	if len(f.Calls) != 0 {
+		t.Errorf("the other chart's release was changed: %v", f.Calls)
 	}
 }
 
 // The guard is transparent for the chart's own release, and for no release at all.
 func TestReleaseGuardPassesOwnRelease(t *testing.T) {
-	f := &fakeActions{rel: releaseOf("appservice")}
+	f := &actiontest.FakeActions{Rel: actiontest.ReleaseOf("appservice")}
 	c := guarded(t, f)
-	if rel, err := c.Get("x"); err != nil || rel != f.rel {
+	if rel, err := c.Get("x"); err != nil || rel != f.Rel {
 		t.Errorf("Get: %v, %v", rel, err)
 	}
 	if _, err := c.Upgrade("x", "team-a", nil, nil); err != nil {
@@ -75,17 +76,17 @@ func TestReleaseGuardPassesOwnRelease(t *testing.T) {
 	if _, err := c.Uninstall("x"); err != nil {
 		t.Errorf("Uninstall: %v", err)
 	}
-	if got := strings.Join(f.calls, ","); got != "upgrade,uninstall" {
+	if got := strings.Join(f.Calls, ","); got != "upgrade,uninstall" {
 		t.Errorf("calls %q, want upgrade,uninstall", got)
 	}
 
-	none := &fakeActions{}
+	none := &actiontest.FakeActions{}
 	c = guarded(t, none)
 	if _, err := c.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Get without a release: %v, want release not found", err)
 	}
-	if _, err := c.Uninstall("x"); err != nil || len(none.calls) != 1 {
-		t.Errorf("Uninstall without a release: %v, calls %v; want it passed to Helm", err, none.calls)
+	if _, err := c.Uninstall("x"); err != nil || len(none.Calls) != 1 {
+		t.Errorf("Uninstall without a release: %v, calls %v; want it passed to Helm", err, none.Calls)
 	}
 }
 
@@ -138,7 +139,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, name := range []string{"appservice", "guestbook"} {
-			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, guardChecks{}).ActionClientFor(context.Background(), appServiceCR())
+			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, guardChecks{}).ActionClientFor(context.Background(), actiontest.AppServiceCR())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 			cs := k8sfake.NewClientset()
 			lists := releaselists.New(records(cs.CoreV1().Secrets("team-a")))
 			d := trustedconfig.NewSignedDriver(lists)
-			f := &storeActions{cfg: &action.Configuration{Releases: storage.Init(d)}}
+			f := &actiontest.StoreActions{Cfg: &action.Configuration{Releases: storage.Init(d)}}
 			if _, err := f.Get("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 				t.Fatalf("before the other kind's install: %v, want no release", err)
 			}
@@ -190,7 +191,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			installed := false
-			f.during = func() { installed = true }
+			f.During = func() { installed = true }
 			g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: releases.NewKeyedMutex()}
 			_, err := g.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, nil)
 			var foreign *foreignReleaseError
@@ -217,8 +218,8 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 		{"the operator's release, a person's helm upgrade over it", 2, "x", false},
 		{"another release deployed before under the CR's status", 2, "y", true},
 	} {
-		f := &fakeActions{}
-		cr := appServiceCR().(*unstructured.Unstructured)
+		f := &actiontest.FakeActions{}
+		cr := actiontest.AppServiceCR().(*unstructured.Unstructured)
 		if tc.deployed != "" {
 			_ = unstructured.SetNestedField(cr.Object, tc.deployed, "status", "deployedRelease", "name")
 		}
@@ -227,7 +228,7 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 			asked = ns + "/" + name
 			return tc.unproven, nil
 		}
-		c, err := newReleaseGuard(engineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(),
+		c, err := newReleaseGuard(actiontest.EngineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(),
 			guardChecks{unproven: unproven}).ActionClientFor(context.Background(), cr)
 		if err != nil {
 			t.Fatal(err)
@@ -238,8 +239,8 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 			!strings.Contains(failure.Message, `release "x" in namespace "team-a" has 2 record(s)`))) {
 			t.Errorf("%s: Install: %v, refused %v (%+v), want refused %v", tc.name, err, refused, failure, tc.refused)
 		}
-		if installed := len(f.calls) > 0; installed == tc.refused {
-			t.Errorf("%s: Helm's install called: %v", tc.name, f.calls)
+		if installed := len(f.Calls) > 0; installed == tc.refused {
+			t.Errorf("%s: Helm's install called: %v", tc.name, f.Calls)
 		}
 		if tc.deployed != "x" && asked != "team-a/x" {
 			t.Errorf("%s: the records counted are of %q, want team-a/x", tc.name, asked)

@@ -15,6 +15,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // A CR whose values make the chart's tpl allocate past the memory bound, or loop past the
@@ -42,8 +43,8 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 		{"memory", `{{ len (repeat 300000000 "x") }}`, statuscontract.ReasonRenderMemoryExceeded},
 		{"time", `{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}`, statuscontract.ReasonRenderTimeExceeded},
 	} {
-		engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
-		cr := appServiceCR()
+		engine := &actiontest.FakeActions{Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+		cr := actiontest.AppServiceCR()
 		c := clientFor(t, p, engine, cr)
 		vals := map[string]any{"extra": tc.extra}
 		for _, call := range []func() error{
@@ -56,25 +57,25 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 				t.Errorf("%s bomb: %v, want a terminal refusal naming the bound's flag", tc.name, err)
 			}
 		}
-		if len(engine.calls) != 0 {
-			t.Errorf("%s bomb: Helm was called: %v", tc.name, engine.calls)
+		if len(engine.Calls) != 0 {
+			t.Errorf("%s bomb: Helm was called: %v", tc.name, engine.Calls)
 		}
 		e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
 		if e.Failure.Reason != tc.reason || !e.Failure.Terminal {
 			t.Errorf("%s bomb: outcome %+v, want a terminal %s", tc.name, e.Failure, tc.reason)
 		}
-		evs := events(rec)
+		evs := actiontest.Events(rec)
 		if len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning "+tc.reason) {
 			t.Errorf("%s bomb: Events %q, want a Warning %s", tc.name, evs, tc.reason)
 		}
 	}
 
-	engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
-	c := clientFor(t, p, engine, appServiceCR())
+	engine := &actiontest.FakeActions{Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+	c := clientFor(t, p, engine, actiontest.AppServiceCR())
 	if _, err := c.Install("x", "team-a", p.chart, map[string]any{"extra": "{{ .Release.Name }}"}); err != nil {
 		t.Fatalf("a CR of sane values: %v", err)
 	}
-	if len(engine.calls) != 1 {
-		t.Errorf("a CR of sane values: Helm calls %v, want its install", engine.calls)
+	if len(engine.Calls) != 1 {
+		t.Errorf("a CR of sane values: Helm calls %v, want its install", engine.Calls)
 	}
 }

@@ -11,13 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // Three upgrades in a row from the same chart and values are a render loop: the fourth is
 // refused, saying why, until the values change or an hour has passed; dry runs and failed
 // upgrades do not count.
 func TestRenderLoopRefused(t *testing.T) {
-	engine := &fakeActions{}
+	engine := &actiontest.FakeActions{}
 	o := outcomes.New()
 	cr := &unstructured.Unstructured{}
 	cr.SetNamespace("ns")
@@ -44,10 +45,10 @@ func TestRenderLoopRefused(t *testing.T) {
 	if err := upgrade(vals); !errors.As(err, &loop) || !strings.Contains(err.Error(), "renders differently at every render") {
 		t.Fatalf("the fourth upgrade from the same inputs: %v, want a render loop", err)
 	}
-	if got := strings.Count(strings.Join(engine.calls, ","), "dry-run upgrade"); got != renderLoopUpgrades {
+	if got := strings.Count(strings.Join(engine.Calls, ","), "dry-run upgrade"); got != renderLoopUpgrades {
 		t.Errorf("dry runs passed on: %d, want %d", got, renderLoopUpgrades)
 	}
-	if got := len(engine.calls) - renderLoopUpgrades; got != renderLoopUpgrades {
+	if got := len(engine.Calls) - renderLoopUpgrades; got != renderLoopUpgrades {
 		t.Errorf("upgrades passed on: %d, want %d (the refused one not)", got, renderLoopUpgrades)
 	}
 
@@ -57,11 +58,11 @@ func TestRenderLoopRefused(t *testing.T) {
 		t.Fatalf("an upgrade from new values: %v", err)
 	}
 	// A failed upgrade does not count.
-	engine.errs = map[string]error{"upgrade": errors.New("boom")}
+	engine.Errs = map[string]error{"upgrade": errors.New("boom")}
 	for range renderLoopUpgrades {
 		_ = upgrade(edited)
 	}
-	engine.errs = nil
+	engine.Errs = nil
 	if err := upgrade(edited); err != nil {
 		t.Fatalf("failed upgrades counted as a loop: %v", err)
 	}

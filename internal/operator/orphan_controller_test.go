@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 var poolGVK = schema.GroupVersionKind{Group: "tos.transwarp.io", Version: "v1alpha1", Kind: "WarpdrivePool"}
@@ -37,7 +38,7 @@ func collecting(t *testing.T, cached, live []client.Object, liveErr error) (*orp
 	scheme.AddKnownTypeWithName(poolGVK, &unstructured.Unstructured{})
 	scheme.AddKnownTypeWithName(poolGVK.GroupVersion().WithKind("WarpdrivePoolList"), &unstructured.UnstructuredList{})
 	deletes := &[]string{}
-	c := &orphanCollector{gvk: storageClassGVK, owners: map[schema.GroupKind]schema.GroupVersionKind{poolGVK.GroupKind(): poolGVK}}
+	c := &orphanCollector{gvk: actiontest.StorageClassGVK, owners: map[schema.GroupKind]schema.GroupVersionKind{poolGVK.GroupKind(): poolGVK}}
 	cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cached...).
 		WithIndex(c.object(), ownerIndex, c.indexOwner).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -122,7 +123,7 @@ func TestOrphanCollector(t *testing.T) {
 			if len(tc.wantDeleted) > 0 {
 				want = []string{"Warning OrphanCollected WarpdrivePool team-a/x, which the operator created it for, is gone; deleted StorageClass pool-x"}
 			}
-			if got := events(rec); !slices.Equal(got, want) {
+			if got := actiontest.Events(rec); !slices.Equal(got, want) {
 				t.Errorf("events %q, want %q", got, want)
 			}
 		})

@@ -33,6 +33,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // statusWrites is a status client that counts its updates.
@@ -63,7 +64,7 @@ func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
 // builds it.
 func clientFor(t *testing.T, p pipeline, engine helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 	t.Helper()
-	c, err := p.build(engineOf(engine)).ActionClientFor(context.Background(), cr)
+	c, err := p.build(actiontest.EngineOf(engine)).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +142,8 @@ func TestPipelineOrder(t *testing.T) {
 	}
 
 	var trace []string
-	f := &fakeActions{rel: revision("appservice", 1, release.StatusDeployed)}
-	c, err := stack(engineOf(f), traced(p.layers(), &trace)).ActionClientFor(context.Background(), appServiceCR())
+	f := &actiontest.FakeActions{Rel: actiontest.Revision("appservice", 1, release.StatusDeployed)}
+	c, err := stack(actiontest.EngineOf(f), traced(p.layers(), &trace)).ActionClientFor(context.Background(), actiontest.AppServiceCR())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestPipelineOrder(t *testing.T) {
 		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.chart, nil, dryRun); return err }},
 		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.chart, nil); return err }},
 		{"install", func() error { _, err := c.Install("x", "team-a", p.chart, nil); return err }},
-		{"reconcile", func() error { return c.Reconcile(f.rel) }},
+		{"reconcile", func() error { return c.Reconcile(f.Rel) }},
 		{"uninstall", func() error { _, err := c.Uninstall("x"); return err }},
 	} {
 		trace = nil
@@ -173,7 +174,7 @@ func TestPipelineOrder(t *testing.T) {
 			t.Errorf("%s went through\n  %s\nwant\n  %s", call.name, strings.Join(got, ", "), strings.Join(want, ", "))
 		}
 	}
-	if got := strings.Join(f.calls, ","); got != "dry-run upgrade,upgrade,install,reconcile,uninstall" {
+	if got := strings.Join(f.Calls, ","); got != "dry-run upgrade,upgrade,install,reconcile,uninstall" {
 		t.Errorf("the engine got %q", got)
 	}
 }
@@ -184,15 +185,15 @@ func TestPipelineOrder(t *testing.T) {
 func TestPipelineGuardActsFirst(t *testing.T) {
 	p, rec, _ := testPipeline()
 	// A pending revision, which the repair would mark failed if the guard did not stop it.
-	f := &fakeActions{rel: revision("warpdrivepool", 1, release.StatusPendingUpgrade),
-		cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
-	c := clientFor(t, p, f, appServiceCR())
+	f := &actiontest.FakeActions{Rel: actiontest.Revision("warpdrivepool", 1, release.StatusPendingUpgrade),
+		Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+	c := clientFor(t, p, f, actiontest.AppServiceCR())
 
 	var foreign *foreignReleaseError
 	if _, err := c.Get("x"); !errors.As(err, &foreign) {
 		t.Fatalf("Get: %v, want a foreign release error", err)
 	}
-	if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseLookupFailed reading release x: Helm release \"x\"") {
+	if got := actiontest.Events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseLookupFailed reading release x: Helm release \"x\"") {
 		t.Errorf("events %q, want one Warning ReleaseLookupFailed with the guard's error (and no repair)", got)
 	}
 	if got := lastFailure(p); got != statuscontract.ReasonReleaseLookupFailed {
@@ -208,8 +209,8 @@ func TestPipelineGuardActsFirst(t *testing.T) {
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Uninstall: %v, want release not found", err)
 	}
-	if len(f.calls) != 0 {
-		t.Errorf("the engine was asked to change another chart's release: %v", f.calls)
+	if len(f.Calls) != 0 {
+		t.Errorf("the engine was asked to change another chart's release: %v", f.Calls)
 	}
 }
 
@@ -217,17 +218,17 @@ func TestPipelineGuardActsFirst(t *testing.T) {
 func TestPipelineLayersAct(t *testing.T) {
 	t.Run("pending repair", func(t *testing.T) {
 		p, rec, _ := testPipeline()
-		pending := revision("appservice", 1, release.StatusPendingUpgrade)
+		pending := actiontest.Revision("appservice", 1, release.StatusPendingUpgrade)
 		store := storage.Init(driver.NewMemory())
 		if err := store.Create(pending); err != nil {
 			t.Fatal(err)
 		}
-		c := clientFor(t, p, &fakeActions{rel: pending, cfg: &action.Configuration{Releases: store}}, appServiceCR())
+		c := clientFor(t, p, &actiontest.FakeActions{Rel: pending, Cfg: &action.Configuration{Releases: store}}, actiontest.AppServiceCR())
 		rel, err := c.Get("x")
 		if err != nil || rel.Info.Status != release.StatusFailed {
 			t.Fatalf("Get: %v, %v; want the pending revision, repaired to failed", rel, err)
 		}
-		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning PendingReleaseRepaired ") {
+		if got := actiontest.Events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning PendingReleaseRepaired ") {
 			t.Errorf("events %q, want one Warning PendingReleaseRepaired", got)
 		}
 		if got := lastFailure(p); got != "" {
@@ -237,22 +238,22 @@ func TestPipelineLayersAct(t *testing.T) {
 
 	t.Run("release events and outcomes", func(t *testing.T) {
 		p, rec, _ := testPipeline()
-		f := failing(errors.New("boom"), nil)
-		f.cfg = &action.Configuration{Releases: storage.Init(driver.NewMemory())} // the repair reads the history
-		c := clientFor(t, p, f, appServiceCR())
+		f := actiontest.Failing(errors.New("boom"), nil)
+		f.Cfg = &action.Configuration{Releases: storage.Init(driver.NewMemory())} // the repair reads the history
+		c := clientFor(t, p, f, actiontest.AppServiceCR())
 		if _, err := c.Install("x", "team-a", p.chart, nil); err == nil {
 			t.Fatal("Install: no error")
 		}
-		if got := events(rec); len(got) != 1 || got[0] != "Warning InstallFailed installing release x: boom" {
+		if got := actiontest.Events(rec); len(got) != 1 || got[0] != "Warning InstallFailed installing release x: boom" {
 			t.Errorf("events %q, want one Warning InstallFailed", got)
 		}
 		if got := lastFailure(p); got != statuscontract.ReasonInstallFailed {
 			t.Errorf("outcomes: failure %q, want %s", got, statuscontract.ReasonInstallFailed)
 		}
-		if err := c.Reconcile(revision("appservice", 1, release.StatusDeployed)); err == nil {
+		if err := c.Reconcile(actiontest.Revision("appservice", 1, release.StatusDeployed)); err == nil {
 			t.Fatal("Reconcile: no error")
 		}
-		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReconcileFailed ") {
+		if got := actiontest.Events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReconcileFailed ") {
 			t.Errorf("events %q, want one Warning ReconcileFailed", got)
 		}
 		if got := lastFailure(p); got != statuscontract.ReasonReconcileFailed {
@@ -265,12 +266,12 @@ func TestPipelineLayersAct(t *testing.T) {
 		d := trustedconfig.NewSignedDriver(nil)
 		d.Refuse("sh.helm.release.v1.x.v2", errors.New("not signed"))
 		signed := storage.Init(d)
-		cr := appServiceCR()
-		c := clientFor(t, p, &fakeActions{rel: revision("appservice", 1, release.StatusDeployed), cfg: &action.Configuration{Releases: signed}}, cr)
+		cr := actiontest.AppServiceCR()
+		c := clientFor(t, p, &actiontest.FakeActions{Rel: actiontest.Revision("appservice", 1, release.StatusDeployed), Cfg: &action.Configuration{Releases: signed}}, cr)
 		if _, err := c.Get("x"); err != nil {
 			t.Fatal(err)
 		}
-		if got := events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseRecordRefused ") {
+		if got := actiontest.Events(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ReleaseRecordRefused ") {
 			t.Errorf("events %q, want one Warning ReleaseRecordRefused", got)
 		}
 		conds, _, _ := unstructured.NestedSlice(cr.(*unstructured.Unstructured).Object, "status", "conditions")
@@ -284,7 +285,7 @@ func TestPipelineLayersAct(t *testing.T) {
 		broken := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 			return nil, errors.New("no signing key")
 		})
-		if _, err := p.build(broken).ActionClientFor(context.Background(), appServiceCR()); err == nil {
+		if _, err := p.build(broken).ActionClientFor(context.Background(), actiontest.AppServiceCR()); err == nil {
 			t.Fatal("ActionClientFor: no error")
 		}
 		if got := lastFailure(p); got != "ErrorGettingClient" {
@@ -296,7 +297,7 @@ func TestPipelineLayersAct(t *testing.T) {
 // The pipeline refuses a quarantined CR, dry run, install and upgrade alike, before Helm
 // renders it: terminal, its failure and its Warning Event name the quarantine.
 func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
-	cr := appServiceCR()
+	cr := actiontest.AppServiceCR()
 	cr.SetUID("uid-x")
 	cr.SetGeneration(3)
 	// The journal the previous leader left: the CR quarantined at its generation, as two
@@ -318,7 +319,7 @@ func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
 
 	p, rec, _ := testPipeline()
 	p.journal = journal
-	engine := &fakeActions{cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
+	engine := &actiontest.FakeActions{Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
 	ac := clientFor(t, p, engine, cr)
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
 	for _, call := range []func() error{
@@ -332,14 +333,14 @@ func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
 			t.Errorf("%v, want a terminal Quarantined refusal", err)
 		}
 	}
-	if len(engine.calls) != 0 {
-		t.Errorf("Helm was called: %v", engine.calls)
+	if len(engine.Calls) != 0 {
+		t.Errorf("Helm was called: %v", engine.Calls)
 	}
 	e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
 	if e.Failure.Reason != statuscontract.ReasonQuarantined || !e.Failure.Terminal {
 		t.Errorf("outcome %+v, want a terminal Quarantined", e.Failure)
 	}
-	if evs := events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
+	if evs := actiontest.Events(rec); len(evs) == 0 || !strings.HasPrefix(evs[0], "Warning Quarantined") {
 		t.Errorf("Events %q, want a Warning Quarantined", evs)
 	}
 }

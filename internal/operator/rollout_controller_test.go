@@ -21,6 +21,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // onChart is a Memcached CR whose release is on the chart of digest, Ready since an hour.
@@ -129,7 +130,7 @@ func TestRolloutController(t *testing.T) {
 	if got := received(k.wake); len(got) != 1 || got[0] != "m3" {
 		t.Errorf("woke %v, want the failed canary, to roll it back", got)
 	}
-	if ev := events(rec); len(ev) != 1 || !contains(ev[0], reasonRolloutFailed) || !contains(ev[0], "boom") {
+	if ev := actiontest.Events(rec); len(ev) != 1 || !contains(ev[0], reasonRolloutFailed) || !contains(ev[0], "boom") {
 		t.Errorf("Events %q, want one %s with the failure", ev, reasonRolloutFailed)
 	}
 	// Planned again before the failure mark is written (status.chart.failedDigest): the
@@ -137,7 +138,7 @@ func TestRolloutController(t *testing.T) {
 	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	if ev, woken := events(rec), received(k.wake); len(ev) != 0 || len(woken) != 0 {
+	if ev, woken := actiontest.Events(rec), received(k.wake); len(ev) != 0 || len(woken) != 0 {
 		t.Errorf("a plan before the failure mark: Events %q, woke %v; want none", ev, woken)
 	}
 	if !k.rollsBack(canary) || k.admits(objs[0]) {
