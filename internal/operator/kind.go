@@ -18,6 +18,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releaseguard"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -125,7 +126,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
 		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
 		drift: driftPolicy, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal,
-		guard: guardChecks{unproven: s.configs.UnprovenRecords, firstRun: s.configs.FirstRun}}.build(engine)
+		guard: releaseguard.Checks{Unproven: s.configs.UnprovenRecords, FirstRun: s.configs.FirstRun}}.build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),

@@ -46,10 +46,6 @@ func poolOwner() map[string]string {
 	}
 }
 
-func storageClass(name string, annotations map[string]string) *storagev1.StorageClass {
-	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Provisioner: "p"}
-}
-
 // sweeping is the orphan sweep over an engine that finds no release, for a chart that
 // declares StorageClasses, in a cluster holding objs.
 func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...client.Object) (helmclient.ActionInterface, client.Client, *record.FakeRecorder) {
@@ -79,7 +75,7 @@ func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
 	foreign := poolOwner()
 	foreign[ownership.OwnerTypeAnnotation] = "AppService.appcontroller.k8s.io"
 	c, cl, rec := sweeping(t, poolCR(true), interceptor.Funcs{},
-		storageClass("pool-x", poolOwner()), storageClass("foreign", foreign), storageClass("unannotated", nil))
+		actiontest.StorageClass("pool-x", poolOwner()), actiontest.StorageClass("foreign", foreign), actiontest.StorageClass("unannotated", nil))
 
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Uninstall: %v, want release not found", err)
@@ -104,7 +100,7 @@ func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
 // Nothing is swept while the CR lives; a failure to sweep keeps the finalizer (an error) so
 // that the uninstall is retried.
 func TestSweepOnlyWhenReleaseGoneAndCRDeleted(t *testing.T) {
-	c, cl, _ := sweeping(t, poolCR(false), interceptor.Funcs{}, storageClass("pool-x", poolOwner()))
+	c, cl, _ := sweeping(t, poolCR(false), interceptor.Funcs{}, actiontest.StorageClass("pool-x", poolOwner()))
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("CR not deleted: Uninstall: %v, want release not found and no sweep", err)
 	}

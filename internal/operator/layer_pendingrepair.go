@@ -143,7 +143,7 @@ func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.Eve
 // found pending by the leader is thus either its own operation still running, or one left by
 // a manager that is gone or by an operation of its own that has ended without recording its
 // outcome. The first case is told apart in the process (operations): reconciles of one CR
-// never run at once, and each reconciler sees only its own chart's releases (newReleaseGuard,
+// never run at once, and each reconciler sees only its own chart's releases (releaseguard.New,
 // which this wraps), but the check does not rely on either. Only revisions the operator
 // wrote are ever seen (signed records), and only those an operation could no longer be
 // running on are repaired (see operations.mayRepair). Without leader election nothing is

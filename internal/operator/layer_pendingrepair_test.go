@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releaseguard"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
@@ -54,7 +55,7 @@ func repairing(t *testing.T, f *actiontest.StoreActions, ops *operations) (helmc
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return f, nil
 	})
-	guard := newReleaseGuard(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
+	guard := releaseguard.New(base, &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), releaseguard.Checks{})
 	c, err := withPendingRepair(guard, rec, ops).ActionClientFor(context.Background(), actiontest.AppServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestRepairLeavesAlone(t *testing.T) {
 	t.Run("another chart's release", func(t *testing.T) {
 		f := actiontest.NewStoreActions(actiontest.Revision("warpdrivepool", 1, release.StatusPendingUpgrade))
 		c, rec := repairing(t, f, leaderOperations())
-		var foreign *foreignReleaseError
+		var foreign *releaseguard.ForeignReleaseError
 		if _, err := c.Get("x"); !errors.As(err, &foreign) {
 			t.Errorf("Get: %v, want the guard's foreign release error", err)
 		}

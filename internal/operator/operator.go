@@ -13,7 +13,7 @@
 //   - every release operation is confined to the release's namespace and the cluster-scoped
 //     kinds its chart declares (trustedconfig/confinement.go), and hooks run only for charts that have
 //     them;
-//   - a reconciler touches only releases of its own chart (layer_releaseguard.go): a CR named like
+//   - a reconciler touches only releases of its own chart (internal/operator/releaseguard): a CR named like
 //     another kind's CR in its namespace cannot take over that CR's release, even when both
 //     are created at once;
 //   - the objects of each release are watched, so that a hand edit or deletion is repaired at
@@ -150,7 +150,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(s.journal); err != nil {
 		return err
 	}
-	s.locks = releases.NewKeyedMutex()                                              // one release name, across kinds: see layer_releaseguard.go
+	s.locks = releases.NewKeyedMutex()                                              // one release name, across kinds: see internal/operator/releaseguard
 	s.manifests = releases.NewManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see internal/operator/drift
 	s.metrics = metrics.NewFleet(opts.MaxCRMetrics)                                 // the per-CR series: see internal/operator/metrics
 	if s.sources, err = newSourcesCache(mgr); err != nil {                          // spec.valuesFrom: see valuessources.go

@@ -76,7 +76,7 @@ func pool(ns, name string) *unstructured.Unstructured {
 }
 
 func classWithUID(name, uid string, annotations map[string]string) *storagev1.StorageClass {
-	sc := storageClass(name, annotations)
+	sc := actiontest.StorageClass(name, annotations)
 	sc.UID = types.UID(uid)
 	return sc
 }

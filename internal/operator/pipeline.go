@@ -10,6 +10,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releaseguard"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
@@ -53,8 +54,8 @@ import (
 //     visit in progress read from a Secret of spec.valuesFrom (valuessources.go) has it
 //     replaced by "[redacted]", before any layer above, the reconciler or its log sees it.
 //
-//  4. release guard (guardedClient, layer_releaseguard.go). Get: another chart's release is a
-//     foreignReleaseError. Install, Upgrade (dry-run or not): under a lock on the release
+//  4. release guard (internal/operator/releaseguard). Get: another chart's release is a
+//     ForeignReleaseError. Install, Upgrade (dry-run or not): under a lock on the release
 //     name shared by every kind, refused if the release is another chart's, else passed on.
 //     Uninstall: another chart's release is reported not found and left alone. Reconcile:
 //     passed on. Assumes of the engine: Get returns the release as stored, of any chart.
@@ -180,7 +181,7 @@ type pipeline struct {
 	journal  *renderjournal.Journal // what is being rendered, for the quarantine (renderjournal.go); nil: off
 	// guard is what the release guard checks of a release it cannot prove the operator's;
 	// its live is the pipeline's live.
-	guard guardChecks
+	guard releaseguard.Checks
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
@@ -197,8 +198,8 @@ func (p pipeline) layers() []layer {
 		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			checks := p.guard
-			checks.live = p.live
-			return newReleaseGuard(g, p.chart, p.locks, checks)
+			checks.Live = p.live
+			return releaseguard.New(g, p.chart, p.locks, checks)
 		}},
 		{"render loop", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 			return withRenderLoopGuard(g, p.outcomes)

@@ -28,6 +28,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/releaseguard"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -189,7 +190,7 @@ func TestPipelineGuardActsFirst(t *testing.T) {
 		Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
 	c := clientFor(t, p, f, actiontest.AppServiceCR())
 
-	var foreign *foreignReleaseError
+	var foreign *releaseguard.ForeignReleaseError
 	if _, err := c.Get("x"); !errors.As(err, &foreign) {
 		t.Fatalf("Get: %v, want a foreign release error", err)
 	}

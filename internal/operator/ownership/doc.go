@@ -12,8 +12,8 @@
 // internal/operator reads them in the orphan sweep (layer_orphansweep.go) and the orphan
 // collector (orphan_controller.go), which delete what a gone CR left outside any
 // namespace (each with DeleteAsSeen, which leaves alone an object created since under the
-// same name), and in the release guard's proof (layer_releaseguard_proof.go), which lets a
-// CR take only objects that are its own; the manager's cache (internal/operator/informers)
+// same name), and in the release guard's proof (internal/operator/releaseguard/proof.go),
+// which lets a CR take only objects that are its own; the manager's cache (internal/operator/informers)
 // keeps these annotations of the objects it drops the rest of.
 //
 // The package imports nothing of internal/operator.

@@ -3,7 +3,7 @@
 // changed, which revision Helm handed out last, and what that revision's manifest says.
 //
 // Held. A release is named after its CR and keyed across namespaces by Key. The release
-// guard (internal/operator/layer_releaseguard.go) holds the release's lock in a KeyedMutex,
+// guard (internal/operator/releaseguard) holds the release's lock in a KeyedMutex,
 // shared by every kind, for each Helm operation on it, so that two kinds' CRs of one name
 // never act on one release at once.
 //

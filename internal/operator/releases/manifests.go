@@ -37,7 +37,7 @@ type Manifests struct {
 	// record reads revision of the release of cr from the signed storage.
 	record   func(ctx context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error)
 	versions *Versions   // the revisions Helm last handed the reconcilers
-	locks    *KeyedMutex // the releases a Helm operation holds (internal/operator/layer_releaseguard.go)
+	locks    *KeyedMutex // the releases a Helm operation holds (internal/operator/releaseguard)
 	parsed   *lru.Cache  // of []*unstructured.Unstructured, by CR UID, namespace, name and revision
 }
 

@@ -13,6 +13,8 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
@@ -197,6 +199,12 @@ func Events(rec *record.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+// StorageClass is a StorageClass named name with annotations: an object of a cluster-scoped
+// kind a chart declares.
+func StorageClass(name string, annotations map[string]string) *storagev1.StorageClass {
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Provisioner: "p"}
 }
 
 // StorageClassGVK is a cluster-scoped kind a chart may declare.

@@ -1,4 +1,4 @@
-package operator
+package releaseguard
 
 import (
 	"context"
@@ -23,36 +23,36 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
-// newReleaseGuard hands out action clients that refuse releases of charts other than c,
-// and what checks refuses (see guardChecks). Operations on a release name are serialised
+// New hands out action clients that refuse releases of charts other than c,
+// and what checks refuses (see Checks). Operations on a release name are serialised
 // across kinds by locks (shared by every kind's guard), so that the check and the operation
 // it guards cannot interleave with another kind's.
-func newReleaseGuard(getter helmclient.ActionClientGetter, c *chart.Chart, locks *releases.KeyedMutex, checks guardChecks) helmclient.ActionClientGetter {
+func New(getter helmclient.ActionClientGetter, c *chart.Chart, locks *releases.KeyedMutex, checks Checks) helmclient.ActionClientGetter {
 	return actionclient.Wrap(getter, func(ac helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return guardedClient{ActionInterface: ac, chart: c.Name(), namespace: cr.GetNamespace(), locks: locks,
 			cr: cr, checks: checks}
 	})
 }
 
-// guardChecks are what the release guard asks of a release the operator cannot prove its
+// Checks are what the release guard asks of a release the operator cannot prove its
 // own, beyond its chart; a nil field is not checked.
-type guardChecks struct {
-	// unproven counts the records of a release that no key of the operator verifies
+type Checks struct {
+	// Unproven counts the records of a release that no key of the operator verifies
 	// (trustedconfig.Configs.UnprovenRecords): an install over them is refused (anotherTools).
-	unproven func(ctx context.Context, ns, name string) (int, error)
-	// live reads, uncached, the objects a release would adopt (ownershipProof).
-	live client.Reader
-	// firstRun is when the operator first ran in the cluster (trustedconfig.Configs.FirstRun):
+	Unproven func(ctx context.Context, ns, name string) (int, error)
+	// Live reads, uncached, the objects a release would adopt (ownershipProof).
+	Live client.Reader
+	// FirstRun is when the operator first ran in the cluster (trustedconfig.Configs.FirstRun):
 	// a CR created before may adopt its release's objects by Helm's annotations.
-	firstRun func(ctx context.Context) (time.Time, error)
+	FirstRun func(ctx context.Context) (time.Time, error)
 }
 
-// foreignReleaseError says that a release of the CR's name belongs to another chart.
-type foreignReleaseError struct {
+// ForeignReleaseError says that a release of the CR's name belongs to another chart.
+type ForeignReleaseError struct {
 	name, namespace, chart, want string
 }
 
-func (e *foreignReleaseError) Error() string {
+func (e *ForeignReleaseError) Error() string {
 	return fmt.Sprintf("Helm release %q in namespace %q is of chart %s, not %s: it belongs to a custom resource "+
 		"of another kind with the same name; give this one another name", e.name, e.namespace, e.chart, e.want)
 }
@@ -78,7 +78,7 @@ type guardedClient struct {
 	namespace string // the CR's, where its release lives
 	locks     *releases.KeyedMutex
 	cr        client.Object
-	checks    guardChecks
+	checks    Checks
 }
 
 // lock holds the release name in the CR's namespace until the returned func is called.
@@ -106,13 +106,13 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.anotherTools(name); err != nil {
 		return nil, err
 	}
-	if c.checks.live != nil {
+	if c.checks.Live != nil {
 		byAnnotations, err := c.adoptsByAnnotations(name)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, func(i *action.Install) error {
-			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.checks.live, cr: c.cr, step: "install",
+			i.PostRenderer = ownershipProof{PostRenderer: i.PostRenderer, live: c.checks.Live, cr: c.cr, step: "install",
 				byAnnotations: byAnnotations}
 			return nil
 		})
@@ -129,10 +129,10 @@ func (c guardedClient) Install(name, namespace string, chrt *chart.Chart, vals m
 // anyone who may create the CR can choose. Only the operator writes a CR's status; records
 // and annotations, whoever may write the namespace's Secrets and objects.
 func (c guardedClient) anotherTools(name string) error {
-	if c.checks.unproven == nil || deployedBefore(c.cr, name) {
+	if c.checks.Unproven == nil || deployedBefore(c.cr, name) {
 		return nil
 	}
-	n, err := c.checks.unproven(context.Background(), c.namespace, name)
+	n, err := c.checks.Unproven(context.Background(), c.namespace, name)
 	if err != nil || n == 0 {
 		return err
 	}
@@ -153,25 +153,25 @@ func deployedBefore(cr client.Object, name string) bool {
 	return deployed == name
 }
 
-// foreign returns a foreignReleaseError if release name is another chart's. Any other error
+// foreign returns a ForeignReleaseError if release name is another chart's. Any other error
 // of reading it (such as no release at all) is for Helm to report.
 func (c guardedClient) foreign(name string) error {
 	_, err := c.Get(name)
-	var foreign *foreignReleaseError
+	var foreign *ForeignReleaseError
 	if errors.As(err, &foreign) {
 		return err
 	}
 	return nil
 }
 
-// Get returns the release, or a foreignReleaseError if it is another chart's.
+// Get returns the release, or a ForeignReleaseError if it is another chart's.
 func (c guardedClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	rel, err := c.ActionInterface.Get(name, opts...)
 	if err != nil {
 		return rel, err
 	}
 	if got := trustedconfig.ReleaseChart(rel); got != c.chart {
-		return nil, &foreignReleaseError{name: name, namespace: rel.Namespace, chart: got, want: c.chart}
+		return nil, &ForeignReleaseError{name: name, namespace: rel.Namespace, chart: got, want: c.chart}
 	}
 	return rel, nil
 }
@@ -182,14 +182,14 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 	if err := c.foreign(name); err != nil {
 		return nil, err
 	}
-	if c.checks.live != nil && !actionclient.IsDryRun(opts) {
+	if c.checks.Live != nil && !actionclient.IsDryRun(opts) {
 		// A dry run adopts nothing; the upgrade after it is checked.
 		byAnnotations, err := c.adoptsByAnnotations(name)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, func(u *action.Upgrade) error {
-			u.PostRenderer = ownershipProof{PostRenderer: u.PostRenderer, live: c.checks.live, cr: c.cr, step: "upgrade",
+			u.PostRenderer = ownershipProof{PostRenderer: u.PostRenderer, live: c.checks.Live, cr: c.cr, step: "upgrade",
 				byAnnotations: byAnnotations, known: func() ([]manifest.Head, error) { return c.releaseObjects(name) }}
 			return nil
 		})
@@ -199,17 +199,17 @@ func (c guardedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals m
 
 // adoptsByAnnotations reports whether release name may adopt an object by Helm's annotations
 // naming it: when the CR's status proves the operator deployed the release (deployedBefore), or
-// the CR existed when the operator first ran in the cluster (checks.firstRun): a CR restored
+// the CR existed when the operator first ran in the cluster (checks.FirstRun): a CR restored
 // from a backup that held neither records nor key, as the unsigned records found then were
 // taken over as the operator's.
 func (c guardedClient) adoptsByAnnotations(name string) (bool, error) {
 	if deployedBefore(c.cr, name) {
 		return true, nil
 	}
-	if c.checks.firstRun == nil {
+	if c.checks.FirstRun == nil {
 		return false, nil
 	}
-	first, err := c.checks.firstRun(context.Background())
+	first, err := c.checks.FirstRun(context.Background())
 	if err != nil {
 		return false, err
 	}

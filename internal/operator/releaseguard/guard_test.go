@@ -1,4 +1,4 @@
-package operator
+package releaseguard
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 
 func guarded(t *testing.T, f *actiontest.FakeActions) helmclient.ActionInterface {
 	t.Helper()
-	g := newReleaseGuard(actiontest.EngineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), guardChecks{})
+	g := New(actiontest.EngineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(), Checks{})
 	c, err := g.ActionClientFor(context.Background(), actiontest.AppServiceCR())
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestReleaseGuardRefusesAnotherChartsRelease(t *testing.T) {
 	c := guarded(t, f)
 
 	_, err := c.Get("x")
-	var foreign *foreignReleaseError
+	var foreign *ForeignReleaseError
 	if !errors.As(err, &foreign) || !strings.Contains(err.Error(), "warpdrivepool") || errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Get: %v, want a foreign release error naming chart warpdrivepool", err)
 	}
@@ -139,7 +139,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, name := range []string{"appservice", "guestbook"} {
-			c, err := newReleaseGuard(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, guardChecks{}).ActionClientFor(context.Background(), actiontest.AppServiceCR())
+			c, err := New(getter, &chart.Chart{Metadata: &chart.Metadata{Name: name}}, locks, Checks{}).ActionClientFor(context.Background(), actiontest.AppServiceCR())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestReleaseGuardSerialisesInstallsAcrossKinds(t *testing.T) {
 		if rel == nil {
 			t.Fatalf("no release left after the race (errors %v): the loser's failed install uninstalled the winner's", errs)
 		}
-		var foreign *foreignReleaseError
+		var foreign *ForeignReleaseError
 		if (errs[0] == nil) == (errs[1] == nil) || !(errors.As(errs[0], &foreign) || errors.As(errs[1], &foreign)) {
 			t.Fatalf("errors %v, want one install to win and the other refused as another chart's release", errs)
 		}
@@ -194,7 +194,7 @@ func TestReleaseGuardReadsAfreshUnderTheLock(t *testing.T) {
 			f.During = func() { installed = true }
 			g := guardedClient{ActionInterface: f, chart: "appservice", namespace: "team-a", locks: releases.NewKeyedMutex()}
 			_, err := g.Install("x", "team-a", &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, nil)
-			var foreign *foreignReleaseError
+			var foreign *ForeignReleaseError
 			if !errors.As(err, &foreign) || installed {
 				t.Fatalf("install over the other kind's release: %v, installed %v; want it refused as another chart's", err, installed)
 			}
@@ -228,8 +228,8 @@ func TestReleaseGuardRefusesAnotherToolsRelease(t *testing.T) {
 			asked = ns + "/" + name
 			return tc.unproven, nil
 		}
-		c, err := newReleaseGuard(actiontest.EngineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(),
-			guardChecks{unproven: unproven}).ActionClientFor(context.Background(), cr)
+		c, err := New(actiontest.EngineOf(f), &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}, releases.NewKeyedMutex(),
+			Checks{Unproven: unproven}).ActionClientFor(context.Background(), cr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package operator
+package releaseguard
 
 import (
 	"bytes"
@@ -89,9 +89,9 @@ func TestOwnershipProof(t *testing.T) {
 				cm.Annotations = map[string]string{ownership.HelmReleaseNameAnnotation: "y", ownership.HelmReleaseNamespaceAnnotation: "team-a"}
 				return cm
 			}()}},
-		{name: "cluster-scoped, the CR's by its owner annotations", existing: []client.Object{storageClass("x-class", ownerAnnotations)},
+		{name: "cluster-scoped, the CR's by its owner annotations", existing: []client.Object{actiontest.StorageClass("x-class", ownerAnnotations)},
 			manifest: scManifest},
-		{name: "cluster-scoped, Helm's annotations only", existing: []client.Object{storageClass("x-class", helmAnnotations)},
+		{name: "cluster-scoped, Helm's annotations only", existing: []client.Object{actiontest.StorageClass("x-class", helmAnnotations)},
 			manifest: scManifest, refused: "StorageClass x-class"},
 	}
 	for _, tc := range cases {
@@ -141,15 +141,15 @@ func TestAdoptsByAnnotations(t *testing.T) {
 		name     string
 		created  time.Time
 		deployed string // status.deployedRelease.name
-		checks   guardChecks
+		checks   Checks
 		want     bool
 	}{
-		{"created after the first run", first.Add(time.Hour), "", guardChecks{firstRun: firstRun}, false},
-		{"created before the first run (restored)", first.Add(-time.Hour), "", guardChecks{firstRun: firstRun}, true},
-		{"created in the first run's second", first, "", guardChecks{firstRun: firstRun}, true},
-		{"deployed by the operator", first.Add(time.Hour), "x", guardChecks{firstRun: firstRun}, true},
-		{"another release deployed", first.Add(time.Hour), "y", guardChecks{firstRun: firstRun}, false},
-		{"first run not checked", first.Add(-time.Hour), "", guardChecks{}, false},
+		{"created after the first run", first.Add(time.Hour), "", Checks{FirstRun: firstRun}, false},
+		{"created before the first run (restored)", first.Add(-time.Hour), "", Checks{FirstRun: firstRun}, true},
+		{"created in the first run's second", first, "", Checks{FirstRun: firstRun}, true},
+		{"deployed by the operator", first.Add(time.Hour), "x", Checks{FirstRun: firstRun}, true},
+		{"another release deployed", first.Add(time.Hour), "y", Checks{FirstRun: firstRun}, false},
+		{"first run not checked", first.Add(-time.Hour), "", Checks{}, false},
 	}
 	for _, tc := range cases {
 		cr := actiontest.AppServiceCR().(*unstructured.Unstructured)
