@@ -18,6 +18,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/pipeline"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releaseguard"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
@@ -41,7 +42,7 @@ type shared struct {
 	status    statusKeepingClient    // the helm reconcilers' status writer (statusclient.go)
 	versions  *releases.Versions     // the releases handed to the reconcilers, read by status
 	configs   *trustedconfig.Configs // Helm's action configurations: signed records, confinement
-	ops       *operations            // Helm operations of this process, by release
+	ops       *pipeline.Operations   // Helm operations of this process, by release
 	locks     *releases.KeyedMutex   // one lock per release name
 	manifests *releases.Manifests    // the deployed manifests, for the drift filter
 	metrics   *metrics.Fleet         // the per-CR series
@@ -58,7 +59,7 @@ type shared struct {
 //	      |                                               or rolls back
 //	      v                                                      |
 //	helm: helm-operator-plugins' reconciler  <-------------------+
-//	      |  calls Helm through the pipeline (pipeline.go);       |
+//	      |  calls Helm through its pipeline (operator/pipeline); |
 //	      |  its rollout gate asks rollout whether the CR         |
 //	      |  may move to the carried chart ---------------> rollout (rollout_controller.go):
 //	      |                                                 plans the waves from every CR's
@@ -87,7 +88,7 @@ type kindControllers struct {
 
 // setupKind adds to mgr the controllers of the kind of w, whose chart policy is policy.
 func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolicy, s shared) (*kindControllers, error) {
-	engine, err := newHelmEngine(s.configs, policy.Hooks)
+	engine, err := pipeline.NewHelmEngine(s.configs, policy.Hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -99,8 +100,8 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	if w.MaxConcurrentReconciles != nil {
 		k.concurrency = *w.MaxConcurrentReconciles
 	}
-	cluster := clusterObjects{kinds: policy.ClusterKinds, mapper: mgr.GetRESTMapper(),
-		reader: mgr.GetAPIReader(), writer: mgr.GetClient()}
+	cluster := pipeline.ClusterObjects{Kinds: policy.ClusterKinds, Mapper: mgr.GetRESTMapper(),
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
 	// The reconciler's own recorder name, so that these Events share its source.
 	recorder := mgr.GetEventRecorderFor(strings.ToLower(w.GroupVersionKind.Kind) + "-controller")
 	selector, err := metav1.LabelSelectorAsSelector(w.Selector)
@@ -123,10 +124,10 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	}
 	k.rollout.sources, k.rollout.orderKey = values, s.configs.RolloutOrderKey
 	driftPolicy := drift.NewPolicy(s.drift.For(w.GroupVersionKind.Kind), mgr.GetAPIReader())
-	getter := pipeline{chart: w.Chart, gate: k.rollout, locks: s.locks, ops: s.ops, status: s.status,
-		outcomes: k.outcomes, metrics: s.metrics, versions: s.versions, cluster: cluster, recorder: recorder,
-		drift: driftPolicy, live: mgr.GetAPIReader(), renders: s.renders, journal: s.journal,
-		guard: releaseguard.Checks{Unproven: s.configs.UnprovenRecords, FirstRun: s.configs.FirstRun}}.build(engine)
+	getter := pipeline.Pipeline{Chart: w.Chart, Gate: k.rollout, Locks: s.locks, Ops: s.ops, Status: s.status,
+		Outcomes: k.outcomes, Metrics: s.metrics, Versions: s.versions, Cluster: cluster, Recorder: recorder,
+		Drift: driftPolicy, Live: mgr.GetAPIReader(), Renders: s.renders, Journal: s.journal,
+		Guard: releaseguard.Checks{Unproven: s.configs.UnprovenRecords, FirstRun: s.configs.FirstRun}}.Build(engine)
 	k.helm, err = reconciler.New(
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -147,7 +148,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithClient(specBoundClient{Client: s.status, cached: mgr.GetCache(), limit: s.maxSpec,
 			outcomes: k.outcomes, recorder: recorder}),
 		reconciler.WithActionClientGetter(getter),
-		reconciler.WithPostHook(recordSuccess(k.outcomes)),
+		reconciler.WithPostHook(pipeline.RecordSuccess(k.outcomes)),
 		reconciler.WithPauseReconcileHandler(pauseHandler(k.outcomes)),
 		reconciler.WithControllerSetupFunc(func(c reconciler.ControllerSetup) error {
 			if err := useFairQueue(c, k.concurrency); err != nil { // namespaces in turn, a worker kept

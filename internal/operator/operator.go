@@ -55,6 +55,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/pipeline"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
@@ -73,7 +74,7 @@ type Options struct {
 	// GETs, they are read by name (internal/releaserecords).
 	ReleaseListSecretsPerGET int
 	// LeaderElection says that the manager elects a leader: pending releases are repaired
-	// only then (see operations).
+	// only then (see pipeline.Operations).
 	LeaderElection bool
 	// SigningKey is the Secret that holds the key release records are signed with (see
 	// internal/releasesign), in the operator's own namespace.
@@ -132,9 +133,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if s.configs, err = trustedconfig.New(mgr.GetConfig(), mgr, opts.SigningKey, policies, opts.ReleaseListSecretsPerGET); err != nil {
 		return err
 	}
-	s.ops = newOperations() // Helm operations in progress, across kinds: see layer_pendingrepair.go
+	s.ops = pipeline.NewOperations() // Helm operations in progress, across kinds: see layer_pendingrepair.go
 	if opts.LeaderElection {
-		if err := mgr.Add(leaderRunnable(func(context.Context) { s.ops.elected(time.Now()) })); err != nil {
+		if err := mgr.Add(leaderRunnable(func(context.Context) { s.ops.Elected(time.Now()) })); err != nil {
 			return err
 		}
 	}

@@ -85,7 +85,7 @@ func classWithUID(name, uid string, annotations map[string]string) *storagev1.St
 // whose pool exists, in the cache or only on the API server, is kept, as are those that name
 // no CR, or a CR of a kind whose chart renders no StorageClass.
 func TestOrphanCollector(t *testing.T) {
-	appOwned := poolOwner()
+	appOwned := actiontest.PoolOwner()
 	appOwned[ownership.OwnerTypeAnnotation] = "AppService.appcontroller.k8s.io"
 	for _, tc := range []struct {
 		name         string
@@ -94,14 +94,14 @@ func TestOrphanCollector(t *testing.T) {
 		wantDeleted  []string
 		wantErr      bool
 	}{
-		{name: "pool gone", cached: []client.Object{classWithUID("pool-x", "u1", poolOwner())},
+		{name: "pool gone", cached: []client.Object{classWithUID("pool-x", "u1", actiontest.PoolOwner())},
 			wantDeleted: []string{"pool-x uid=u1"}},
-		{name: "pool in the cache", cached: []client.Object{classWithUID("pool-x", "u1", poolOwner()), pool("team-a", "x")}},
-		{name: "pool created since the cache looked", cached: []client.Object{classWithUID("pool-x", "u1", poolOwner())},
+		{name: "pool in the cache", cached: []client.Object{classWithUID("pool-x", "u1", actiontest.PoolOwner()), pool("team-a", "x")}},
+		{name: "pool created since the cache looked", cached: []client.Object{classWithUID("pool-x", "u1", actiontest.PoolOwner())},
 			live: []client.Object{pool("team-a", "x")}},
-		{name: "another namespace's pool of that name exists", cached: []client.Object{classWithUID("pool-x", "u1", poolOwner()), pool("team-b", "x")},
+		{name: "another namespace's pool of that name exists", cached: []client.Object{classWithUID("pool-x", "u1", actiontest.PoolOwner()), pool("team-b", "x")},
 			wantDeleted: []string{"pool-x uid=u1"}},
-		{name: "the API server cannot say", cached: []client.Object{classWithUID("pool-x", "u1", poolOwner())},
+		{name: "the API server cannot say", cached: []client.Object{classWithUID("pool-x", "u1", actiontest.PoolOwner())},
 			liveErr: errors.New("unavailable"), wantErr: true},
 		{name: "named for a kind whose chart has no StorageClass", cached: []client.Object{classWithUID("pool-x", "u1", appOwned)}},
 		{name: "not the operator's", cached: []client.Object{classWithUID("pool-x", "u1", nil)}},
@@ -132,10 +132,10 @@ func TestOrphanCollector(t *testing.T) {
 
 // A pool's deletion queues the StorageClasses named for it, and no other.
 func TestOrphanCollectorQueuesOnOwnerDeletion(t *testing.T) {
-	other := poolOwner()
+	other := actiontest.PoolOwner()
 	other[ownership.OwnerNameAnnotation], other[ownership.HelmReleaseNameAnnotation] = "team-a/y", "y"
 	c, _, _, _ := collecting(t, []client.Object{
-		classWithUID("pool-x", "u1", poolOwner()), classWithUID("pool-y", "u2", other), classWithUID("admins", "u3", nil),
+		classWithUID("pool-x", "u1", actiontest.PoolOwner()), classWithUID("pool-y", "u2", other), classWithUID("admins", "u3", nil),
 	}, nil, nil)
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()

@@ -402,11 +402,11 @@ func (k *kindRollout) asks(o *observed, m rollout.Member, rs rolloutStatus) bool
 	return !says && !(o.asked && o.askedStatus == rs)
 }
 
-// carries implements chartGate.
-func (k *kindRollout) carries(c *chart.Chart) bool { return k.carried.Is(c) }
+// Carries implements pipeline.Gate.
+func (k *kindRollout) Carries(c *chart.Chart) bool { return k.carried.Is(c) }
 
-// admits implements chartGate.
-func (k *kindRollout) admits(cr client.Object) bool {
+// Admits implements pipeline.Gate.
+func (k *kindRollout) Admits(cr client.Object) bool {
 	if k.policy.AllAtOnce {
 		return true
 	}
@@ -419,8 +419,8 @@ func (k *kindRollout) admits(cr client.Object) bool {
 	return k.plan.Admitted[key] || cr.GetAnnotations()[rollout.ForceAnnotation] == k.plan.Target
 }
 
-// rollsBack implements chartGate.
-func (k *kindRollout) rollsBack(cr client.Object) bool {
+// RollsBack implements pipeline.Gate.
+func (k *kindRollout) RollsBack(cr client.Object) bool {
 	if !k.policy.Rollback || k.policy.AllAtOnce {
 		return false
 	}

@@ -67,7 +67,7 @@ func writeBaselines(t *testing.T, k *kindRollout, c client.Client, objs []client
 // halts, the failed CR gets an Event, its status is sent to be written, and the gate rolls
 // it back.
 func TestRolloutController(t *testing.T) {
-	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	v1, v2 := actiontest.MemcachedChart("1.0.0", "a"), actiontest.MemcachedChart("2.0.0", "b")
 	old := rollout.Digest(v1)
 	var objs []client.Object
 	for i := range 5 {
@@ -83,7 +83,7 @@ func TestRolloutController(t *testing.T) {
 	policy := rollout.Policy{Canaries: 1, Waves: []int{100}, Timeout: time.Minute, Rollback: true}
 	k := newKindRollout(memcachedGVK, nil, policy, v2, c, rec, notify)
 
-	if k.admits(objs[3]) {
+	if k.Admits(objs[3]) {
 		t.Fatal("a CR admitted before the first plan")
 	}
 	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
@@ -105,8 +105,8 @@ func TestRolloutController(t *testing.T) {
 	if got := received(notify); len(got) != 5 {
 		t.Errorf("status to write for %v, want all 5 (none has a ChartRollout condition)", got)
 	}
-	if !k.admits(objs[3]) || k.admits(objs[0]) {
-		t.Errorf("admits the canary %v, another %v; want true, false", k.admits(objs[3]), k.admits(objs[0]))
+	if !k.Admits(objs[3]) || k.Admits(objs[0]) {
+		t.Errorf("admits the canary %v, another %v; want true, false", k.Admits(objs[3]), k.Admits(objs[0]))
 	}
 	held := k.status(objs[0].(*unstructured.Unstructured))
 	if held.condition.Reason != statuscontract.ReasonWaiting || held.condition.Status != metav1.ConditionFalse || held.failedDigest != "" {
@@ -141,7 +141,7 @@ func TestRolloutController(t *testing.T) {
 	if ev, woken := actiontest.Events(rec), received(k.wake); len(ev) != 0 || len(woken) != 0 {
 		t.Errorf("a plan before the failure mark: Events %q, woke %v; want none", ev, woken)
 	}
-	if !k.rollsBack(canary) || k.admits(objs[0]) {
+	if !k.RollsBack(canary) || k.Admits(objs[0]) {
 		t.Error("after the failure: the canary is not rolled back, or another CR is admitted")
 	}
 	if rs := k.status(canary); rs.failedDigest != rollout.Digest(v2) || rs.condition.Reason != statuscontract.ReasonRolloutFailed {
@@ -152,7 +152,7 @@ func TestRolloutController(t *testing.T) {
 	}
 	// A person forces the canary: it moves again, and the rollout resumes.
 	canary.SetAnnotations(map[string]string{rollout.ForceAnnotation: rollout.Digest(v2)})
-	if k.rollsBack(canary) || !k.admits(canary) {
+	if k.RollsBack(canary) || !k.Admits(canary) {
 		t.Error("a forced CR is still rolled back")
 	}
 }
@@ -191,7 +191,7 @@ func TestStatusChart(t *testing.T) {
 // the readiness controller to write.
 func threeOnTheOldChart(t *testing.T) (k *kindRollout, c client.Client, objs []client.Object, plan func() []string) {
 	t.Helper()
-	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	v1, v2 := actiontest.MemcachedChart("1.0.0", "a"), actiontest.MemcachedChart("2.0.0", "b")
 	for i := range 3 {
 		objs = append(objs, onChart(fmt.Sprintf("m%d", i), rollout.Digest(v1)))
 	}
@@ -255,7 +255,7 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 // A CR whose release the plan does not know yet (a new CR: no status.chart) is admitted but
 // not woken, for its own event installs it; a CR on another chart is woken to move.
 func TestRolloutWakesOnlyCRsOnAnotherChart(t *testing.T) {
-	v1, v2 := memcachedChart("1.0.0", "a"), memcachedChart("2.0.0", "b")
+	v1, v2 := actiontest.MemcachedChart("1.0.0", "a"), actiontest.MemcachedChart("2.0.0", "b")
 	fresh := memcached(nil)
 	fresh.SetName("fresh")
 	old := onChart("old", rollout.Digest(v1))
@@ -268,7 +268,7 @@ func TestRolloutWakesOnlyCRsOnAnotherChart(t *testing.T) {
 	if got := received(k.wake); len(got) != 1 || got[0] != "old" {
 		t.Errorf("woke %v, want old only", got)
 	}
-	if !k.admits(fresh) {
+	if !k.Admits(fresh) {
 		t.Error("the new CR is not admitted")
 	}
 }

@@ -9,7 +9,7 @@ import (
 // Carried recognises the chart the operator carries by its Digest, remembering the chart
 // value last recognised so that the reconciler's chart is hashed once. The operator's rollout
 // controller (internal/operator/rollout_controller.go) makes one per kind and its rollout gate
-// (internal/operator/layer_rolloutgate.go) asks it which chart a release is on.
+// (internal/operator/pipeline/layer_rolloutgate.go) asks it which chart a release is on.
 type Carried struct {
 	digest string
 	last   atomic.Pointer[chart.Chart]

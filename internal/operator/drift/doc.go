@@ -25,7 +25,7 @@
 // reconciles tenants may force. A deleted object passes, unless its CR is going away.
 //
 // Repaired. A reconcile that the Filter woke reaches the pipeline's drift layer
-// (internal/operator/layer_drift.go), which asks the kind's Policy: in Repair mode it hands
+// (internal/operator/pipeline/layer_drift.go), which asks the kind's Policy: in Repair mode it hands
 // helm-operator-plugins' Reconcile the manifest of Policy.StrippedManifest, whose patch then
 // leaves the ignored fields as the cluster has them; in Report mode it repairs nothing and
 // reports what Policy.Drift finds (ObjectDrift) as the CR's Drifted condition and an Event.

@@ -161,7 +161,7 @@ func (o *Store) Succeeded(cr client.Object, rel *release.Release) {
 // failover), so that a restart does not hide a stall.
 //
 // A failure ends the visit, as Succeeded does; its message was redacted below
-// (internal/operator/layer_redact.go).
+// (internal/operator/pipeline/layer_redact.go).
 func (o *Store) Failed(cr client.Object, f statuscontract.Failure) {
 	f.Message = refusal.Truncate(f.Message, refusal.MaxConditionMessage/2)
 	o.mu.Lock()

@@ -53,7 +53,7 @@ func OwnerOf(annotations map[string]string) (CR, bool) {
 
 // DeleteAsSeen deletes obj as it was read, its UID a precondition, so that an object of the
 // same name created since is left alone. It reports whether it deleted it: an object already
-// gone or replaced is no error. The orphan sweep (internal/operator/layer_orphansweep.go) and
+// gone or replaced is no error. The orphan sweep (internal/operator/pipeline/layer_orphansweep.go) and
 // the orphan collector (internal/operator/orphan_controller.go) delete with it the objects
 // OwnedBy a gone CR.
 func DeleteAsSeen(ctx context.Context, w client.Writer, obj client.Object) (bool, error) {

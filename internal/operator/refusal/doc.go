@@ -1,7 +1,7 @@
 // Package refusal is the part of a CR's story in which the operator says no, or says what
 // went wrong, in words the CR and its Events can hold.
 //
-// Refused. A layer of the pipeline (internal/operator/pipeline.go) may refuse a CR for a
+// Refused. A layer of the pipeline (internal/operator/pipeline/pipeline.go) may refuse a CR for a
 // reason of its own rather than let Helm act: a release name another tool holds, an object
 // the release cannot prove its own, a render over its bounds, a quarantined render. Refuse
 // makes that failure (statuscontract.Failure, with its reason, step and message) the error

@@ -1,5 +1,5 @@
 // Package releaseguard is the part of a CR's story that keeps its release its own: the
-// release guard, the layer of a kind's pipeline (internal/operator/pipeline.go) between the
+// release guard, the layer of a kind's pipeline (internal/operator/pipeline/pipeline.go) between the
 // render layers and the layers that act on a release.
 //
 // A CR's Helm release is named after the CR, and the kinds share that namespace of names:

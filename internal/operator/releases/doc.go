@@ -9,7 +9,7 @@
 //
 // Handed out. Versions remembers, for each release, the revision and chart version of the
 // release Helm last handed a reconciler, with a digest of its manifest: the release versions
-// layer (internal/operator/layer_releaseversions.go) records them, and the status client
+// layer (internal/operator/pipeline/layer_releaseversions.go) records them, and the status client
 // (internal/operator/statusclient.go) writes the revision and chart version in the CR's
 // status instead of the manifest.
 //

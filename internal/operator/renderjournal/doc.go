@@ -6,7 +6,7 @@
 // (ConfigMapStore) holding the CRs being rendered and each one's count of the manager's
 // deaths in a row while rendering it; a CR at two is quarantined at its generation, refused
 // terminally with reason Quarantined until its spec changes. Its layer (With, layer.go),
-// one of a kind's pipeline (internal/operator/pipeline.go), puts each install and upgrade in
+// one of a kind's pipeline (internal/operator/pipeline/pipeline.go), puts each install and upgrade in
 // flight before Helm renders it and takes it out once the render is over.
 //
 // The operator (internal/operator/operator.go) makes one journal per manager, shared by

@@ -27,7 +27,7 @@ func With(getter helmclient.ActionClientGetter, journal *Journal) helmclient.Act
 }
 
 // journalingClient is the render journal layer, over the render bounds (see the pipeline
-// type, internal/operator/pipeline.go).
+// type, internal/operator/pipeline/pipeline.go).
 type journalingClient struct {
 	helmclient.ActionInterface
 	journal *Journal

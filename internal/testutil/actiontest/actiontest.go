@@ -16,11 +16,14 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/actionclient"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
 // FakeActions is the configurable innermost action client of the tests, in place of the Helm
@@ -209,3 +212,39 @@ func StorageClass(name string, annotations map[string]string) *storagev1.Storage
 
 // StorageClassGVK is a cluster-scoped kind a chart may declare.
 var StorageClassGVK = schema.GroupVersionKind{Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass"}
+
+// Memcached is Memcached ns/m of size 3, with status if not nil.
+func Memcached(status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1alpha1",
+		"kind":       "Memcached",
+		"metadata":   map[string]any{"name": "m", "namespace": "ns"},
+		"spec":       map[string]any{"size": int64(3)},
+	}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	return u
+}
+
+// ReaderWith is a client that reads objs.
+func ReaderWith(objs ...client.Object) client.Reader {
+	return fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objs...).Build()
+}
+
+// MemcachedChart is a chart memcached at version, whose default size is defaultSize and
+// whose template differs at each version.
+func MemcachedChart(version, defaultSize string) *chart.Chart {
+	return &chart.Chart{Metadata: &chart.Metadata{Name: "memcached", Version: version},
+		Values:    map[string]any{"size": defaultSize},
+		Templates: []*chart.File{{Name: "templates/d.yaml", Data: []byte(version)}}}
+}
+
+// PoolOwner are the annotations the helm-operator and Helm put on a cluster-scoped object of
+// the WarpdrivePool team-a/x's release.
+func PoolOwner() map[string]string {
+	return map[string]string{
+		ownership.OwnerNameAnnotation: "team-a/x", ownership.OwnerTypeAnnotation: "WarpdrivePool.tos.transwarp.io",
+		ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a",
+	}
+}

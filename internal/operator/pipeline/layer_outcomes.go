@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 )
 
 // withOutcomes hands out action clients that record each failed attempt in o. Successes are
-// recorded by the post-hook (recordSuccess), which runs only once the whole install, upgrade
+// recorded by the post-hook (RecordSuccess), which runs only once the whole install, upgrade
 // or drift repair has succeeded.
 func withOutcomes(getter helmclient.ActionClientGetter, o *outcomes.Store, metrics *metrics.Fleet) helmclient.ActionClientGetter {
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, cr client.Object) (helmclient.ActionInterface, error) {
@@ -88,9 +88,9 @@ func (c outcomeClient) Reconcile(rel *release.Release) error {
 	return err
 }
 
-// recordSuccess is the reconciler's post-hook: it runs after every install, upgrade or
+// RecordSuccess is the reconciler's post-hook: it runs after every install, upgrade or
 // unchanged release that succeeded, before the reconciler's own status write.
-func recordSuccess(o *outcomes.Store) hook.PostHook {
+func RecordSuccess(o *outcomes.Store) hook.PostHook {
 	return hook.PostHookFunc(func(obj *unstructured.Unstructured, rel release.Release, _ logr.Logger) error {
 		o.Succeeded(obj, &rel)
 		return nil

@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"context"
@@ -23,19 +23,19 @@ import (
 // orphanDeleted is the reason of the Event on a CR for each object swept.
 const orphanDeleted = "OrphanDeleted"
 
-// clusterObjects is where the orphan sweep looks for a CR's cluster-scoped objects: the
+// ClusterObjects is where the orphan sweep looks for a CR's cluster-scoped objects: the
 // cluster-scoped kinds its chart declares (internal/chartpolicy), listed and deleted through
 // the manager's uncached client.
-type clusterObjects struct {
-	kinds  []schema.GroupKind
-	mapper meta.RESTMapper
-	reader client.Reader // uncached: the sweep is rare, and a cache of every StorageClass is not
-	writer client.Writer
+type ClusterObjects struct {
+	Kinds  []schema.GroupKind
+	Mapper meta.RESTMapper
+	Reader client.Reader // uncached: the sweep is rare, and a cache of every StorageClass is not
+	Writer client.Writer
 }
 
 // withOrphanSweep hands out action clients whose uninstall completes one that found no
 // release (see sweepingClient).
-func withOrphanSweep(getter helmclient.ActionClientGetter, objects clusterObjects, recorder record.EventRecorder) helmclient.ActionClientGetter {
+func withOrphanSweep(getter helmclient.ActionClientGetter, objects ClusterObjects, recorder record.EventRecorder) helmclient.ActionClientGetter {
 	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return sweepingClient{ActionInterface: c, obj: cr, objects: objects, recorder: recorder}
 	})
@@ -68,7 +68,7 @@ func withOrphanSweep(getter helmclient.ActionClientGetter, objects clusterObject
 type sweepingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object
-	objects  clusterObjects
+	objects  ClusterObjects
 	recorder record.EventRecorder
 }
 
@@ -88,8 +88,8 @@ func (c sweepingClient) Uninstall(name string, opts ...helmclient.UninstallOptio
 }
 
 func (c sweepingClient) sweep(ctx context.Context) error {
-	for _, gk := range c.objects.kinds {
-		mapping, err := c.objects.mapper.RESTMapping(gk)
+	for _, gk := range c.objects.Kinds {
+		mapping, err := c.objects.Mapper.RESTMapping(gk)
 		if meta.IsNoMatchError(err) {
 			continue // not served: nothing of this kind to delete
 		}
@@ -98,7 +98,7 @@ func (c sweepingClient) sweep(ctx context.Context) error {
 		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(gk.Kind + "List"))
-		if err := c.objects.reader.List(ctx, list); err != nil {
+		if err := c.objects.Reader.List(ctx, list); err != nil {
 			return err
 		}
 		for i := range list.Items {
@@ -117,7 +117,7 @@ func (c sweepingClient) sweep(ctx context.Context) error {
 
 // delete deletes obj as listed, with an Event on the CR.
 func (c sweepingClient) delete(ctx context.Context, obj *metav1.PartialObjectMetadata) error {
-	deleted, err := ownership.DeleteAsSeen(ctx, c.objects.writer, obj)
+	deleted, err := ownership.DeleteAsSeen(ctx, c.objects.Writer, obj)
 	if !deleted {
 		return err
 	}

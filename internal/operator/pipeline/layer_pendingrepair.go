@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"errors"
@@ -34,8 +34,8 @@ func needsRepair(rel *release.Release, running bool) bool {
 // does not wait for workloads).
 const staleAfter = 10 * time.Minute
 
-// operations tracks the Helm operations of this process, per release, and tells which
-// pending revisions the repair may take over.
+// Operations tracks the Helm operations of this process, per release, and tells which
+// pending revisions the repair may take over. Setup makes one, shared by every kind's pipeline.
 //
 // The repair must never break the lock of a live operation. The records it sees are the
 // operator's own (signed, see trustedconfig.Configs: a person's `helm upgrade` writes
@@ -45,7 +45,7 @@ const staleAfter = 10 * time.Minute
 // can start, so every operation it started began before this process became the leader
 // (electedAt). Without leader election nothing tells another manager's live operation from
 // a dead one, and nothing is repaired.
-type operations struct {
+type Operations struct {
 	mu      sync.Mutex
 	running map[string]int
 	ours    map[string]bool // releases on which this process has run an operation
@@ -54,19 +54,20 @@ type operations struct {
 	electedAt time.Time
 }
 
-func newOperations() *operations {
-	return &operations{running: map[string]int{}, ours: map[string]bool{}}
+// NewOperations tracks no operation yet, and leads not yet (Elected).
+func NewOperations() *Operations {
+	return &Operations{running: map[string]int{}, ours: map[string]bool{}}
 }
 
-// elected records that this process leads from now on.
-func (o *operations) elected(at time.Time) {
+// Elected records that this process leads from now on: Setup calls it once elected.
+func (o *Operations) Elected(at time.Time) {
 	o.mu.Lock()
 	o.electedAt = at
 	o.mu.Unlock()
 }
 
 // start records an operation on a release until the returned func is called.
-func (o *operations) start(key string) (done func()) {
+func (o *Operations) start(key string) (done func()) {
 	o.mu.Lock()
 	o.running[key]++
 	o.ours[key] = true
@@ -80,14 +81,14 @@ func (o *operations) start(key string) (done func()) {
 	}
 }
 
-func (o *operations) isRunning(key string) bool {
+func (o *Operations) isRunning(key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.running[key] > 0
 }
 
 // forget drops what is known of a release that is gone.
-func (o *operations) forget(key string) {
+func (o *Operations) forget(key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.running[key] == 0 {
@@ -98,7 +99,7 @@ func (o *operations) forget(key string) {
 // mayRepair reports whether the pending revision rel of the release key is abandoned: no
 // operation of this process runs on it, and its operation was this process's own, or began
 // before this process became the leader (or long enough ago, see staleAfter).
-func (o *operations) mayRepair(key string, rel *release.Release, now time.Time) bool {
+func (o *Operations) mayRepair(key string, rel *release.Release, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.electedAt.IsZero() || o.running[key] > 0 {
@@ -113,7 +114,7 @@ func (o *operations) mayRepair(key string, rel *release.Release, now time.Time) 
 
 // withPendingRepair hands out action clients that repair pending releases (see
 // repairingClient).
-func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.EventRecorder, ops *operations) helmclient.ActionClientGetter {
+func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.EventRecorder, ops *Operations) helmclient.ActionClientGetter {
 	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return repairingClient{ActionInterface: c, obj: cr, recorder: recorder, ops: ops}
 	})
@@ -142,17 +143,17 @@ func withPendingRepair(getter helmclient.ActionClientGetter, recorder record.Eve
 // before it can expire, and a new leader is elected only once it has expired). A revision
 // found pending by the leader is thus either its own operation still running, or one left by
 // a manager that is gone or by an operation of its own that has ended without recording its
-// outcome. The first case is told apart in the process (operations): reconciles of one CR
+// outcome. The first case is told apart in the process (Operations): reconciles of one CR
 // never run at once, and each reconciler sees only its own chart's releases (releaseguard.New,
 // which this wraps), but the check does not rely on either. Only revisions the operator
 // wrote are ever seen (signed records), and only those an operation could no longer be
-// running on are repaired (see operations.mayRepair). Without leader election nothing is
+// running on are repaired (see Operations.mayRepair). Without leader election nothing is
 // repaired: another manager's live operation could not be told from a dead one.
 type repairingClient struct {
 	helmclient.ActionInterface
 	obj      client.Object // the CR: a release lives in its CR's namespace
 	recorder record.EventRecorder
-	ops      *operations
+	ops      *Operations
 }
 
 // Get returns the last revision of the release, repaired first if it was left pending. A
@@ -183,7 +184,7 @@ func (c repairingClient) markFailed(rel *release.Release) (*release.Release, err
 	return &fixed, nil
 }
 
-// Install and Upgrade record their operation while it runs (see operations). When one
+// Install and Upgrade record their operation while it runs (see Operations). When one
 // fails, the revisions it leaves pending are repaired at once: helm-operator-plugins rolls a
 // failed upgrade back to a new revision, so a revision whose outcome could not be recorded
 // (the apiserver or etcd lost mid-operation) ends below the last one, where the repair on Get

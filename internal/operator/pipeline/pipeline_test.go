@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,20 +51,20 @@ func (s *statusWrites) Update(context.Context, client.Object, ...client.SubResou
 
 // testPipeline is the pipeline of AppServices (chart appservice), as Setup makes it, with a
 // recorder and a status client to look at. ops leads, so that the pending repair may act.
-func testPipeline() (pipeline, *record.FakeRecorder, *statusWrites) {
+func testPipeline() (Pipeline, *record.FakeRecorder, *statusWrites) {
 	rec := record.NewFakeRecorder(20)
 	status := &statusWrites{}
 	c := &chart.Chart{Metadata: &chart.Metadata{Name: "appservice"}}
-	gate := newKindRollout(schema.GroupVersionKind{Kind: "AppService"}, nil, rollout.Policy{AllAtOnce: true}, c, nil, rec, nil)
-	return pipeline{chart: c, gate: gate, locks: releases.NewKeyedMutex(),
-		ops: leaderOperations(), recorder: rec, status: status, outcomes: outcomes.New(), metrics: metrics.NewFleet(0), versions: releases.NewVersions()}, rec, status
+	gate := fixedGate{carried: rollout.NewCarried(rollout.Digest(c)), admit: true} // a rollout all at once
+	return Pipeline{Chart: c, Gate: gate, Locks: releases.NewKeyedMutex(),
+		Ops: leaderOperations(), Recorder: rec, Status: status, Outcomes: outcomes.New(), Metrics: metrics.NewFleet(0), Versions: releases.NewVersions()}, rec, status
 }
 
 // clientFor is the action client a reconciler of p gets for cr over engine, built as Setup
 // builds it.
-func clientFor(t *testing.T, p pipeline, engine helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
+func clientFor(t *testing.T, p Pipeline, engine helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 	t.Helper()
-	c, err := p.build(actiontest.EngineOf(engine)).ActionClientFor(context.Background(), cr)
+	c, err := p.Build(actiontest.EngineOf(engine)).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +72,8 @@ func clientFor(t *testing.T, p pipeline, engine helmclient.ActionInterface, cr c
 }
 
 // lastFailure is the failure outcomes last counted for the AppService x, "" if none.
-func lastFailure(p pipeline) string {
-	o, ok := p.outcomes.Get(types.NamespacedName{Namespace: "team-a", Name: "x"}, "")
+func lastFailure(p Pipeline) string {
+	o, ok := p.Outcomes.Get(types.NamespacedName{Namespace: "team-a", Name: "x"}, "")
 	if !ok || o.Failures == 0 {
 		return ""
 	}
@@ -154,9 +153,9 @@ func TestPipelineOrder(t *testing.T) {
 		do   func() error
 	}{
 		{"get", func() error { _, err := c.Get("x"); return err }},
-		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.chart, nil, dryRun); return err }},
-		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.chart, nil); return err }},
-		{"install", func() error { _, err := c.Install("x", "team-a", p.chart, nil); return err }},
+		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.Chart, nil, dryRun); return err }},
+		{"upgrade", func() error { _, err := c.Upgrade("x", "team-a", p.Chart, nil); return err }},
+		{"install", func() error { _, err := c.Install("x", "team-a", p.Chart, nil); return err }},
 		{"reconcile", func() error { return c.Reconcile(f.Rel) }},
 		{"uninstall", func() error { _, err := c.Uninstall("x"); return err }},
 	} {
@@ -201,7 +200,7 @@ func TestPipelineGuardActsFirst(t *testing.T) {
 		t.Errorf("outcomes: failure %q, want %s", got, statuscontract.ReasonReleaseLookupFailed)
 	}
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
-	if _, err := c.Upgrade("x", "team-a", p.chart, nil, dryRun); !errors.As(err, &foreign) {
+	if _, err := c.Upgrade("x", "team-a", p.Chart, nil, dryRun); !errors.As(err, &foreign) {
 		t.Errorf("dry-run Upgrade: %v, want a foreign release error", err)
 	}
 	if got := lastFailure(p); got != "DryRunFailed" {
@@ -242,7 +241,7 @@ func TestPipelineLayersAct(t *testing.T) {
 		f := actiontest.Failing(errors.New("boom"), nil)
 		f.Cfg = &action.Configuration{Releases: storage.Init(driver.NewMemory())} // the repair reads the history
 		c := clientFor(t, p, f, actiontest.AppServiceCR())
-		if _, err := c.Install("x", "team-a", p.chart, nil); err == nil {
+		if _, err := c.Install("x", "team-a", p.Chart, nil); err == nil {
 			t.Fatal("Install: no error")
 		}
 		if got := actiontest.Events(rec); len(got) != 1 || got[0] != "Warning InstallFailed installing release x: boom" {
@@ -286,7 +285,7 @@ func TestPipelineLayersAct(t *testing.T) {
 		broken := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 			return nil, errors.New("no signing key")
 		})
-		if _, err := p.build(broken).ActionClientFor(context.Background(), actiontest.AppServiceCR()); err == nil {
+		if _, err := p.Build(broken).ActionClientFor(context.Background(), actiontest.AppServiceCR()); err == nil {
 			t.Fatal("ActionClientFor: no error")
 		}
 		if got := lastFailure(p); got != "ErrorGettingClient" {
@@ -319,14 +318,14 @@ func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-stopped })
 
 	p, rec, _ := testPipeline()
-	p.journal = journal
+	p.Journal = journal
 	engine := &actiontest.FakeActions{Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
 	ac := clientFor(t, p, engine, cr)
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
 	for _, call := range []func() error{
-		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil, dryRun); return err },
-		func() error { _, err := ac.Install("x", "team-a", p.chart, nil); return err },
-		func() error { _, err := ac.Upgrade("x", "team-a", p.chart, nil); return err },
+		func() error { _, err := ac.Upgrade("x", "team-a", p.Chart, nil, dryRun); return err },
+		func() error { _, err := ac.Install("x", "team-a", p.Chart, nil); return err },
+		func() error { _, err := ac.Upgrade("x", "team-a", p.Chart, nil); return err },
 	} {
 		err := call()
 		if f, ok := refusal.Of(err); !ok || f.Reason != statuscontract.ReasonQuarantined || !f.Terminal ||
@@ -337,7 +336,7 @@ func TestRenderJournalLayerRefusesQuarantined(t *testing.T) {
 	if len(engine.Calls) != 0 {
 		t.Errorf("Helm was called: %v", engine.Calls)
 	}
-	e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+	e, _ := p.Outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
 	if e.Failure.Reason != statuscontract.ReasonQuarantined || !e.Failure.Terminal {
 		t.Errorf("outcome %+v, want a terminal Quarantined", e.Failure)
 	}

@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 

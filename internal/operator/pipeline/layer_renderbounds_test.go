@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"errors"
@@ -31,9 +31,9 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(checker.Close)
-	p.renders = checker
-	p.chart.Metadata.Version = "0.1.0"
-	p.chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte(
+	p.Renders = checker
+	p.Chart.Metadata.Version = "0.1.0"
+	p.Chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte(
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {v: {{ tpl (toString .Values.extra) . | quote }}}\n")}}
 	dryRun := func(u *action.Upgrade) error { u.DryRun = true; return nil }
 
@@ -48,9 +48,9 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 		c := clientFor(t, p, engine, cr)
 		vals := map[string]any{"extra": tc.extra}
 		for _, call := range []func() error{
-			func() error { _, err := c.Upgrade("x", "team-a", p.chart, vals, dryRun); return err },
-			func() error { _, err := c.Install("x", "team-a", p.chart, vals); return err },
-			func() error { _, err := c.Upgrade("x", "team-a", p.chart, vals); return err },
+			func() error { _, err := c.Upgrade("x", "team-a", p.Chart, vals, dryRun); return err },
+			func() error { _, err := c.Install("x", "team-a", p.Chart, vals); return err },
+			func() error { _, err := c.Upgrade("x", "team-a", p.Chart, vals); return err },
 		} {
 			err := call()
 			if !errors.Is(err, reconcile.TerminalError(nil)) || !strings.Contains(err.Error(), "--render-") {
@@ -60,7 +60,7 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 		if len(engine.Calls) != 0 {
 			t.Errorf("%s bomb: Helm was called: %v", tc.name, engine.Calls)
 		}
-		e, _ := p.outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
+		e, _ := p.Outcomes.Get(client.ObjectKeyFromObject(cr), cr.GetUID())
 		if e.Failure.Reason != tc.reason || !e.Failure.Terminal {
 			t.Errorf("%s bomb: outcome %+v, want a terminal %s", tc.name, e.Failure, tc.reason)
 		}
@@ -72,7 +72,7 @@ func TestRenderBoundsRefuseThroughThePipeline(t *testing.T) {
 
 	engine := &actiontest.FakeActions{Cfg: &action.Configuration{Releases: storage.Init(driver.NewMemory())}}
 	c := clientFor(t, p, engine, actiontest.AppServiceCR())
-	if _, err := c.Install("x", "team-a", p.chart, map[string]any{"extra": "{{ .Release.Name }}"}); err != nil {
+	if _, err := c.Install("x", "team-a", p.Chart, map[string]any{"extra": "{{ .Release.Name }}"}); err != nil {
 		t.Fatalf("a CR of sane values: %v", err)
 	}
 	if len(engine.Calls) != 1 {

@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func liveObjects(replicas int64) []client.Object {
 func TestDriftLayer(t *testing.T) {
 	rel := &release.Release{Name: "m", Namespace: "ns", Manifest: driftManifest}
 	cr := func() *unstructured.Unstructured {
-		u := memcached(nil)
+		u := actiontest.Memcached(nil)
 		u.SetNamespace("ns")
 		u.SetName("m")
 		return u
@@ -138,7 +138,7 @@ func TestDriftLayer(t *testing.T) {
 	t.Run("report", func(t *testing.T) {
 		report := drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil)
 		obj := cr()
-		engine, evs, status, err := run(report, readerWith(liveObjects(5)...), obj)
+		engine, evs, status, err := run(report, actiontest.ReaderWith(liveObjects(5)...), obj)
 		if err != nil || engine.repaired != nil {
 			t.Fatalf("Reconcile: %v, repaired %v; want no repair", err, engine.repaired)
 		}
@@ -151,7 +151,7 @@ func TestDriftLayer(t *testing.T) {
 		}
 
 		// The same drift again: the Event (the recorder counts it), no new status write.
-		_, _, status, _ = run(report, readerWith(liveObjects(5)...), obj)
+		_, _, status, _ = run(report, actiontest.ReaderWith(liveObjects(5)...), obj)
 		if status.updates != 0 {
 			t.Errorf("the same drift wrote the status again")
 		}
@@ -164,13 +164,13 @@ func TestDriftLayer(t *testing.T) {
 		}
 	})
 	t.Run("report, a missing object", func(t *testing.T) {
-		_, evs, _, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil), readerWith(liveObjects(3)[1]), cr())
+		_, evs, _, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil), actiontest.ReaderWith(liveObjects(3)[1]), cr())
 		if err != nil || len(evs) != 1 || !strings.HasSuffix(evs[0], ": Service m: missing") {
 			t.Errorf("Reconcile: %v, events %q; want the Service reported missing", err, evs)
 		}
 	})
 	t.Run("report, no drift, never drifted", func(t *testing.T) {
-		_, evs, status, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil), readerWith(liveObjects(3)...), cr())
+		_, evs, status, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Report}, nil), actiontest.ReaderWith(liveObjects(3)...), cr())
 		if err != nil || len(evs) != 0 || status.updates != 0 {
 			t.Errorf("Reconcile: %v, events %q, %d status writes; want nothing", err, evs, status.updates)
 		}

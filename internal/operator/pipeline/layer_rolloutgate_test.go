@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // chartHistory is an engine with a release history that records the chart and values of
@@ -33,28 +34,22 @@ func (h *chartHistory) Upgrade(_, _ string, c *chart.Chart, vals map[string]any,
 	return h.revs[len(h.revs)-1], nil
 }
 
-func memcachedChart(version, defaultSize string) *chart.Chart {
-	return &chart.Chart{Metadata: &chart.Metadata{Name: "memcached", Version: version},
-		Values:    map[string]any{"size": defaultSize},
-		Templates: []*chart.File{{Name: "templates/d.yaml", Data: []byte(version)}}}
-}
-
 // fixedGate admits and rolls back as told.
 type fixedGate struct {
 	carried     *rollout.Carried
 	admit, back bool
 }
 
-func (g fixedGate) carries(c *chart.Chart) bool  { return g.carried.Is(c) }
-func (g fixedGate) admits(client.Object) bool    { return g.admit }
-func (g fixedGate) rollsBack(client.Object) bool { return g.back }
+func (g fixedGate) Carries(c *chart.Chart) bool  { return g.carried.Is(c) }
+func (g fixedGate) Admits(client.Object) bool    { return g.admit }
+func (g fixedGate) RollsBack(client.Object) bool { return g.back }
 
 // The gate passes the carried chart on when the rollout admits the CR, else upgrades with
 // the release's own chart and the CR's spec as values (not the reconciler's, merged with the
 // carried chart's defaults); a CR to roll back gets the chart of its last revision on
 // another chart.
 func TestRolloutGate(t *testing.T) {
-	v1, v2 := memcachedChart("1.0.0", "old-default"), memcachedChart("2.0.0", "new-default")
+	v1, v2 := actiontest.MemcachedChart("1.0.0", "old-default"), actiontest.MemcachedChart("2.0.0", "new-default")
 	cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(5)}}}
 	// The reconciler's values: the spec merged with the carried chart's defaults.
 	reconcilerVals := map[string]any{"size": int64(5), "extra": "new-default"}

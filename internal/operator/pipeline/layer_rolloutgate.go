@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
@@ -13,20 +13,21 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
-// chartGate is the rollout controller of a kind as the rollout gate asks it (rollout_controller.go).
-type chartGate interface {
-	// carries reports whether c is the chart the operator carries for the kind.
-	carries(c *chart.Chart) bool
-	// admits reports whether cr may move to the carried chart now.
-	admits(cr client.Object) bool
-	// rollsBack reports whether cr failed on the carried chart and goes back to the one it
+// Gate is the rollout controller of a kind as the rollout gate asks it (rollout_controller.go),
+// exported for setupKind, which hands the kind's rollout controller to its pipeline.
+type Gate interface {
+	// Carries reports whether c is the chart the operator carries for the kind.
+	Carries(c *chart.Chart) bool
+	// Admits reports whether cr may move to the carried chart now.
+	Admits(cr client.Object) bool
+	// RollsBack reports whether cr failed on the carried chart and goes back to the one it
 	// had before.
-	rollsBack(cr client.Object) bool
+	RollsBack(cr client.Object) bool
 }
 
 // withRolloutGate hands out action clients that upgrade a release to the chart the operator
 // carries only when the kind's rollout admits the CR (see gatedClient).
-func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate, o *outcomes.Store) helmclient.ActionClientGetter {
+func withRolloutGate(getter helmclient.ActionClientGetter, gate Gate, o *outcomes.Store) helmclient.ActionClientGetter {
 	return actionclient.Wrap(getter, func(c helmclient.ActionInterface, cr client.Object) helmclient.ActionInterface {
 		return gatedClient{ActionInterface: c, cr: cr, gate: gate, outcomes: o}
 	})
@@ -47,20 +48,20 @@ func withRolloutGate(getter helmclient.ActionClientGetter, gate chartGate, o *ou
 type gatedClient struct {
 	helmclient.ActionInterface
 	cr       client.Object
-	gate     chartGate
+	gate     Gate
 	outcomes *outcomes.Store // the values the visit translated; nil: the spec's
 }
 
 func (c gatedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	rollsBack := c.gate.rollsBack(c.cr)
-	if !c.gate.carries(chrt) || (c.gate.admits(c.cr) && !rollsBack) {
+	rollsBack := c.gate.RollsBack(c.cr)
+	if !c.gate.Carries(chrt) || (c.gate.Admits(c.cr) && !rollsBack) {
 		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	}
 	cur, err := c.ActionInterface.Get(name)
 	if err != nil || cur.Chart == nil {
 		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	}
-	onCarried := c.gate.carries(cur.Chart)
+	onCarried := c.gate.Carries(cur.Chart)
 	switch {
 	case !onCarried:
 		// Held back, or failed and back on its chart: it stays on the chart it has.
@@ -84,7 +85,7 @@ func (c gatedClient) previousChart(name string) *chart.Chart {
 	}
 	var prev *release.Release
 	for _, r := range revs {
-		if r.Chart != nil && !c.gate.carries(r.Chart) && (prev == nil || r.Version > prev.Version) {
+		if r.Chart != nil && !c.gate.Carries(r.Chart) && (prev == nil || r.Version > prev.Version) {
 			prev = r
 		}
 	}

@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestNeedsRepair(t *testing.T) {
 
 // repairing is the action client the reconciler of AppServices gets: the repair over the
 // release guard over f.
-func repairing(t *testing.T, f *actiontest.StoreActions, ops *operations) (helmclient.ActionInterface, *record.FakeRecorder) {
+func repairing(t *testing.T, f *actiontest.StoreActions, ops *Operations) (helmclient.ActionInterface, *record.FakeRecorder) {
 	t.Helper()
 	rec := record.NewFakeRecorder(10)
 	base := helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
@@ -200,9 +200,9 @@ func TestFailedUpgradeRepairsPendingHistory(t *testing.T) {
 }
 
 // leaderOperations are the operations of a process that has led since now.
-func leaderOperations() *operations {
-	ops := newOperations()
-	ops.elected(time.Now())
+func leaderOperations() *Operations {
+	ops := NewOperations()
+	ops.Elected(time.Now())
 	return ops
 }
 
@@ -214,13 +214,13 @@ func TestMayRepair(t *testing.T) {
 	}
 	key := releases.Key("t1", "x")
 
-	noElection := newOperations()
+	noElection := NewOperations()
 	if noElection.mayRepair(key, pending(time.Hour), now) {
 		t.Error("repaired without leader election")
 	}
 
-	ops := newOperations()
-	ops.elected(now.Add(-time.Minute))
+	ops := NewOperations()
+	ops.Elected(now.Add(-time.Minute))
 	if !ops.mayRepair(key, pending(2*time.Minute), now) {
 		t.Error("a revision begun before this process led was not repaired")
 	}

@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"context"
@@ -37,15 +37,6 @@ func poolCR(deleted bool) *unstructured.Unstructured {
 	return cr
 }
 
-// poolOwner are the annotations the helm-operator and Helm put on a cluster-scoped object of
-// the WarpdrivePool team-a/x's release.
-func poolOwner() map[string]string {
-	return map[string]string{
-		ownership.OwnerNameAnnotation: "team-a/x", ownership.OwnerTypeAnnotation: "WarpdrivePool.tos.transwarp.io",
-		ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a",
-	}
-}
-
 // sweeping is the orphan sweep over an engine that finds no release, for a chart that
 // declares StorageClasses, in a cluster holding objs.
 func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...client.Object) (helmclient.ActionInterface, client.Client, *record.FakeRecorder) {
@@ -60,7 +51,7 @@ func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...c
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	rec := record.NewFakeRecorder(10)
 	f := &actiontest.FakeActions{Errs: map[string]error{"uninstall": driver.ErrReleaseNotFound}}
-	objects := clusterObjects{kinds: []schema.GroupKind{actiontest.StorageClassGVK.GroupKind()}, mapper: mapper, reader: c, writer: c}
+	objects := ClusterObjects{Kinds: []schema.GroupKind{actiontest.StorageClassGVK.GroupKind()}, Mapper: mapper, Reader: c, Writer: c}
 	ac, err := withOrphanSweep(actiontest.EngineOf(f), objects, rec).ActionClientFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +63,10 @@ func sweeping(t *testing.T, cr client.Object, funcs interceptor.Funcs, objs ...c
 // deleted with an Event, StorageClasses of other owners are left, and the reconciler still
 // gets "release not found" (so it removes the finalizer).
 func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
-	foreign := poolOwner()
+	foreign := actiontest.PoolOwner()
 	foreign[ownership.OwnerTypeAnnotation] = "AppService.appcontroller.k8s.io"
 	c, cl, rec := sweeping(t, poolCR(true), interceptor.Funcs{},
-		actiontest.StorageClass("pool-x", poolOwner()), actiontest.StorageClass("foreign", foreign), actiontest.StorageClass("unannotated", nil))
+		actiontest.StorageClass("pool-x", actiontest.PoolOwner()), actiontest.StorageClass("foreign", foreign), actiontest.StorageClass("unannotated", nil))
 
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Uninstall: %v, want release not found", err)
@@ -100,7 +91,7 @@ func TestSweepDeletesOwnedClusterObjects(t *testing.T) {
 // Nothing is swept while the CR lives; a failure to sweep keeps the finalizer (an error) so
 // that the uninstall is retried.
 func TestSweepOnlyWhenReleaseGoneAndCRDeleted(t *testing.T) {
-	c, cl, _ := sweeping(t, poolCR(false), interceptor.Funcs{}, actiontest.StorageClass("pool-x", poolOwner()))
+	c, cl, _ := sweeping(t, poolCR(false), interceptor.Funcs{}, actiontest.StorageClass("pool-x", actiontest.PoolOwner()))
 	if _, err := c.Uninstall("x"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("CR not deleted: Uninstall: %v, want release not found and no sweep", err)
 	}

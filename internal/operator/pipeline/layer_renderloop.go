@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	"crypto/sha256"

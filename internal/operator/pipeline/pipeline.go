@@ -1,4 +1,4 @@
-package operator
+package pipeline
 
 import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
@@ -16,15 +16,15 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 )
 
-// pipeline is what the helm reconciler of one kind calls to run Helm: the Helm engine
-// (newHelmEngine) under a chain of layers, each an action client that embeds the one below
+// Pipeline is what the helm reconciler of one kind calls to run Helm: the Helm engine
+// (NewHelmEngine) under a chain of layers, each an action client that embeds the one below
 // and overrides a few of its calls. Its fields are what the layers share with the rest of
 // the operator.
 //
 // The layers, from the engine outwards (layers lists them in this order; the reconciler
 // calls the last, and each call goes down the chain and its result comes back up):
 //
-//  0. engine (newHelmEngine, trustedconfig/): helm-operator-plugins'
+//  0. engine (NewHelmEngine, trustedconfig/): helm-operator-plugins'
 //     action client over Helm's actions. Release records are signed: Helm reads only the
 //     operator's own, and the records it refused are collected for the record report. The
 //     Kubernetes client is confined to the release's namespace and the cluster-scoped kinds
@@ -119,7 +119,7 @@ import (
 //     layer, and a failed Get (but for "no release"), Install, Upgrade (a failed dry run as
 //     DryRunFailed) or Reconcile, is counted in outcomes, from which the readiness
 //     controller writes Ready, Reconciling and Stalled; Uninstall is not counted. Successes
-//     are counted by the reconciler's post-hook (recordSuccess), which runs only once the
+//     are counted by the reconciler's post-hook (RecordSuccess), which runs only once the
 //     whole visit has succeeded.
 //
 //  14. release versions (versionRecordingClient, layer_releaseversions.go), outermost. Every release
@@ -157,90 +157,90 @@ import (
 //	    it does not:  Reconcile (repairs drifted objects): drift: ignored fields are not
 //	                  repaired, or nothing is and drift is reported, or nothing at all;
 //	                  events: Warning ReconcileFailed; outcomes: failure
-//	success           the post-hook recordSuccess counts it in outcomes
+//	success           the post-hook RecordSuccess counts it in outcomes
 //
 // The outcomes are turned into Ready, Reconciling and Stalled by the readiness controller
 // (readiness_controller.go).
 //
 // The tests in pipeline_test.go build this chain over a fake engine and check the order,
 // and that the guard refuses another chart's release before the layers over it act.
-type pipeline struct {
-	chart    *chart.Chart
-	gate     chartGate              // the kind's chart rollout (rollout_controller.go)
-	locks    *releases.KeyedMutex   // one lock per release name, shared by every kind
-	ops      *operations            // Helm operations of this process, shared by every kind
-	recorder record.EventRecorder   // the kind's reconciler's, so that Events share its source
-	status   client.StatusClient    // writes the record report's condition
-	outcomes *outcomes.Store        // the kind's, read by its readiness controller
-	metrics  *metrics.Fleet         // the manager's per-CR series (internal/operator/metrics)
-	versions *releases.Versions     // the releases handed out, shared by every kind, read by the status writer
-	cluster  clusterObjects         // where the orphan sweep looks: the chart's cluster-scoped kinds
-	drift    drift.Policy           // what the kind's drift repair leaves alone (docs/drift.md)
-	live     client.Reader          // the release's objects as the API server has them, for drift reports and proof of ownership
-	renders  *renderbound.Checker   // renders each new chart and values in a limited worker first; nil: off
-	journal  *renderjournal.Journal // what is being rendered, for the quarantine (renderjournal.go); nil: off
-	// guard is what the release guard checks of a release it cannot prove the operator's;
-	// its live is the pipeline's live.
-	guard releaseguard.Checks
+type Pipeline struct {
+	Chart    *chart.Chart
+	Gate     Gate                   // the kind's chart rollout (rollout_controller.go)
+	Locks    *releases.KeyedMutex   // one lock per release name, shared by every kind
+	Ops      *Operations            // Helm operations of this process, shared by every kind
+	Recorder record.EventRecorder   // the kind's reconciler's, so that Events share its source
+	Status   client.StatusClient    // writes the record report's condition
+	Outcomes *outcomes.Store        // the kind's, read by its readiness controller
+	Metrics  *metrics.Fleet         // the manager's per-CR series (internal/operator/metrics)
+	Versions *releases.Versions     // the releases handed out, shared by every kind, read by the status writer
+	Cluster  ClusterObjects         // where the orphan sweep looks: the chart's cluster-scoped kinds
+	Drift    drift.Policy           // what the kind's drift repair leaves alone (docs/drift.md)
+	Live     client.Reader          // the release's objects as the API server has them, for drift reports and proof of ownership
+	Renders  *renderbound.Checker   // renders each new chart and values in a limited worker first; nil: off
+	Journal  *renderjournal.Journal // what is being rendered, for the quarantine (renderjournal.go); nil: off
+	// Guard is what the release guard checks of a release it cannot prove the operator's;
+	// its Live is the pipeline's Live.
+	Guard releaseguard.Checks
 }
 
 // layers are the pipeline's layers, from the engine outwards (see pipeline).
-func (p pipeline) layers() []layer {
+func (p Pipeline) layers() []layer {
 	return []layer{
 		{"render bounds", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRenderBounds(g, p.renders)
+			return withRenderBounds(g, p.Renders)
 		}},
 		{"render journal", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return renderjournal.With(g, p.journal)
+			return renderjournal.With(g, p.Journal)
 		}},
 		{"redaction", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRedaction(g, p.outcomes)
+			return withRedaction(g, p.Outcomes)
 		}},
 		{"release guard", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			checks := p.guard
-			checks.Live = p.live
-			return releaseguard.New(g, p.chart, p.locks, checks)
+			checks := p.Guard
+			checks.Live = p.Live
+			return releaseguard.New(g, p.Chart, p.Locks, checks)
 		}},
 		{"render loop", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRenderLoopGuard(g, p.outcomes)
+			return withRenderLoopGuard(g, p.Outcomes)
 		}},
 		{"rollout gate", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRolloutGate(g, p.gate, p.outcomes)
+			return withRolloutGate(g, p.Gate, p.Outcomes)
 		}},
 		{"pending repair", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withPendingRepair(g, p.recorder, p.ops)
+			return withPendingRepair(g, p.Recorder, p.Ops)
 		}},
 		{"orphan sweep", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withOrphanSweep(g, p.cluster, p.recorder)
+			return withOrphanSweep(g, p.Cluster, p.Recorder)
 		}},
 		{"hook cleanup", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withHookCleanup(g, p.recorder)
+			return withHookCleanup(g, p.Recorder)
 		}},
 		{"drift", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withDrift(g, p.drift, p.live, p.recorder, p.status)
+			return withDrift(g, p.Drift, p.Live, p.Recorder, p.Status)
 		}},
 		{"release events", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withReleaseEvents(g, p.recorder)
+			return withReleaseEvents(g, p.Recorder)
 		}},
 		{"record report", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withRecordReport(g, p.recorder, p.status)
+			return withRecordReport(g, p.Recorder, p.Status)
 		}},
 		{"outcomes", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withOutcomes(g, p.outcomes, p.metrics)
+			return withOutcomes(g, p.Outcomes, p.Metrics)
 		}},
 		{"release versions", func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
-			return withReleaseVersions(g, p.versions)
+			return withReleaseVersions(g, p.Versions)
 		}},
 	}
 }
 
-// build stacks the pipeline's layers over engine: the action client getter the reconciler
+// Build stacks the pipeline's layers over engine: the action client getter the reconciler
 // is given.
-func (p pipeline) build(engine helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+func (p Pipeline) Build(engine helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 	return stack(engine, p.layers())
 }
 
-// newHelmEngine makes the innermost action client getter of one kind, over the trusted
+// NewHelmEngine makes the innermost action client getter of one kind, over the trusted
 // configurations (trustedconfig.Configs): helm-operator-plugins' action client with these
 // options.
 //
@@ -259,7 +259,7 @@ func (p pipeline) build(engine helmclient.ActionClientGetter) helmclient.ActionC
 // render runs `lookup` as install and upgrade do: a chart that generates a password once and
 // looks it up afterwards renders the same manifest again, and is not upgraded at every
 // reconcile. Every render reads through the release's lookup confinement (trustedconfig).
-func newHelmEngine(acg helmclient.ActionConfigGetter, hooks bool) (helmclient.ActionClientGetter, error) {
+func NewHelmEngine(acg helmclient.ActionConfigGetter, hooks bool) (helmclient.ActionClientGetter, error) {
 	noHooks := !hooks
 	return helmclient.NewActionClientGetter(acg,
 		helmclient.AppendInstallOptions(func(i *action.Install) error {
