@@ -19,6 +19,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/values"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
@@ -56,7 +57,7 @@ func main() {
 	flag.IntVar(&opts.MaxCRMetrics, "max-cr-metrics", metrics.DefaultMaxCRMetrics,
 		"CRs whose per-CR series (warpdrive_cr_*, warpdrive_release_*, warpdrive_helm_last_*) are exported at most; "+
 			"past it the unhealthy go first, then the namespaces in turn, and warpdrive_crs_without_series counts the rest (0: all).")
-	flag.IntVar(&opts.MaxSpecValues, "max-spec-values", operator.DefaultMaxSpecValues,
+	flag.IntVar(&opts.MaxSpecValues, "max-spec-values", values.DefaultMaxSpecValues,
 		"Values (objects, lists and scalars of its JSON) a CR's spec may hold: a CR over it is not reconciled, Stalled "+
 			"(SpecTooLarge), and kept in the manager's cache without its spec, so that no tenant's CR costs the manager "+
 			"more memory than this bounds (0: any number). See docs/security.md, \"Open specs\".")

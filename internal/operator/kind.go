@@ -23,6 +23,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/values"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
@@ -35,7 +36,7 @@ type shared struct {
 	period      time.Duration
 	concurrency int
 	history     int
-	maxSpec     int // values a spec may hold (specbound.go)
+	maxSpec     int // values a spec may hold (internal/operator/values)
 	rollouts    rollout.Policies
 	drift       drift.Settings
 
@@ -46,7 +47,7 @@ type shared struct {
 	locks     *releases.KeyedMutex   // one lock per release name
 	manifests *releases.Manifests    // the deployed manifests, for the drift filter
 	metrics   *metrics.Fleet         // the per-CR series
-	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (valuessources.go)
+	sources   cache.Cache            // the metadata of spec.valuesFrom's sources (internal/operator/values)
 	renders   *renderbound.Checker   // the render bounds' workers (layer_renderbounds.go); nil: off
 	journal   *renderjournal.Journal // what the leader renders, for the quarantine (renderjournal.go)
 }
@@ -117,12 +118,12 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 	// What tenants may bring at will, forced reconciles and changes of sources, one budget
 	// per CR (informers.PerCRInterval).
 	budget := &informers.PerCRInterval{}
-	values := &valuesSources{gvk: w.GroupVersionKind, resolver: valuesfrom.Resolver{Reader: mgr.GetAPIReader(), Defaults: w.Chart.Values},
-		sources: s.sources, crs: mgr.GetCache(), outcomes: k.outcomes, maxValues: s.maxSpec, recorder: recorder, wakes: budget}
-	if err := values.setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	sources := &values.Sources{GVK: w.GroupVersionKind, Resolver: valuesfrom.Resolver{Reader: mgr.GetAPIReader(), Defaults: w.Chart.Values},
+		Cached: s.sources, CRs: mgr.GetCache(), Outcomes: k.outcomes, MaxValues: s.maxSpec, Recorder: recorder, Wakes: budget}
+	if err := sources.Setup(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index of spec.valuesFrom of %s: %w", w.GroupVersionKind, err)
 	}
-	k.rollout.sources, k.rollout.orderKey = values, s.configs.RolloutOrderKey
+	k.rollout.sources, k.rollout.orderKey = sources, s.configs.RolloutOrderKey
 	driftPolicy := drift.NewPolicy(s.drift.For(w.GroupVersionKind.Kind), mgr.GetAPIReader())
 	getter := pipeline.Pipeline{Chart: w.Chart, Gate: k.rollout, Locks: s.locks, Ops: s.ops, Status: s.status,
 		Outcomes: k.outcomes, Metrics: s.metrics, Versions: s.versions, Cluster: cluster, Recorder: recorder,
@@ -132,7 +133,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
 		reconciler.WithOverrideValues(w.OverrideValues),
-		reconciler.WithValueTranslator(values),
+		reconciler.WithValueTranslator(sources),
 		reconciler.WithSelector(*w.Selector),
 		// The stock run command passes watchDependentResources itself here, so its
 		// default (true) turns the watches off and drift waits for the periodic pass.
@@ -145,8 +146,8 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
 		reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
 		// The CRs over the spec bound are refused at the reconciler's first read.
-		reconciler.WithClient(specBoundClient{Client: s.status, cached: mgr.GetCache(), limit: s.maxSpec,
-			outcomes: k.outcomes, recorder: recorder}),
+		reconciler.WithClient(values.BoundClient{Client: s.status, Cached: mgr.GetCache(), Limit: s.maxSpec,
+			Outcomes: k.outcomes, Recorder: recorder}),
 		reconciler.WithActionClientGetter(getter),
 		reconciler.WithPostHook(pipeline.RecordSuccess(k.outcomes)),
 		reconciler.WithPauseReconcileHandler(pauseHandler(k.outcomes)),
@@ -157,7 +158,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 			if err := c.Watch(k.rollout.wakeSource()); err != nil { // the CRs the rollout admits
 				return err
 			}
-			return values.watch(c) // the CRs whose values' sources changed
+			return sources.Watch(c) // the CRs whose values' sources changed
 		}),
 	)
 	if err != nil {
@@ -168,7 +169,7 @@ func setupKind(mgr ctrl.Manager, w watches.Watch, policy trustedconfig.KindPolic
 		return nil, fmt.Errorf("controller for %s: %w", w.GroupVersionKind, err)
 	}
 	k.readiness = &readinessReconciler{reader: mgr.GetCache(), client: mgr.GetClient(), gvk: w.GroupVersionKind,
-		selector: selector, outcomes: k.outcomes, rollout: k.rollout, sources: values, metrics: s.metrics, now: metav1.Now}
+		selector: selector, outcomes: k.outcomes, rollout: k.rollout, sources: sources, metrics: s.metrics, now: metav1.Now}
 	if err := k.readiness.setup(mgr); err != nil {
 		return nil, fmt.Errorf("readiness controller for %s: %w", w.GroupVersionKind, err)
 	}

@@ -9,14 +9,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/values"
 	"transwarp.io/tos/warpdrive-operator/internal/podidentity"
 )
 
 // CacheOptions is the manager's cache (informers.CacheOptions): what the reconcilers read,
 // and no more. A CR whose spec holds more than maxSpecValues values is kept without its spec
-// (boundSpec); 0 keeps every spec.
+// (values.BoundSpec); 0 keeps every spec.
 func CacheOptions(maxSpecValues int) cache.Options {
-	return informers.CacheOptions(func(obj any) { boundSpec(obj, maxSpecValues) })
+	return informers.CacheOptions(func(obj any) { values.BoundSpec(obj, maxSpecValues) })
 }
 
 // DefaultSigningKeyName is the Secret, in the operator's namespace, of the key that signs

@@ -59,6 +59,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/renderjournal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/trustedconfig"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/values"
 	"transwarp.io/tos/warpdrive-operator/internal/renderbound"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 )
@@ -87,7 +88,7 @@ type Options struct {
 	// MaxCRMetrics is how many CRs have per-CR series at most (internal/operator/metrics); 0: all.
 	MaxCRMetrics int
 	// MaxSpecValues is how many values a CR's spec may hold for the CR to be reconciled
-	// (specbound.go); 0: any number. Give the same bound to CacheOptions.
+	// (internal/operator/values); 0: any number. Give the same bound to CacheOptions.
 	MaxSpecValues int
 	// Drift are the drift settings by kind: repair, report or off, and the fields left alone
 	// (drift.Settings, docs/drift.md).
@@ -154,7 +155,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	s.locks = releases.NewKeyedMutex()                                              // one release name, across kinds: see internal/operator/releaseguard
 	s.manifests = releases.NewManifests(s.configs.StoredRelease, versions, s.locks) // for the drift filter: see internal/operator/drift
 	s.metrics = metrics.NewFleet(opts.MaxCRMetrics)                                 // the per-CR series: see internal/operator/metrics
-	if s.sources, err = newSourcesCache(mgr); err != nil {                          // spec.valuesFrom: see valuessources.go
+	if s.sources, err = values.NewSourcesCache(mgr); err != nil {                   // spec.valuesFrom: see internal/operator/values
 		return fmt.Errorf("cache of the sources of spec.valuesFrom: %w", err)
 	}
 	if err := metrics.RegisterFleet(s.metrics); err != nil {

@@ -21,6 +21,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/values"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
@@ -61,9 +62,9 @@ type readinessReconciler struct {
 }
 
 // sourceVersions tells which source of a CR's spec.valuesFrom is not at the version the
-// deployed release was rendered from, applied (valuessources.go).
+// deployed release was rendered from, applied (internal/operator/values).
 type sourceVersions interface {
-	changed(ctx context.Context, cr *unstructured.Unstructured, applied []valuesfrom.Source) string
+	Changed(ctx context.Context, cr *unstructured.Unstructured, applied []valuesfrom.Source) string
 }
 
 // rolloutSource says where a CR stands in its kind's chart rollout.
@@ -162,7 +163,7 @@ func (r *readinessReconciler) sync(ctx context.Context, req reconcile.Request, c
 	}
 	changed := ""
 	if appliedSet {
-		changed = r.sources.changed(ctx, cr, applied)
+		changed = r.sources.Changed(ctx, cr, applied)
 	}
 	want := managerStatus(cr, o, r.now(), r.rollout.status(cr), changed)
 	r.metrics.Observe(r.gvk.Kind, cr, want.conditions, want.chart)
@@ -221,7 +222,7 @@ func managerStatus(cr *unstructured.Unstructured, o outcomes.Outcome, now metav1
 	f.chart = chart
 	if o.AppliedSet {
 		if len(o.Applied) > 0 {
-			f.sources = statusSources(o.Applied)
+			f.sources = values.StatusSources(o.Applied)
 		}
 	} else {
 		f.sources, _, _ = unstructured.NestedSlice(cr.Object, "status", statuscontract.FieldValuesFrom)

@@ -86,7 +86,7 @@ func (noRollout) status(*unstructured.Unstructured) rolloutStatus { return rollo
 
 type unchangedSources struct{}
 
-func (unchangedSources) changed(context.Context, *unstructured.Unstructured, []valuesfrom.Source) string {
+func (unchangedSources) Changed(context.Context, *unstructured.Unstructured, []valuesfrom.Source) string {
 	return ""
 }
 

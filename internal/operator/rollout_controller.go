@@ -171,7 +171,7 @@ func (k *kindRollout) inputsPending(cr *unstructured.Unstructured, conds []metav
 		return false
 	}
 	applied, _ := statusSourcesOf(cr)
-	return k.sources.changed(context.Background(), cr, applied) != ""
+	return k.sources.Changed(context.Background(), cr, applied) != ""
 }
 
 // forgetUnseen drops what was read of the CRs the last plan did not see (deleted ones).

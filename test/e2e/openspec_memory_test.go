@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
-	"transwarp.io/tos/warpdrive-operator/internal/operator"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/values"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -60,7 +60,7 @@ var openSpecShapes = []openSpecShape{
 	{"one string", 50, func(size int) any { return map[string]any{"note": uniqueHex(size)} }, false},
 	// The most values a spec may hold for the manager to deploy it (--max-spec-values, less
 	// room for the sample's own values): the largest cost per CR a tenant can give the manager.
-	{"empty objects at the bound", 20, func(int) any { return emptyObjects(operator.DefaultMaxSpecValues - 1000) }, false},
+	{"empty objects at the bound", 20, func(int) any { return emptyObjects(values.DefaultMaxSpecValues - 1000) }, false},
 	// Before the bound, each of these cost 32 MiB of heap, and 5 took the manager to a peak
 	// of 1,483 MiB. Now refused, and held without their spec.
 	{"empty objects over the bound", 5, func(size int) any { return emptyObjects(size / 3) }, true},

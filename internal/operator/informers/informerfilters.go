@@ -203,7 +203,7 @@ func (h skipStatusUpdates) OnUpdate(oldObj, newObj any) {
 // annotation in a loop would otherwise keep the kind's workers busy for everyone. A request
 // that comes sooner waits out the interval; of those that waited, the latest is passed on.
 // The changes of the sources a CR takes values from draw on the same budget (the operator's
-// valuesSources.wakes): a tenant who alternates both gets no more. It is a variable so that
+// values.Sources.Wakes): a tenant who alternates both gets no more. It is a variable so that
 // tests may shorten it.
 var ForcedInterval = 10 * time.Second
 

@@ -8,7 +8,7 @@
 //
 // The layers of internal/operator write it: the outcomes layer (layer_outcomes.go) counts
 // each failed attempt and the post-hook each success, the pause handler each paused visit;
-// the values of spec.valuesFrom (valuessources.go) record what a visit resolved, and the
+// the values of spec.valuesFrom (internal/operator/values) record what a visit resolved, and the
 // redaction layer (layer_redact.go) takes out of messages the strings it read from Secrets;
 // the render-loop layer (layer_renderloop.go) counts the upgrades from the same inputs; the
 // rollout gate (layer_rolloutgate.go) reads the values a visit translated. The readiness

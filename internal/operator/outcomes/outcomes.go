@@ -109,7 +109,7 @@ func (o *Store) Visited(cr client.Object) {
 
 // Resolved records what the visit in progress made of cr's values: the sources of
 // spec.valuesFrom it read, the strings it read from Secrets, and the values translated
-// (internal/operator/valuessources.go).
+// (internal/operator/values/sources.go).
 func (o *Store) Resolved(cr client.Object, read []valuesfrom.Source, secrets valuesfrom.Redactor, values map[string]any) {
 	o.mu.Lock()
 	e := o.entry(cr)

@@ -42,7 +42,7 @@ func withRolloutGate(getter helmclient.ActionClientGetter, gate Gate, o *outcome
 // with the chart of its last revision on another chart.
 //
 // The values are the CR's own, its spec.valuesFrom merged in as the reconciler's value
-// translator read them in this visit (valuessources.go), not the reconciler's: those are
+// translator read them in this visit (internal/operator/values), not the reconciler's: those are
 // merged with the default values of the carried chart, which would bring the new chart's
 // defaults into the old.
 type gatedClient struct {

@@ -51,7 +51,7 @@ import (
 //     Over the render bounds, so that a quarantined CR costs no worker's render.
 //
 //  3. redaction (redactingClient, layer_redact.go). Every error that quotes a string the
-//     visit in progress read from a Secret of spec.valuesFrom (valuessources.go) has it
+//     visit in progress read from a Secret of spec.valuesFrom (internal/operator/values) has it
 //     replaced by "[redacted]", before any layer above, the reconciler or its log sees it.
 //
 //  4. release guard (internal/operator/releaseguard). Get: another chart's release is a

@@ -1,4 +1,4 @@
-package operator
+package values
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -51,9 +52,9 @@ func TestCountValues(t *testing.T) {
 
 // The cache keeps a CR over the bound without its spec, marked; any other object as it is.
 func TestBoundSpecDropsTheSpecOverTheBound(t *testing.T) {
-	over := memcached(nil)
+	over := actiontest.Memcached(nil)
 	over.Object["spec"] = emptyObjects(100)
-	boundSpec(over, 100)
+	BoundSpec(over, 100)
 	if spec, _ := over.Object["spec"].(map[string]any); len(spec) != 0 {
 		t.Errorf("the spec over the bound is kept: %d keys", len(spec))
 	}
@@ -61,25 +62,25 @@ func TestBoundSpecDropsTheSpecOverTheBound(t *testing.T) {
 		t.Errorf("annotations %v, want %s: 100", over.GetAnnotations(), specOverBoundAnnotation)
 	}
 
-	at := memcached(nil)
+	at := actiontest.Memcached(nil)
 	at.Object["spec"] = emptyObjects(98) // 100 values: the spec, the list and 98 objects
-	boundSpec(at, 100)
+	BoundSpec(at, 100)
 	if n := len(at.Object["spec"].(map[string]any)["note"].([]any)); n != 98 || at.GetAnnotations()[specOverBoundAnnotation] != "" {
 		t.Errorf("a spec at the bound is changed: %d objects left, annotations %v", n, at.GetAnnotations())
 	}
 
 	// The mark is the manager's: written by the CR's author, it is dropped, and the CR is
 	// not refused for it.
-	forged := memcached(nil)
+	forged := actiontest.Memcached(nil)
 	forged.SetAnnotations(map[string]string{specOverBoundAnnotation: "100", "team": "a"})
-	boundSpec(forged, 100)
+	BoundSpec(forged, 100)
 	if a := forged.GetAnnotations(); a[specOverBoundAnnotation] != "" || a["team"] != "a" {
 		t.Errorf("annotations %v of a CR under the bound, want the forged mark dropped and the rest kept", a)
 	}
 
-	unbounded := memcached(nil)
+	unbounded := actiontest.Memcached(nil)
 	unbounded.Object["spec"] = emptyObjects(100)
-	boundSpec(unbounded, 0)
+	BoundSpec(unbounded, 0)
 	if _, ok := unbounded.Object["spec"].(map[string]any)["note"]; !ok {
 		t.Error("a bound of 0 dropped a spec")
 	}
@@ -91,7 +92,7 @@ func TestBoundSpecDropsTheSpecOverTheBound(t *testing.T) {
 func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 	const limit = 100
 	cr := func(name string, objects int) *unstructured.Unstructured {
-		u := memcached(nil)
+		u := actiontest.Memcached(nil)
 		u.SetName(name)
 		u.SetUID(types.UID(name))
 		u.SetGeneration(2)
@@ -99,7 +100,7 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 		return u
 	}
 	deleting := cr("deleting", 500)
-	deleting.SetFinalizers([]string{uninstallFinalizer})
+	deleting.SetFinalizers([]string{"uninstall-helm-release"}) // the reconciler's, which keeps it while it uninstalls
 	deleting.SetDeletionTimestamp(&metav1.Time{Time: metav1.Now().Time})
 	live := []client.Object{cr("small", 10), cr("large", 500), cr("grown", 500), deleting}
 
@@ -110,7 +111,7 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 		if c.GetName() == "grown" {
 			c.Object["spec"] = emptyObjects(1)
 		}
-		boundSpec(c, limit)
+		BoundSpec(c, limit)
 		inCache = append(inCache, c)
 	}
 	liveGets := map[string]int{}
@@ -123,7 +124,7 @@ func TestSpecBoundClientRefusesTheCROverTheBound(t *testing.T) {
 	cache := fake.NewClientBuilder().WithObjects(inCache...).Build()
 	o := outcomes.New()
 	rec := record.NewFakeRecorder(10)
-	c := specBoundClient{Client: apiServer, cached: cache, limit: limit, outcomes: o, recorder: rec}
+	c := BoundClient{Client: apiServer, Cached: cache, Limit: limit, Outcomes: o, Recorder: rec}
 
 	read := func(name string) (*unstructured.Unstructured, error) {
 		u := &unstructured.Unstructured{}
@@ -186,12 +187,12 @@ func TestValuesFromOverTheBoundIsRefused(t *testing.T) {
 	reader := fake.NewClientBuilder().WithObjects(junk, small).Build()
 	o := outcomes.New()
 	rec := record.NewFakeRecorder(10)
-	v := &valuesSources{resolver: valuesfrom.Resolver{Reader: reader}, outcomes: o, maxValues: limit, recorder: rec}
+	v := &Sources{Resolver: valuesfrom.Resolver{Reader: reader}, Outcomes: o, MaxValues: limit, Recorder: rec}
 	for _, tc := range []struct {
 		source  string
 		refused bool
 	}{{"small", false}, {"junk", true}} {
-		cr := memcached(nil)
+		cr := actiontest.Memcached(nil)
 		cr.SetNamespace("ns")
 		cr.SetUID(types.UID(tc.source))
 		cr.Object["spec"] = map[string]any{valuesfrom.Field: []any{map[string]any{"kind": "ConfigMap", "name": tc.source}}}

@@ -1,4 +1,4 @@
-package operator
+package values
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/fairqueue"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -38,22 +39,22 @@ func (c *capturedIndex) IndexField(_ context.Context, _ client.Object, _ string,
 func TestSourceChangesRateLimitedPerCR(t *testing.T) {
 	defer func(d time.Duration) { informers.ForcedInterval = d }(informers.ForcedInterval)
 	informers.ForcedInterval = 200 * time.Millisecond
-	gvk := memcached(nil).GroupVersionKind()
-	v := &valuesSources{gvk: gvk, wakes: &informers.PerCRInterval{}}
+	gvk := actiontest.Memcached(nil).GroupVersionKind()
+	v := &Sources{GVK: gvk, Wakes: &informers.PerCRInterval{}}
 	index := &capturedIndex{}
-	if err := v.setup(context.Background(), index); err != nil {
+	if err := v.Setup(context.Background(), index); err != nil {
 		t.Fatal(err)
 	}
 	var crs []client.Object
 	for _, name := range []string{"a", "b"} {
-		cr := memcached(nil)
+		cr := actiontest.Memcached(nil)
 		cr.SetName(name)
 		cr.Object["spec"] = map[string]any{valuesfrom.Field: []any{map[string]any{"kind": "ConfigMap", "name": "conf"}}}
 		crs = append(crs, cr)
 	}
 	list := &unstructured.Unstructured{}
 	list.SetGroupVersionKind(gvk)
-	v.crs = fake.NewClientBuilder().WithObjects(crs...).WithIndex(list, sourcesIndex, index.fn).Build()
+	v.CRs = fake.NewClientBuilder().WithObjects(crs...).WithIndex(list, sourcesIndex, index.fn).Build()
 
 	h := v.wake(valuesfrom.KindConfigMap)
 	q := fairqueue.New("sources", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())

@@ -1,4 +1,4 @@
-package operator
+package values
 
 import (
 	"context"
@@ -35,13 +35,13 @@ import (
 // (the cache keys the index by namespace too).
 const sourcesIndex = "warpdrive.transwarp.io/valuesFrom"
 
-// newSourcesCache is the cache of the objects CRs take values from, as metadata only: the
+// NewSourcesCache is the cache of the objects CRs take values from, as metadata only: the
 // Secrets labelled chart-readable and every ConfigMap, each kept as its name and version
 // (keepSourceVersion). The manager's own cache holds only the
 // release Secrets (CacheOptions), and caching every Secret of the cluster, data included,
 // would make the manager's memory grow with Secrets no CR uses. A source's data is read from
 // the API server when a CR is rendered (valuesfrom.Resolver).
-func newSourcesCache(mgr ctrl.Manager) (cache.Cache, error) {
+func NewSourcesCache(mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultTransform: keepSourceVersion,
@@ -83,56 +83,56 @@ type leaderless struct{ cache.Cache }
 
 func (leaderless) NeedLeaderElection() bool { return false }
 
-// valuesSources gives the helm reconciler of one kind its values, with spec.valuesFrom
+// Sources gives the helm reconciler of one kind its values, with spec.valuesFrom
 // resolved, and wakes it when a source changes.
-type valuesSources struct {
-	gvk      schema.GroupVersionKind
-	resolver valuesfrom.Resolver // reads the sources from the API server
-	sources  cache.Cache         // their metadata (newSourcesCache)
-	crs      client.Reader       // the manager's cache of the kind, indexed by sourcesIndex
-	outcomes *outcomes.Store     // where each visit's sources and failures go
+type Sources struct {
+	GVK      schema.GroupVersionKind
+	Resolver valuesfrom.Resolver // reads the sources from the API server
+	Cached   cache.Cache         // their metadata (NewSourcesCache)
+	CRs      client.Reader       // the manager's cache of the kind, indexed by sourcesIndex
+	Outcomes *outcomes.Store     // where each visit's sources and failures go
 	// maxValues bounds the values merged from the spec and its sources (--max-spec-values).
-	maxValues int
-	recorder  record.EventRecorder // the reconciler's
+	MaxValues int
+	Recorder  record.EventRecorder // the reconciler's
 	// wakes spaces the reconciles of each CR that its sources' changes bring, on the budget
 	// its forced reconciles draw from too: a tenant who rewrites a source in a loop would
 	// otherwise upgrade the CRs that name it at each version, and keep the kind's workers busy
 	// for everyone.
-	wakes *informers.PerCRInterval
+	Wakes *informers.PerCRInterval
 }
 
 // Translate is the helm reconciler's value translator: the CR's values with its sources
 // merged under them. What the visit read is recorded in outcomes: the sources' versions, for
 // the status once the release is deployed, and the Secrets' strings, which the redacting
 // layer (layer_redact.go) takes out of this visit's errors.
-func (v *valuesSources) Translate(ctx context.Context, cr *unstructured.Unstructured) (chartutil.Values, error) {
-	res, err := v.resolver.Resolve(ctx, cr)
+func (v *Sources) Translate(ctx context.Context, cr *unstructured.Unstructured) (chartutil.Values, error) {
+	res, err := v.Resolver.Resolve(ctx, cr)
 	if err != nil {
 		msg := err.Error() // names the source and why, never its content
-		v.outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonValuesFromFailed, Step: "values", Message: msg})
-		v.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonValuesFromFailed, msg)
+		v.Outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonValuesFromFailed, Step: "values", Message: msg})
+		v.Recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonValuesFromFailed, msg)
 		return nil, err
 	}
-	if v.maxValues > 0 && countValues(res.Values, v.maxValues) > v.maxValues {
+	if v.MaxValues > 0 && countValues(res.Values, v.MaxValues) > v.MaxValues {
 		// The spec is bounded at the reconciler's first read (specbound.go); its sources are
 		// bounded in bytes, and 1 MiB of YAML may hold 300,000 values.
 		msg := fmt.Sprintf("the values of the spec and its %s sources hold more than %d values, the bound of this operator "+
 			"(--max-spec-values): the CR is not reconciled, and its release is left as it is, until they hold fewer",
-			valuesfrom.Field, v.maxValues)
-		// Terminal, as a spec over the bound (specBoundClient.refuse): an edit of the CR or
+			valuesfrom.Field, v.MaxValues)
+		// Terminal, as a spec over the bound (BoundClient.refuse): an edit of the CR or
 		// of a source reconciles it again.
-		v.outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
-		v.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
+		v.Outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
+		v.Recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
 		return nil, reconcile.TerminalError(errors.New(msg))
 	}
-	v.outcomes.Resolved(cr, res.Sources, res.Secrets, res.Values)
+	v.Outcomes.Resolved(cr, res.Sources, res.Secrets, res.Values)
 	return res.Values, nil
 }
 
 // setup indexes the kind's CRs by source, to be called before the manager starts.
-func (v *valuesSources) setup(ctx context.Context, indexer client.FieldIndexer) error {
+func (v *Sources) Setup(ctx context.Context, indexer client.FieldIndexer) error {
 	cr := &unstructured.Unstructured{}
-	cr.SetGroupVersionKind(v.gvk)
+	cr.SetGroupVersionKind(v.GVK)
 	return indexer.IndexField(ctx, cr, sourcesIndex, func(obj client.Object) []string {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -152,11 +152,11 @@ func sourceKey(kind, name string) string { return kind + "/" + name }
 // watch is the helm controller's watch of the sources: a new version of a Secret or a
 // ConfigMap, or one created, labelled or deleted, reconciles the CRs that name it, each at
 // most once every informers.ForcedInterval (wakes).
-func (v *valuesSources) watch(c reconciler.ControllerSetup) error {
+func (v *Sources) Watch(c reconciler.ControllerSetup) error {
 	for _, kind := range []string{valuesfrom.KindSecret, valuesfrom.KindConfigMap} {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
-		src := source.Kind(v.sources, obj, v.wake(kind),
+		src := source.Kind(v.Cached, obj, v.wake(kind),
 			predicate.TypedResourceVersionChangedPredicate[*metav1.PartialObjectMetadata]{})
 		if err := c.Watch(src); err != nil {
 			return fmt.Errorf("watching %ss for spec.valuesFrom: %w", kind, err)
@@ -168,11 +168,11 @@ func (v *valuesSources) watch(c reconciler.ControllerSetup) error {
 // wake is the handler of the sources of kind: it queues the CRs that name the source (crsOf)
 // at once, or when their interval ends (wakes), where the queue merges them into one. That
 // reconcile reads the sources as they are then, so the latest version is applied.
-func (v *valuesSources) wake(kind string) handler.TypedEventHandler[*metav1.PartialObjectMetadata, reconcile.Request] {
+func (v *Sources) wake(kind string) handler.TypedEventHandler[*metav1.PartialObjectMetadata, reconcile.Request] {
 	crsOf := v.crsOf(kind)
 	enqueue := func(ctx context.Context, src *metav1.PartialObjectMetadata, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range crsOf(ctx, src) {
-			if d := v.wakes.Wait(req.NamespacedName, time.Now()); d > 0 {
+			if d := v.Wakes.Wait(req.NamespacedName, time.Now()); d > 0 {
 				q.AddAfter(req, d)
 			} else {
 				q.Add(req)
@@ -192,11 +192,11 @@ func (v *valuesSources) wake(kind string) handler.TypedEventHandler[*metav1.Part
 }
 
 // crsOf maps a source of kind to the CRs of its namespace that name it.
-func (v *valuesSources) crsOf(kind string) handler.TypedMapFunc[*metav1.PartialObjectMetadata, reconcile.Request] {
+func (v *Sources) crsOf(kind string) handler.TypedMapFunc[*metav1.PartialObjectMetadata, reconcile.Request] {
 	return func(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(v.gvk.GroupVersion().WithKind(v.gvk.Kind + "List"))
-		if err := v.crs.List(ctx, list, client.InNamespace(obj.GetNamespace()),
+		list.SetGroupVersionKind(v.GVK.GroupVersion().WithKind(v.GVK.Kind + "List"))
+		if err := v.CRs.List(ctx, list, client.InNamespace(obj.GetNamespace()),
 			client.MatchingFields{sourcesIndex: sourceKey(kind, obj.GetName())}); err != nil {
 			return nil
 		}
@@ -211,7 +211,7 @@ func (v *valuesSources) crsOf(kind string) handler.TypedMapFunc[*metav1.PartialO
 // changed names the first source of cr's spec.valuesFrom whose version now is not the one
 // the deployed release was rendered from, applied; "" if none. A source the cache does not
 // hold (missing, or a Secret not labelled readable) has no version.
-func (v *valuesSources) changed(ctx context.Context, cr *unstructured.Unstructured, applied []valuesfrom.Source) string {
+func (v *Sources) Changed(ctx context.Context, cr *unstructured.Unstructured, applied []valuesfrom.Source) string {
 	refs, err := valuesfrom.Refs(cr)
 	if err != nil {
 		return "" // the visit fails, and says why
@@ -224,7 +224,7 @@ func (v *valuesSources) changed(ctx context.Context, cr *unstructured.Unstructur
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(r.Kind))
 		now := ""
-		if err := v.sources.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: r.Name}, obj); err == nil {
+		if err := v.Cached.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: r.Name}, obj); err == nil {
 			now = obj.GetResourceVersion()
 		}
 		if now != was[sourceKey(r.Kind, r.Name)] {
@@ -234,8 +234,8 @@ func (v *valuesSources) changed(ctx context.Context, cr *unstructured.Unstructur
 	return ""
 }
 
-// statusSources is status.valuesFrom for sources.
-func statusSources(sources []valuesfrom.Source) []any {
+// StatusSources is status.valuesFrom for sources.
+func StatusSources(sources []valuesfrom.Source) []any {
 	out := make([]any, 0, len(sources))
 	for _, s := range sources {
 		out = append(out, map[string]any{statuscontract.FieldSourceKind: s.Kind, statuscontract.FieldSourceName: s.Name,

@@ -1,4 +1,4 @@
-package operator
+package values
 
 import (
 	"context"
@@ -31,7 +31,7 @@ const DefaultMaxSpecValues = 20000
 
 // specOverBoundAnnotation marks, in the manager's cache only, a CR whose spec the cache
 // dropped because it holds more values than the bound; its value is the bound. It is never
-// written to the API server: specBoundClient refuses to hand such a CR to the reconciler,
+// written to the API server: BoundClient refuses to hand such a CR to the reconciler,
 // whose writes are the only ones that send a CR's metadata.
 const specOverBoundAnnotation = "warpdrive.transwarp.io/spec-over-bound"
 
@@ -67,14 +67,14 @@ func overBound(cr *unstructured.Unstructured, limit int) bool {
 	return ok && limit > 0 && countValues(spec, limit) > limit
 }
 
-// boundSpec is a cache transform: a CR whose spec holds more than limit values is kept with
+// BoundSpec is a cache transform: a CR whose spec holds more than limit values is kept with
 // an empty spec and specOverBoundAnnotation, so that the cache holds no more of it than of a
 // small CR. The informer still decodes each version of it once, as it arrives.
 //
 // The mark is the manager's alone: one that the CR's author wrote is dropped from the cached
 // copy. Else anyone who may edit a CR could have it refused at will, at the generation a
 // chart rollout judges it on, and halt the rollout of a working chart for every CR of the kind.
-func boundSpec(obj any, limit int) {
+func BoundSpec(obj any, limit int) {
 	cr, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
@@ -95,39 +95,39 @@ func boundSpec(obj any, limit int) {
 	cr.SetAnnotations(a)
 }
 
-// specBoundClient is the client of one kind's helm reconciler: the statusKeepingClient,
+// BoundClient is the client of one kind's helm reconciler: the statusKeepingClient,
 // except that the reconciler's first read of a CR whose spec holds more values than limit
 // fails, so that the reconciler neither renders it nor writes the CR (its first write adds a
 // finalizer with an update of the whole CR). The failure is counted in outcomes, which makes
 // the CR Stalled after MaxTries, and told in a Warning Event; the release is left as it is.
 //
 // A CR being deleted is read as before: its uninstall needs no values.
-type specBoundClient struct {
+type BoundClient struct {
 	client.Client
-	cached   client.Reader // the manager's cache, where boundSpec marked the CRs over the bound
-	limit    int
-	outcomes *outcomes.Store
-	recorder record.EventRecorder
+	Cached   client.Reader // the manager's cache, where BoundSpec marked the CRs over the bound
+	Limit    int
+	Outcomes *outcomes.Store
+	Recorder record.EventRecorder
 }
 
 // Get refuses a CR over the bound from the cache's copy, without a request (the cache is at
 // least as new as the event that queued the CR), and otherwise reads it as before and counts
 // what it read: a version newer than the cache's may be over the bound too.
-func (c specBoundClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (c BoundClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GetUID() != "" || c.limit <= 0 {
+	if !ok || u.GetUID() != "" || c.Limit <= 0 {
 		return c.Client.Get(ctx, key, obj, opts...)
 	}
 	cached := &unstructured.Unstructured{}
 	cached.SetGroupVersionKind(u.GroupVersionKind())
-	if err := c.cached.Get(ctx, key, cached); err == nil && cached.GetDeletionTimestamp() == nil &&
+	if err := c.Cached.Get(ctx, key, cached); err == nil && cached.GetDeletionTimestamp() == nil &&
 		cached.GetAnnotations()[specOverBoundAnnotation] != "" {
 		return c.refuse(cached)
 	}
 	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
-	if u.GetDeletionTimestamp() == nil && overBound(u, c.limit) {
+	if u.GetDeletionTimestamp() == nil && overBound(u, c.Limit) {
 		err := c.refuse(u)
 		u.Object = map[string]any{} // the reconciler returns on the error; drop the spec now
 		return err
@@ -138,11 +138,11 @@ func (c specBoundClient) Get(ctx context.Context, key client.ObjectKey, obj clie
 // refuse records and reports that cr is over the bound, and returns the error the reconciler
 // returns: a terminal one, not retried, as only an edit of the spec can mend it, and that
 // edit's event reconciles the CR again.
-func (c specBoundClient) refuse(cr *unstructured.Unstructured) error {
+func (c BoundClient) refuse(cr *unstructured.Unstructured) error {
 	msg := fmt.Sprintf("the spec holds more than %d values (objects, lists and scalars of its JSON), "+
 		"the bound of this operator (--max-spec-values): the CR is not reconciled, and its release is "+
-		"left as it is, until its spec holds fewer", c.limit)
-	c.outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
-	c.recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
+		"left as it is, until its spec holds fewer", c.Limit)
+	c.Outcomes.Failed(cr, statuscontract.Failure{Reason: statuscontract.ReasonSpecTooLarge, Step: "values", Message: msg, Terminal: true})
+	c.Recorder.Event(cr, corev1.EventTypeWarning, statuscontract.ReasonSpecTooLarge, msg)
 	return reconcile.TerminalError(fmt.Errorf("%s %s: %s", cr.GetKind(), client.ObjectKeyFromObject(cr), msg))
 }
