@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/manifest"
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -263,40 +262,27 @@ func (t *Configs) mayTakeOver(ctx context.Context, s *corev1.Secret) error {
 // cluster-scoped kind not in clusterKinds or a Role or RoleBinding not in rbacKinds (as
 // confinedKube would refuse it).
 func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds, rbacKinds []schema.GroupKind, manifests ...string) error {
-	for _, m := range manifests {
-		for _, doc := range releaseutil.SplitManifests(m) {
-			var head struct {
-				APIVersion string            `json:"apiVersion"`
-				Kind       string            `json:"kind"`
-				Metadata   metav1.ObjectMeta `json:"metadata"`
+	heads, err := manifest.Heads(manifests...)
+	if err != nil {
+		return err
+	}
+	for _, h := range heads {
+		mapping, err := mapper.RESTMapping(h.GVK.GroupKind(), h.GVK.Version)
+		if err != nil {
+			return fmt.Errorf("manifest names %s: %w", h.GVK, err)
+		}
+		gk := h.GVK.GroupKind()
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if h.Namespace != "" && h.Namespace != ns {
+				return &outsideReleaseError{kind: gk.String(), namespace: h.Namespace, name: h.Name, releaseNamespace: ns}
 			}
-			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
-				return fmt.Errorf("manifest: %w", err)
+			if chartpolicy.IsNamespacedRBAC(gk) && !slices.Contains(rbacKinds, gk) {
+				return &outsideReleaseError{kind: gk.String(), namespace: ns, name: h.Name, undeclaredRBAC: true}
 			}
-			if head.Kind == "" {
-				continue
-			}
-			gvk := schema.FromAPIVersionAndKind(head.APIVersion, head.Kind)
-			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				return fmt.Errorf("manifest names %s: %w", gvk, err)
-			}
-			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-				if head.Metadata.Namespace != "" && head.Metadata.Namespace != ns {
-					return &outsideReleaseError{kind: gvk.GroupKind().String(), namespace: head.Metadata.Namespace, name: head.Metadata.Name, releaseNamespace: ns}
-				}
-				if chartpolicy.IsNamespacedRBAC(gvk.GroupKind()) && !slices.Contains(rbacKinds, gvk.GroupKind()) {
-					return &outsideReleaseError{kind: gvk.GroupKind().String(), namespace: ns, name: head.Metadata.Name, undeclaredRBAC: true}
-				}
-				continue
-			}
-			allowed := false
-			for _, gk := range clusterKinds {
-				allowed = allowed || gk == gvk.GroupKind()
-			}
-			if !allowed {
-				return &outsideReleaseError{kind: gvk.GroupKind().String(), name: head.Metadata.Name}
-			}
+			continue
+		}
+		if !slices.Contains(clusterKinds, gk) {
+			return &outsideReleaseError{kind: gk.String(), name: h.Name}
 		}
 	}
 	return nil
@@ -308,32 +294,25 @@ func confinedManifest(mapper meta.RESTMapper, ns string, clusterKinds, rbacKinds
 // wrote, naming an administrator's StorageClass, would be signed, and the release's next
 // upgrade or uninstall would delete that class as its own.
 func (t *Configs) clusterObjectsOwned(ctx context.Context, ns, releaseName string, manifests ...string) error {
-	for _, m := range manifests {
-		for _, doc := range releaseutil.SplitManifests(m) {
-			var head struct {
-				APIVersion string            `json:"apiVersion"`
-				Kind       string            `json:"kind"`
-				Metadata   metav1.ObjectMeta `json:"metadata"`
+	heads, err := manifest.Heads(manifests...)
+	if err != nil {
+		return err // confinedManifest has refused it already
+	}
+	for _, h := range heads {
+		mapping, err := t.mapper.RESTMapping(h.GVK.GroupKind(), h.GVK.Version)
+		if err != nil || mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			continue
+		}
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(mapping.GroupVersionKind)
+		if err := t.reader.Get(ctx, client.ObjectKey{Name: h.Name}, live); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // the release would create it
 			}
-			if err := yaml.Unmarshal([]byte(doc), &head); err != nil || head.Kind == "" {
-				continue // confinedManifest has refused what does not parse
-			}
-			gvk := schema.FromAPIVersionAndKind(head.APIVersion, head.Kind)
-			mapping, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil || mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-				continue
-			}
-			live := &metav1.PartialObjectMetadata{}
-			live.SetGroupVersionKind(mapping.GroupVersionKind)
-			if err := t.reader.Get(ctx, client.ObjectKey{Name: head.Metadata.Name}, live); err != nil {
-				if apierrors.IsNotFound(err) {
-					continue // the release would create it
-				}
-				return err
-			}
-			if a := live.GetAnnotations(); a[releaseNameAnnotation] != releaseName || a[releaseNamespaceAnnotation] != ns {
-				return fmt.Errorf("the record names %s %s, which is not release %s/%s's", gvk.Kind, head.Metadata.Name, ns, releaseName)
-			}
+			return err
+		}
+		if a := live.GetAnnotations(); a[releaseNameAnnotation] != releaseName || a[releaseNamespaceAnnotation] != ns {
+			return fmt.Errorf("the record names %s %s, which is not release %s/%s's", h.GVK.Kind, h.Name, ns, releaseName)
 		}
 	}
 	return nil
