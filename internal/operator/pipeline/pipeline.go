@@ -30,8 +30,8 @@ import (
 //     Kubernetes client is confined to the release's namespace and the cluster-scoped kinds
 //     of the chart. Templates' lookup (and tpl's) reads only the release's namespace, and
 //     of its Secrets only the release's own and those labelled chart-readable
-//     (trustedconfig/lookup.go), in the dry run too. Within an update, Helm's repeated reads of
-//     an object are answered from the first (trustedconfig/updatereads.go). Hooks run only
+//     (restconfig/lookup.go), in the dry run too. Within an update, Helm's repeated reads of
+//     an object are answered from the first (restconfig/updatereads.go). Hooks run only
 //     for a chart that has them. Install uninstalls a failed install by name; Upgrade rolls
 //     a failed upgrade back.
 //

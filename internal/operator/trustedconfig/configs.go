@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/restconfig"
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releaselists"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
@@ -52,7 +53,7 @@ type KindPolicy struct {
 
 // Configs hands out Helm action configurations whose release storage is signed
 // (internal/releasesign), whose Kubernetes client is confined to the release (confinedKube),
-// and whose templates' `lookup` reads only what the release may read (lookupGetter).
+// and whose templates' `lookup` reads only what the release may read (restconfig.Lookup).
 // It is the innermost layer of every action client: everything Helm reads of a release's
 // history, and everything it applies, passes through it.
 //
@@ -253,12 +254,12 @@ func (t *Configs) ActionConfigFor(ctx context.Context, obj client.Object) (*acti
 	if !ok {
 		return nil, fmt.Errorf("unexpected Helm REST client getter %T", cfg.RESTClientGetter)
 	}
-	reads := &updateReads{}
-	kc.Factory = cmdutil.NewFactory(updateReadsGetter{RESTClientGetter: getter, reads: reads})
+	reads := &restconfig.UpdateReads{}
+	kc.Factory = cmdutil.NewFactory(restconfig.UpdateReadsGetter{RESTClientGetter: getter, Reads: reads})
 	cfg.KubeClient = newConfinedKube(kc, obj.GetNamespace(), policy.ClusterKinds, policy.RBACKinds, reads)
 	// The release is named after its CR (helm-operator-plugins' reconciler).
-	cfg.RESTClientGetter = lookupGetter{RESTClientGetter: cfg.RESTClientGetter, namespace: obj.GetNamespace(), release: obj.GetName(),
-		owner: obj.GetUID(), clusterKinds: policy.ClusterKinds}
+	cfg.RESTClientGetter = restconfig.Lookup{RESTClientGetter: cfg.RESTClientGetter, Namespace: obj.GetNamespace(), Release: obj.GetName(),
+		Owner: obj.GetUID(), ClusterKinds: policy.ClusterKinds}
 	if !policy.InstallsCRDs {
 		cfg.Capabilities = t.capabilities.get(cfg.RESTClientGetter)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/restconfig"
 )
 
 // confinedKube is Helm's Kubernetes client for one release, confined to what the release's
@@ -32,10 +33,10 @@ type confinedKube struct {
 	rbac      map[schema.GroupKind]bool // Roles and RoleBindings, if the chart declares them
 	// reads answers the repeated reads of an update, through the client's REST configs; nil:
 	// every read goes to the API server.
-	reads *updateReads
+	reads *restconfig.UpdateReads
 }
 
-func newConfinedKube(c *kube.Client, namespace string, clusterKinds, rbacKinds []schema.GroupKind, reads *updateReads) *confinedKube {
+func newConfinedKube(c *kube.Client, namespace string, clusterKinds, rbacKinds []schema.GroupKind, reads *restconfig.UpdateReads) *confinedKube {
 	return &confinedKube{Client: c, namespace: namespace, cluster: kindSet(clusterKinds), rbac: kindSet(rbacKinds), reads: reads}
 }
 
@@ -150,12 +151,12 @@ func (c *confinedKube) UpdateThreeWayMerge(original, target kube.ResourceList, f
 	return c.update(func() (*kube.Result, error) { return c.Client.UpdateThreeWayMerge(original, target, force) })
 }
 
-// update runs one of Helm's updates with its repeated reads answered (updateReads).
+// update runs one of Helm's updates with its repeated reads answered (restconfig.UpdateReads).
 func (c *confinedKube) update(run func() (*kube.Result, error)) (res *kube.Result, err error) {
 	if c.reads == nil {
 		return run()
 	}
-	c.reads.during(func() { res, err = run() })
+	c.reads.During(func() { res, err = run() })
 	return res, err
 }
 

@@ -5,11 +5,9 @@
 //     operator's own; the records it refused are kept for the CR's report;
 //   - confinement.go: Helm's Kubernetes client is confined to the release's namespace and the
 //     cluster-scoped kinds its chart declares (internal/chartpolicy);
-//   - lookup.go: what the templates read with `lookup` (also through `tpl`, whose string a
-//     namespace editor may write) is confined to the release's namespace, and of its Secrets to
-//     the release's own and those labelled chart-readable; everything else reads as absent;
-//   - updatereads.go: within one of Helm's updates, its repeated reads of an object (two or
-//     three in a row) are answered from the first;
+//   - the REST configs of internal/operator/restconfig: what the templates read with
+//     `lookup` is confined to what the release may read (restconfig.Lookup), and Helm's
+//     repeated reads within an update are answered from the first (restconfig.UpdateReads);
 //   - capabilities.go: the cluster's capabilities (.Capabilities) are read once per
 //     capabilitiesTTL for every release, but those of charts that install CRDs;
 //   - takeover.go: once per cluster, the unsigned records an earlier version of the operator

@@ -37,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -101,7 +102,7 @@ func storageClass(name string, annotations map[string]string) *storagev1.Storage
 // ClusterRoles and StorageClasses (the kind the release's chart declares) of no release, of
 // the release and of a release "app" of t2; a CSIDriver; the Namespaces.
 func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
-	owned := map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t1"}
+	owned := map[string]string{ownership.HelmReleaseNameAnnotation: "app", ownership.HelmReleaseNamespaceAnnotation: "t1"}
 	// The release's own Secret: rendered by it, the CR its controller.
 	own := secret("t1", "app-auth", nil, owned)
 	own.OwnerReferences = []metav1.OwnerReference{{APIVersion: appGVK.GroupVersion().String(), Kind: appGVK.Kind,
@@ -116,10 +117,10 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 		// it, but not made by this CR: no proof.
 		secret("t1", "cli-auth", nil, owned),
 		secret("t1", "shared", map[string]string{valuesfrom.ReadableLabel: "true"}, nil),
-		secret("t1", "other-auth", nil, map[string]string{releaseNameAnnotation: "other", releaseNamespaceAnnotation: "t1"}),
+		secret("t1", "other-auth", nil, map[string]string{ownership.HelmReleaseNameAnnotation: "other", ownership.HelmReleaseNamespaceAnnotation: "t1"}),
 		secret("t1", "plain", nil, nil),
 		// The right name, the wrong namespace in the annotation: not this release's.
-		secret("t1", "moved", nil, map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t2"}),
+		secret("t1", "moved", nil, map[string]string{ownership.HelmReleaseNameAnnotation: "app", ownership.HelmReleaseNamespaceAnnotation: "t2"}),
 	}
 	list := &corev1.SecretList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "SecretList"}}
 	s := &apiServer{paths: map[string]any{
@@ -140,11 +141,11 @@ func newAPIServer(t *testing.T) (*apiServer, *rest.Config) {
 		"/api/v1/namespaces/t1/configmaps/settings":             &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: "t1", Name: "settings"}},
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles/admin": clusterRole("admin", nil),
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles/app":   clusterRole("app", owned),
-		"/apis/rbac.authorization.k8s.io/v1/clusterroles/moved": clusterRole("moved", map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t2"}),
+		"/apis/rbac.authorization.k8s.io/v1/clusterroles/moved": clusterRole("moved", map[string]string{ownership.HelmReleaseNameAnnotation: "app", ownership.HelmReleaseNamespaceAnnotation: "t2"}),
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles":       &rbacv1.ClusterRoleList{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleList"}},
 		"/apis/storage.k8s.io/v1/storageclasses/standard":       storageClass("standard", nil),
 		"/apis/storage.k8s.io/v1/storageclasses/app":            storageClass("app", owned),
-		"/apis/storage.k8s.io/v1/storageclasses/moved":          storageClass("moved", map[string]string{releaseNameAnnotation: "app", releaseNamespaceAnnotation: "t2"}),
+		"/apis/storage.k8s.io/v1/storageclasses/moved":          storageClass("moved", map[string]string{ownership.HelmReleaseNameAnnotation: "app", ownership.HelmReleaseNamespaceAnnotation: "t2"}),
 		"/apis/storage.k8s.io/v1/csidrivers/disk":               &storagev1.CSIDriver{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "CSIDriver"}, ObjectMeta: metav1.ObjectMeta{Name: "disk", Annotations: owned}},
 		"/api/v1/namespaces":                                    &corev1.NamespaceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NamespaceList"}, Items: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "t1"}}}},
 		"/api/v1/namespaces/t1":                                 &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "t1"}},

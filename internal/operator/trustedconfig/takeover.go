@@ -24,6 +24,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
 	"transwarp.io/tos/warpdrive-operator/internal/manifest"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/releasechunks"
 	"transwarp.io/tos/warpdrive-operator/internal/releaserecords"
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
@@ -311,7 +312,7 @@ func (t *Configs) clusterObjectsOwned(ctx context.Context, ns, releaseName strin
 			}
 			return err
 		}
-		if a := live.GetAnnotations(); a[releaseNameAnnotation] != releaseName || a[releaseNamespaceAnnotation] != ns {
+		if a := live.GetAnnotations(); a[ownership.HelmReleaseNameAnnotation] != releaseName || a[ownership.HelmReleaseNamespaceAnnotation] != ns {
 			return fmt.Errorf("the record names %s %s, which is not release %s/%s's", h.GVK.Kind, h.Name, ns, releaseName)
 		}
 	}

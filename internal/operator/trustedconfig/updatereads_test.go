@@ -19,6 +19,8 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/rest"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/restconfig"
 )
 
 // objectServer is an API server of one namespace's objects, by path, that logs each request.
@@ -54,13 +56,13 @@ func (s *objectServer) requests() []string {
 
 // coreInfo is the object obj of core/v1 for Helm's client, read through a client of host whose
 // transport reads wraps (none if nil).
-func coreInfo(t *testing.T, host string, reads *updateReads, resourceName string, obj runtime.Object) *resource.Info {
+func coreInfo(t *testing.T, host string, reads *restconfig.UpdateReads, resourceName string, obj runtime.Object) *resource.Info {
 	t.Helper()
 	// Helm builds its objects unstructured (kube.Client.Build), and reads them so.
 	cfg := &rest.Config{Host: host, APIPath: "/api", ContentConfig: resource.UnstructuredPlusDefaultContentConfig()}
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	if reads != nil {
-		cfg.Wrap(reads.wrap)
+		cfg.Wrap(reads.Wrap)
 	}
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
@@ -90,7 +92,7 @@ func TestUpdateReadsEachObjectOnce(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "t1", Name: "web"},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
 	}
-	upgrade := func(reads *updateReads) *objectServer {
+	upgrade := func(reads *restconfig.UpdateReads) *objectServer {
 		srv := &objectServer{objects: map[string]runtime.Object{
 			"/api/v1/namespaces/t1/configmaps/web": cm("1"),
 			"/api/v1/namespaces/t1/services/web":   svc(),
@@ -107,7 +109,7 @@ func TestUpdateReadsEachObjectOnce(t *testing.T) {
 	}
 
 	helm := upgrade(nil)
-	answered := upgrade(&updateReads{})
+	answered := upgrade(&restconfig.UpdateReads{})
 
 	wantHelm := []string{
 		"GET /api/v1/namespaces/t1/configmaps/web", "GET /api/v1/namespaces/t1/configmaps/web",
@@ -140,8 +142,8 @@ func TestUpdateReadsOnlyRepeatTheLastReadWithinAnUpdate(t *testing.T) {
 	}}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	reads := &updateReads{}
-	client := &http.Client{Transport: reads.wrap(http.DefaultTransport)}
+	reads := &restconfig.UpdateReads{}
+	client := &http.Client{Transport: reads.Wrap(http.DefaultTransport)}
 	do := func(method, name string) {
 		t.Helper()
 		req, err := http.NewRequest(method, hs.URL+"/api/v1/namespaces/t1/configmaps/"+name, nil)
@@ -161,7 +163,7 @@ func TestUpdateReadsOnlyRepeatTheLastReadWithinAnUpdate(t *testing.T) {
 
 	do("GET", "a")
 	do("GET", "a") // not in an update: sent
-	reads.during(func() {
+	reads.During(func() {
 		do("GET", "a")
 		do("GET", "a") // answered
 		do("PATCH", "a")
@@ -179,7 +181,7 @@ func TestUpdateReadsOnlyRepeatTheLastReadWithinAnUpdate(t *testing.T) {
 	}
 }
 
-// The Helm client of every release's configuration reads through its updateReads, and its
+// The Helm client of every release's configuration reads through its UpdateReads, and its
 // updates answer their repeated reads.
 func TestReleaseConfigAnswersTheUpdatesReads(t *testing.T) {
 	cfg := releaseConfig(t, &rest.Config{Host: "https://example.invalid"})
@@ -198,8 +200,29 @@ func TestReleaseConfigAnswersTheUpdatesReads(t *testing.T) {
 	if rc.WrapTransport == nil {
 		t.Fatal("the Helm client's REST config has no transport wrapper")
 	}
-	rt, ok := rc.WrapTransport(http.DefaultTransport).(*updateReadsTransport)
-	if !ok || rt.reads != kc.reads {
-		t.Errorf("the Helm client's transport is %T, not the update's reads", rc.WrapTransport(http.DefaultTransport))
+	// Two GETs of one object within one of the client's updates: the server is asked once.
+	asked := 0
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked++
+		_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c"}}`))
+	}))
+	defer server.Close()
+	rt := rc.WrapTransport(server.Client().Transport)
+	kc.reads.During(func() {
+		for range 2 {
+			req, err := http.NewRequest(http.MethodGet, server.URL+"/api/v1/namespaces/t1/configmaps/c", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+	})
+	if asked != 1 {
+		t.Errorf("the Helm client's transport asked the server %d times for two reads of one object within an update, want 1", asked)
 	}
 }

@@ -1,4 +1,4 @@
-package trustedconfig
+package restconfig
 
 import (
 	"bytes"
@@ -20,16 +20,11 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
 
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
-// Helm's ownership annotations, which it sets on every object a release creates or adopts.
-const (
-	releaseNameAnnotation      = "meta.helm.sh/release-name"
-	releaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
-)
-
-// lookupGetter is the RESTClientGetter of a release's action configuration, as
+// Lookup is the RESTClientGetter of a release's action configuration, as
 // helm-operator-plugins made it, but for the REST config it hands out, which reads only what
 // the release's templates may read (lookupTransport).
 //
@@ -38,21 +33,21 @@ const (
 // decide whether to upgrade) builds its template engine from
 // Configuration.RESTClientGetter.ToRESTConfig (pkg/action renderResources, engine.New), and
 // `tpl` runs with the same functions. Nothing else Helm does with the operator goes through it:
-// objects are built and applied by Configuration.KubeClient (confinedKube), which was made from
+// objects are built and applied by Configuration.KubeClient (trustedconfig's confinedKube), which was made from
 // the unconfined getter; .Capabilities come from ToDiscoveryClient, passed on as it is. The only
 // other user in Helm 3.21 is Upgrade's Recreate (deleting pods), which the operator never sets
 // and which this config would refuse.
-type lookupGetter struct {
+type Lookup struct {
 	action.RESTClientGetter
-	namespace, release string
-	owner              types.UID          // the CR's: the controller of every object of its release's namespace
-	clusterKinds       []schema.GroupKind // the cluster-scoped kinds the chart declares (KindPolicy)
+	Namespace, Release string
+	Owner              types.UID          // the CR's: the controller of every object of its release's namespace
+	ClusterKinds       []schema.GroupKind // the cluster-scoped kinds the chart declares (KindPolicy)
 }
 
-func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
+func (g Lookup) ToRESTConfig() (*rest.Config, error) {
 	return wrappedRESTConfig(g.RESTClientGetter, func(next http.RoundTripper) http.RoundTripper {
-		return &lookupTransport{next: next, namespace: g.namespace, release: g.release, owner: g.owner,
-			clusterKinds: g.clusterKinds, kinds: g.RESTClientGetter}
+		return &lookupTransport{next: next, namespace: g.Namespace, release: g.Release, owner: g.Owner,
+			clusterKinds: g.ClusterKinds, kinds: g.RESTClientGetter}
 	})
 }
 
@@ -264,7 +259,7 @@ func (t *lookupTransport) kept(req *http.Request, info *apirequest.RequestInfo, 
 // owned reports whether the release owns obj: Helm's ownership annotations name it.
 func (t *lookupTransport) owned(obj metav1.Object) bool {
 	a := obj.GetAnnotations()
-	return a[releaseNameAnnotation] == t.release && a[releaseNamespaceAnnotation] == t.namespace
+	return a[ownership.HelmReleaseNameAnnotation] == t.release && a[ownership.HelmReleaseNamespaceAnnotation] == t.namespace
 }
 
 // madeByRelease reports whether the release's templates made obj, an object of its

@@ -1,4 +1,4 @@
-package trustedconfig
+package restconfig
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// updateReads answers Helm's repeated reads of one object within an update from the first.
+// UpdateReads answers Helm's repeated reads of one object within an update from the first.
 //
 // Helm's kube.Client.Update (3.21) reads each object of the release two or three times in a
 // row: a GET to see whether it exists, another in createPatch for the three-way merge, and,
@@ -23,7 +23,7 @@ import (
 //
 // Only within an update: Helm's wait polls the same object with GETs, which must each read
 // the API server, and nothing else of the release's operations repeats a read back to back.
-type updateReads struct {
+type UpdateReads struct {
 	mu   sync.Mutex
 	on   bool
 	seq  uint64     // counts the requests sent on, so that an answer is kept only if none came since
@@ -38,7 +38,7 @@ type keptReply struct {
 }
 
 // during runs update with the repeated reads answered, and forgets the answer kept after.
-func (r *updateReads) during(update func()) {
+func (r *UpdateReads) During(update func()) {
 	r.mu.Lock()
 	r.on, r.last = true, nil
 	r.mu.Unlock()
@@ -50,13 +50,13 @@ func (r *updateReads) during(update func()) {
 	update()
 }
 
-// wrap is a rest.Config's transport wrapper.
-func (r *updateReads) wrap(next http.RoundTripper) http.RoundTripper {
+// Wrap is a rest.Config's transport wrapper.
+func (r *UpdateReads) Wrap(next http.RoundTripper) http.RoundTripper {
 	return &updateReadsTransport{reads: r, next: next}
 }
 
 type updateReadsTransport struct {
-	reads *updateReads
+	reads *UpdateReads
 	next  http.RoundTripper
 }
 
@@ -117,13 +117,13 @@ func (k *keptReply) response(req *http.Request) *http.Response {
 	}
 }
 
-// updateReadsGetter is the RESTClientGetter of a release's Helm Kubernetes client (the
-// confinedKube's), whose REST configs answer the repeated reads of an update (updateReads).
-type updateReadsGetter struct {
+// UpdateReadsGetter is the RESTClientGetter of a release's Helm Kubernetes client (the
+// confinedKube's), whose REST configs answer the repeated reads of an update (UpdateReads).
+type UpdateReadsGetter struct {
 	genericclioptions.RESTClientGetter
-	reads *updateReads
+	Reads *UpdateReads
 }
 
-func (g updateReadsGetter) ToRESTConfig() (*rest.Config, error) {
-	return wrappedRESTConfig(g.RESTClientGetter, g.reads.wrap)
+func (g UpdateReadsGetter) ToRESTConfig() (*rest.Config, error) {
+	return wrappedRESTConfig(g.RESTClientGetter, g.Reads.Wrap)
 }
