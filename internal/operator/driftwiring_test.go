@@ -24,36 +24,18 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/informers"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 // The tests of the drift filter (internal/operator/drift) at work with what this package gives
 // it: the deployed manifests from the signed release records (releases.Manifests), and the
 // kind's budget of reconciles tenants may force (informers.PerCRInterval). The filter's own
-// tests are in its package; the fixtures below are copies of the few of its tests that these
-// use.
-
-var (
-	memcachedGVK  = schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"}
-	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
-)
-
-const memcachedManifest = `---
-# Source: memcached/templates/pdb.yaml
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: m, namespace: ns}
-spec: {maxUnavailable: 1}
----
-# Source: memcached/templates/deployment.yaml
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: m, namespace: ns}
-spec: {replicas: 3}
-`
+// tests are in its package; actiontest.MemcachedManifest below is a copy of the one of its tests that
+// these use.
 
 func liveDeployment(replicas int64, owner string) *unstructured.Unstructured {
 	d := &unstructured.Unstructured{}
-	d.SetGroupVersionKind(deploymentGVK)
+	d.SetGroupVersionKind(actiontest.DeploymentGVK)
 	d.SetNamespace("ns")
 	d.SetName("m")
 	_ = unstructured.SetNestedField(d.Object, replicas, "spec", "replicas")
@@ -90,14 +72,14 @@ func (h *recordingHandler) OnUpdate(o, n any) {
 // not loaded) or a status without a revision means "cannot tell", and the event passes.
 func TestDriftedFromReleaseRecords(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
-	withRevision := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}})
+	withRevision := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(2)}})
 	var reads int
 	m := releases.NewManifests(func(_ context.Context, cr *unstructured.Unstructured, revision int) (*release.Release, error) {
 		reads++
 		if cr.GetName() != "m" || revision != 2 {
 			return nil, fmt.Errorf("no record of %s revision %d", cr.GetName(), revision)
 		}
-		return &release.Release{Name: "m", Version: 2, Manifest: memcachedManifest}, nil
+		return &release.Release{Name: "m", Version: 2, Manifest: actiontest.MemcachedManifest}, nil
 	}, nil, nil)
 	for _, tc := range []struct {
 		name    string
@@ -108,7 +90,7 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 		{"scaled by hand", []client.Object{withRevision, liveDeployment(5, "m")}, true},
 		{"as revision 2 says, again", []client.Object{withRevision, liveDeployment(3, "m")}, false},
 	} {
-		inf := drift.Filter{Reader: readerWith(tc.objects...), Manifests: m, Owner: memcachedGVK, GVK: deploymentGVK}
+		inf := drift.Filter{Reader: readerWith(tc.objects...), Manifests: m, Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
 		}
@@ -118,10 +100,10 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 	}
 
 	for name, cr := range map[string]*unstructured.Unstructured{
-		"no readable record": memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(3)}}),
-		"no revision":        memcached(map[string]any{"deployedRelease": map[string]any{"name": "m"}}),
+		"no readable record": actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(3)}}),
+		"no revision":        actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m"}}),
 	} {
-		inf := drift.Filter{Reader: readerWith(cr, liveDeployment(3, "m")), Manifests: m, Owner: memcachedGVK, GVK: deploymentGVK}
+		inf := drift.Filter{Reader: readerWith(cr, liveDeployment(3, "m")), Manifests: m, Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		if !inf.Drifted(context.Background(), key) {
 			t.Errorf("%s: drifted = false, want true (cannot tell)", name)
 		}
@@ -131,8 +113,8 @@ func TestDriftedFromReleaseRecords(t *testing.T) {
 // twoRevisions reads the records of release ns/m, whose revision 2 scaled its Deployment from
 // 3 replicas to 5.
 func twoRevisions(_ context.Context, _ *unstructured.Unstructured, revision int) (*release.Release, error) {
-	scaled := strings.Replace(memcachedManifest, "replicas: 3", "replicas: 5", 1)
-	return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: memcachedManifest},
+	scaled := strings.Replace(actiontest.MemcachedManifest, "replicas: 3", "replicas: 5", 1)
+	return map[int]*release.Release{1: {Name: "m", Namespace: "ns", Version: 1, Manifest: actiontest.MemcachedManifest},
 		2: {Name: "m", Namespace: "ns", Version: 2, Manifest: scaled}}[revision], nil
 }
 
@@ -142,7 +124,7 @@ func twoRevisions(_ context.Context, _ *unstructured.Unstructured, revision int)
 func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	atRevision := func(r int64) *unstructured.Unstructured {
-		return memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": r}})
+		return actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": r}})
 	}
 	for _, tc := range []struct {
 		name      string
@@ -163,7 +145,7 @@ func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 			versions.Record(rel)
 		}
 		inf := drift.Filter{Reader: readerWith(atRevision(tc.status), liveDeployment(tc.replicas, "m")),
-			Manifests: releases.NewManifests(twoRevisions, versions, nil), Owner: memcachedGVK, GVK: deploymentGVK}
+			Manifests: releases.NewManifests(twoRevisions, versions, nil), Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
 		}
@@ -177,7 +159,7 @@ func TestDriftedAgainstTheRevisionHandedOut(t *testing.T) {
 func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 	defer func(d time.Duration) { drift.SettleDelay = d }(drift.SettleDelay)
 	drift.SettleDelay = 5 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
+	cr := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "revision": int64(1)}})
 	for _, tc := range []struct {
 		name     string
 		replicas int64 // live
@@ -191,7 +173,7 @@ func TestDriftCheckWaitsForTheRelease(t *testing.T) {
 		versions, locks := releases.NewVersions(), releases.NewKeyedMutex()
 		unlock := locks.Lock(releases.Key("ns", "m"))
 		inf := drift.Filter{Reader: readerWith(cr), Live: readerWith(liveDeployment(tc.replicas, "m")),
-			Manifests: releases.NewManifests(twoRevisions, versions, locks), Owner: memcachedGVK, GVK: deploymentGVK}
+			Manifests: releases.NewManifests(twoRevisions, versions, locks), Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		h := &countingHandler{}
 		inf.Wrap(h).OnUpdate(liveDeployment(3, "m"), liveDeployment(5, "m"))
 		if tc.freed {
@@ -228,7 +210,7 @@ func TestAnnotationTiesBudgeted(t *testing.T) {
 	tied := func(rv int) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: strconv.Itoa(rv),
 			Annotations: map[string]string{libhandler.NamespacedNameAnnotation: "ns/m",
-				libhandler.TypeAnnotation: memcachedGVK.GroupKind().String(), "n": strconv.Itoa(rv)}}}
+				libhandler.TypeAnnotation: actiontest.MemcachedGVK.GroupKind().String(), "n": strconv.Itoa(rv)}}}
 	}
 	var passed []string
 	var mu sync.Mutex
@@ -237,7 +219,7 @@ func TestAnnotationTiesBudgeted(t *testing.T) {
 		defer mu.Unlock()
 		passed = append(passed, n.(*unstructured.Unstructured).GetResourceVersion())
 	}}
-	inf := drift.Filter{Reader: readerWith(memcached(nil)), Live: readerWith(), Owner: memcachedGVK, GVK: configMapGVK,
+	inf := drift.Filter{Reader: readerWith(actiontest.Memcached(nil)), Live: readerWith(), Owner: actiontest.MemcachedGVK, GVK: configMapGVK,
 		Budget: &informers.PerCRInterval{}}
 	wrapped := inf.Wrap(h)
 	wrapped.OnUpdate(tied(0), tied(1))

@@ -12,6 +12,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 	"transwarp.io/tos/warpdrive-operator/internal/valuesfrom"
 )
 
@@ -19,7 +20,7 @@ import (
 // that of a CR the cache holds, or of one recorded since the cache was read, is kept.
 func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 	crAt := func(name string) *unstructured.Unstructured {
-		cr := memcached(nil)
+		cr := actiontest.Memcached(nil)
 		cr.SetName(name)
 		cr.SetUID(types.UID("uid-" + name))
 		return cr
@@ -31,7 +32,7 @@ func TestGoneForgetterForgetsGoneCRs(t *testing.T) {
 		o.Resolved(cr, nil, valuesfrom.Redactor{}, nil) // recorded, without waking anyone
 	}
 	s := &goneForgetter{reader: readerWith(crAt("here")), metrics: fleet,
-		kinds: []forgetKind{{gvk: memcachedGVK, outcomes: o}}}
+		kinds: []forgetKind{{gvk: actiontest.MemcachedGVK, outcomes: o}}}
 	s.forget(context.Background())
 	for name, want := range map[string]bool{"gone": false, "here": true} {
 		if kept := hasSeries(fleet, name); kept != want {

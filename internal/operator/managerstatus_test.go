@@ -8,10 +8,11 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/outcomes"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 func crAt(gen int64, status map[string]any) *unstructured.Unstructured {
-	u := memcached(status)
+	u := actiontest.Memcached(status)
 	u.SetGeneration(gen)
 	u.SetUID("uid-1")
 	return u

@@ -26,7 +26,7 @@ import (
 
 // onChart is a Memcached CR whose release is on the chart of digest, Ready since an hour.
 func onChart(name, digest string) *unstructured.Unstructured {
-	cr := memcached(map[string]any{
+	cr := actiontest.Memcached(map[string]any{
 		"chart": map[string]any{chartVersion: "1.0.0", chartDigest: digest,
 			chartLastDeployed: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)},
 		"conditions": []any{map[string]any{"type": statuscontract.Ready, "status": "True", "observedGeneration": int64(1),
@@ -81,7 +81,7 @@ func TestRolloutController(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	notify := make(chan event.GenericEvent, 10)
 	policy := rollout.Policy{Canaries: 1, Waves: []int{100}, Timeout: time.Minute, Rollback: true}
-	k := newKindRollout(memcachedGVK, nil, policy, v2, c, rec, notify)
+	k := newKindRollout(actiontest.MemcachedGVK, nil, policy, v2, c, rec, notify)
 
 	if k.Admits(objs[3]) {
 		t.Fatal("a CR admitted before the first plan")
@@ -163,7 +163,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // behind when its digest is not the carried one; the failure mark from the rollout, or, before
 // its first plan, as the status says if it is for the carried chart.
 func TestStatusChart(t *testing.T) {
-	cr := memcached(map[string]any{"chart": map[string]any{chartVersion: "1.0.0", chartDigest: "old", chartRevision: int64(3),
+	cr := actiontest.Memcached(map[string]any{"chart": map[string]any{chartVersion: "1.0.0", chartDigest: "old", chartRevision: int64(3),
 		chartFailed: "new"}})
 	got := statusChart(cr, outcomes.Outcome{}, rolloutStatus{targetDigest: "new"})
 	if got[chartVersion] != "1.0.0" || got[chartBehind] != true || got[chartFailed] != "new" || got[chartRevision] != int64(3) {
@@ -178,10 +178,10 @@ func TestStatusChart(t *testing.T) {
 	if got[chartVersion] != "2.0.0" || got[chartBehind] != false || got[chartFailed] != nil {
 		t.Errorf("from the outcome, the rollout clearing the mark: %v", got)
 	}
-	if !sameChart(memcached(map[string]any{"chart": got}), got) || sameChart(cr, got) {
+	if !sameChart(actiontest.Memcached(map[string]any{"chart": got}), got) || sameChart(cr, got) {
 		t.Error("sameChart")
 	}
-	if statusChart(memcached(nil), outcomes.Outcome{}, rolloutStatus{}) != nil {
+	if statusChart(actiontest.Memcached(nil), outcomes.Outcome{}, rolloutStatus{}) != nil {
 		t.Error("a chart for a CR whose release is not known")
 	}
 }
@@ -197,7 +197,7 @@ func threeOnTheOldChart(t *testing.T) (k *kindRollout, c client.Client, objs []c
 	}
 	c = fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
 	notify := make(chan event.GenericEvent, 10)
-	k = newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
+	k = newKindRollout(actiontest.MemcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10), notify)
 	plan = func() []string {
 		t.Helper()
 		if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
@@ -221,7 +221,7 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 
 	// m1's status comes to say what the plan says of it; m2 is deleted.
 	m1 := &unstructured.Unstructured{}
-	m1.SetGroupVersionKind(memcachedGVK)
+	m1.SetGroupVersionKind(actiontest.MemcachedGVK)
 	if err := c.Get(context.Background(), key("m1"), m1); err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +256,11 @@ func TestRolloutPlansReadOnlyChangedCRs(t *testing.T) {
 // not woken, for its own event installs it; a CR on another chart is woken to move.
 func TestRolloutWakesOnlyCRsOnAnotherChart(t *testing.T) {
 	v1, v2 := actiontest.MemcachedChart("1.0.0", "a"), actiontest.MemcachedChart("2.0.0", "b")
-	fresh := memcached(nil)
+	fresh := actiontest.Memcached(nil)
 	fresh.SetName("fresh")
 	old := onChart("old", rollout.Digest(v1))
 	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(fresh, old).Build()
-	k := newKindRollout(memcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10),
+	k := newKindRollout(actiontest.MemcachedGVK, nil, rollout.Policy{AllAtOnce: true}, v2, c, record.NewFakeRecorder(10),
 		make(chan event.GenericEvent, 10))
 	if _, err := k.Reconcile(context.Background(), reconcile.Request{}); err != nil {
 		t.Fatal(err)

@@ -20,20 +20,8 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/refusal"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
-
-func memcached(status map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.example.com/v1alpha1",
-		"kind":       "Memcached",
-		"metadata":   map[string]any{"name": "m", "namespace": "ns"},
-		"spec":       map[string]any{"size": int64(3)},
-	}}
-	if status != nil {
-		u.Object["status"] = status
-	}
-	return u
-}
 
 // The apply configuration of the helm-operator's status update holds its own conditions and
 // deployedRelease, and nothing that belongs to the manager's readiness controller or the
@@ -59,7 +47,7 @@ func TestHelmStatusApply(t *testing.T) {
 		{"no status", nil, map[string]any{"conditions": []any{}}},
 	}
 	for _, tc := range cases {
-		got, err := helmStatusApply(memcached(tc.status))
+		got, err := helmStatusApply(actiontest.Memcached(tc.status))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +66,7 @@ func TestHelmStatusApply(t *testing.T) {
 // A failure that quotes a huge value still leaves a status small enough to store.
 func TestHelmStatusApplyBoundsMessages(t *testing.T) {
 	huge := strings.Repeat("a", 1<<20)
-	got, err := helmStatusApply(memcached(map[string]any{"conditions": []any{
+	got, err := helmStatusApply(actiontest.Memcached(map[string]any{"conditions": []any{
 		map[string]any{"type": "ReleaseFailed", "message": "invalid: " + huge},
 		map[string]any{"type": "Deployed", "message": "ok"},
 	}}))
@@ -119,7 +107,7 @@ func TestDeployedReleaseShape(t *testing.T) {
 	}
 	for _, tc := range cases {
 		c := statusKeepingClient{versions: versions, releaseManifest: tc.keep}
-		apply, err := helmStatusApply(memcached(status(tc.manifest)))
+		apply, err := helmStatusApply(actiontest.Memcached(status(tc.manifest)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +126,7 @@ func TestDeployedReleaseShape(t *testing.T) {
 // A status update that would apply what the CR already has is not sent; one that changes
 // anything of the helm-operator's part is.
 func TestStatusUpdateSkipsNoChange(t *testing.T) {
-	have := memcached(map[string]any{
+	have := actiontest.Memcached(map[string]any{
 		"conditions":      []any{map[string]any{"type": "Deployed", "status": "True"}, map[string]any{"type": "Ready", "status": "True"}},
 		"deployedRelease": map[string]any{"name": "m", "revision": int64(2)},
 	})
@@ -165,7 +153,7 @@ func TestStatusUpdateSkipsNoChange(t *testing.T) {
 			},
 		}).Build()
 		c := statusKeepingClient{Client: cl, current: cl}
-		if err := c.Status().Update(context.Background(), memcached(tc.status)); err != nil {
+		if err := c.Status().Update(context.Background(), actiontest.Memcached(tc.status)); err != nil {
 			t.Fatal(err)
 		}
 		if sent := writes > 0; sent != tc.sent {
@@ -206,7 +194,7 @@ func TestStatusUpdateSkipsTheUninstalledCRsLastStatus(t *testing.T) {
 				return nil
 			},
 		}).Build()
-		cr := memcached(tc.status)
+		cr := actiontest.Memcached(tc.status)
 		cr.SetFinalizers(tc.finalizers)
 		if tc.deleting {
 			cr.SetDeletionTimestamp(&now)
@@ -225,15 +213,15 @@ func TestStatusUpdateSkipsTheUninstalledCRsLastStatus(t *testing.T) {
 // not written into the new one). A Get into an empty object, or into the same CR, reads it.
 func TestGetTellsARecreatedCRFromTheOneHeld(t *testing.T) {
 	scheme := runtime.NewScheme()
-	gvk := memcached(nil).GroupVersionKind()
+	gvk := actiontest.Memcached(nil).GroupVersionKind()
 	scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
 	scheme.AddKnownTypeWithName(gvk.GroupVersion().WithKind("MemcachedList"), &unstructured.UnstructuredList{})
-	recreated := memcached(nil)
+	recreated := actiontest.Memcached(nil)
 	recreated.SetUID("new")
 	cl := statusKeepingClient{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(recreated).Build()}
 	ctx := context.Background()
 
-	held := memcached(nil)
+	held := actiontest.Memcached(nil)
 	held.SetUID("old")
 	held.SetFinalizers([]string{uninstallFinalizer})
 	if err := waitForDeletion(ctx, cl, held); err != nil {
@@ -246,7 +234,7 @@ func TestGetTellsARecreatedCRFromTheOneHeld(t *testing.T) {
 		t.Errorf("Get into the old CR: %v, want not found", err)
 	}
 
-	for name, into := range map[string]*unstructured.Unstructured{"empty": memcached(nil), "same CR": memcached(nil)} {
+	for name, into := range map[string]*unstructured.Unstructured{"empty": actiontest.Memcached(nil), "same CR": actiontest.Memcached(nil)} {
 		into.Object = map[string]any{"apiVersion": into.GetAPIVersion(), "kind": into.GetKind()}
 		if name == "same CR" {
 			into.SetUID("new")

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 func TestSubset(t *testing.T) {
@@ -60,28 +62,9 @@ func TestSubset(t *testing.T) {
 	}
 }
 
-var (
-	memcachedGVK  = schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"}
-	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
-)
-
-const memcachedManifest = `---
-# Source: memcached/templates/pdb.yaml
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: m, namespace: ns}
-spec: {maxUnavailable: 1}
----
-# Source: memcached/templates/deployment.yaml
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: m, namespace: ns}
-spec: {replicas: 3}
-`
-
 func liveDeployment(replicas int64, owner string) *unstructured.Unstructured {
 	d := &unstructured.Unstructured{}
-	d.SetGroupVersionKind(deploymentGVK)
+	d.SetGroupVersionKind(actiontest.DeploymentGVK)
 	d.SetNamespace("ns")
 	d.SetName("m")
 	_ = unstructured.SetNestedField(d.Object, replicas, "spec", "replicas")
@@ -98,7 +81,7 @@ func readerWith(objs ...client.Object) client.Reader {
 }
 
 func TestDrifted(t *testing.T) {
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
+	cr := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": actiontest.MemcachedManifest}})
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	cases := []struct {
 		name    string
@@ -110,10 +93,10 @@ func TestDrifted(t *testing.T) {
 		{"no owner reference", []client.Object{cr, liveDeployment(3, "")}, true},
 		{"owner CR not found", []client.Object{liveDeployment(3, "m")}, true},
 		{"object gone", []client.Object{cr}, true},
-		{"owner has no manifest yet", []client.Object{memcached(nil), liveDeployment(3, "m")}, true},
+		{"owner has no manifest yet", []client.Object{actiontest.Memcached(nil), liveDeployment(3, "m")}, true},
 	}
 	for _, tc := range cases {
-		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(tc.objects...), Owner: memcachedGVK, GVK: deploymentGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(tc.objects...), Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted = %v, want %v", tc.name, got, tc.want)
 		}
@@ -131,13 +114,13 @@ func (h *countingHandler) OnDelete(any)      { h.deleted.Add(1) }
 func TestOnlyDriftForwards(t *testing.T) {
 	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
 	SettleDelay = 10 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
+	cr := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": actiontest.MemcachedManifest}})
 
 	for _, tc := range []struct {
 		replicas int64
 		want     int32
 	}{{5, 1}, {3, 0}} {
-		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr, liveDeployment(tc.replicas, "m")), Owner: memcachedGVK, GVK: deploymentGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr, liveDeployment(tc.replicas, "m")), Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		h := &countingHandler{}
 		var wrapped toolscache.ResourceEventHandler = inf.Wrap(h)
 		wrapped.OnUpdate(liveDeployment(3, "m"), liveDeployment(tc.replicas, "m"))
@@ -153,7 +136,7 @@ func (h *countingHandler) deletes() int32 { return h.deleted.Load() }
 // TestOnlyDriftDeletions: a deleted release object starts a reconcile, unless its CR is
 // being deleted or gone (the uninstall removed it).
 func TestOnlyDriftDeletions(t *testing.T) {
-	deleting := memcached(nil)
+	deleting := actiontest.Memcached(nil)
 	deleting.SetFinalizers([]string{"uninstall-helm-release"})
 	now := metav1.Now()
 	deleting.SetDeletionTimestamp(&now)
@@ -162,11 +145,11 @@ func TestOnlyDriftDeletions(t *testing.T) {
 		objs []client.Object
 		want int32
 	}{
-		{"CR alive: recreate", []client.Object{memcached(nil)}, 1},
+		{"CR alive: recreate", []client.Object{actiontest.Memcached(nil)}, 1},
 		{"CR being deleted", []client.Object{deleting}, 0},
 		{"CR gone", nil, 0},
 	} {
-		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(tc.objs...), Owner: memcachedGVK, GVK: deploymentGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(tc.objs...), Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		h := &countingHandler{}
 		inf.Wrap(h).OnDelete(liveDeployment(3, "m"))
 		if got := h.deletes(); got != tc.want {
@@ -184,7 +167,7 @@ func TestOnlyDriftDeletions(t *testing.T) {
 func TestOnlyDriftFromMetadata(t *testing.T) {
 	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
 	SettleDelay = 10 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
+	cr := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": actiontest.MemcachedManifest}})
 	meta := func(rv string, generation int64, labels map[string]string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", ResourceVersion: rv,
 			Generation: generation, Labels: labels, OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1",
@@ -217,7 +200,7 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 	} {
 		var gotOld, gotNew any
 		h := &recordingHandler{onUpdate: func(o, n any) { gotOld, gotNew = o, n }}
-		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: readerWith(tc.live), Owner: memcachedGVK, GVK: deploymentGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: readerWith(tc.live), Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 		inf.Wrap(h).OnUpdate(tc.old, tc.new)
 		time.Sleep(20 * SettleDelay)
 		if got := h.updates.Load(); got != tc.want {
@@ -229,11 +212,11 @@ func TestOnlyDriftFromMetadata(t *testing.T) {
 		}
 		o, _ := gotOld.(*unstructured.Unstructured)
 		n, _ := gotNew.(*unstructured.Unstructured)
-		if o == nil || o.GroupVersionKind() != deploymentGVK || o.GetNamespace() != "ns" || o.GetName() != "m" ||
+		if o == nil || o.GroupVersionKind() != actiontest.DeploymentGVK || o.GetNamespace() != "ns" || o.GetName() != "m" ||
 			len(o.GetOwnerReferences()) != 1 || o.GetOwnerReferences()[0].Name != "m" || len(o.Object) != 3 {
 			t.Errorf("%s: old version %#v, want the Deployment ns/m with the owner reference of the version before, and nothing else", tc.name, gotOld)
 		}
-		if n == nil || len(n.GetOwnerReferences()) != len(tc.new.OwnerReferences) || n.GroupVersionKind() != deploymentGVK {
+		if n == nil || len(n.GetOwnerReferences()) != len(tc.new.OwnerReferences) || n.GroupVersionKind() != actiontest.DeploymentGVK {
 			t.Errorf("%s: new version %#v, want the Deployment's metadata", tc.name, gotNew)
 		}
 	}
@@ -272,9 +255,9 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 func TestOnlyDriftReadsOnlyOwnedObjectsBounded(t *testing.T) {
 	defer func(d time.Duration) { SettleDelay = d }(SettleDelay)
 	SettleDelay = 10 * time.Millisecond
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
+	cr := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": actiontest.MemcachedManifest}})
 	live := &countingReader{Reader: readerWith(liveDeployment(5, "m"))}
-	inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: live, Owner: memcachedGVK, GVK: deploymentGVK}
+	inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: live, Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK}
 	h := &countingHandler{}
 	wrapped := inf.Wrap(h)
 	unowned := func(i int) *metav1.PartialObjectMetadata {
@@ -372,7 +355,7 @@ func TestPrimaryResourceAnnotationConfined(t *testing.T) {
 	tied := func(namespace, rv, owner string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "c", ResourceVersion: rv,
 			Annotations: map[string]string{libhandler.NamespacedNameAnnotation: owner,
-				libhandler.TypeAnnotation: memcachedGVK.GroupKind().String(), "n": rv}}}
+				libhandler.TypeAnnotation: actiontest.MemcachedGVK.GroupKind().String(), "n": rv}}}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -387,9 +370,9 @@ func TestPrimaryResourceAnnotationConfined(t *testing.T) {
 		{"from a cluster-scoped object", "", "ns/m", 1},
 	} {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(memcached(nil)), Live: readerWith(), Owner: memcachedGVK, GVK: configMapGVK}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(actiontest.Memcached(nil)), Live: readerWith(), Owner: actiontest.MemcachedGVK, GVK: configMapGVK}
 		h := inf.Wrap(annotationQueue{handler: &libhandler.EnqueueRequestForAnnotation[*unstructured.Unstructured]{
-			Type: memcachedGVK.GroupKind()}, queue: q})
+			Type: actiontest.MemcachedGVK.GroupKind()}, queue: q})
 		h.OnAdd(tied(tc.namespace, "1", tc.owner), false)
 		h.OnUpdate(tied(tc.namespace, "1", tc.owner), tied(tc.namespace, "2", tc.owner))
 		h.OnDelete(tied(tc.namespace, "2", tc.owner))

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 const driftManifest = `---
@@ -112,7 +114,7 @@ func TestStrippedManifest(t *testing.T) {
 
 // The drift filter passes on no change confined to what the kind's policy ignores.
 func TestDriftedIgnores(t *testing.T) {
-	cr := memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": memcachedManifest}})
+	cr := actiontest.Memcached(map[string]any{"deployedRelease": map[string]any{"name": "m", "manifest": actiontest.MemcachedManifest}})
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	rule := Setting{Mode: Repair, Ignore: []Ignore{{"Deployment", "/spec/replicas"}}}
 	for _, tc := range []struct {
@@ -128,7 +130,7 @@ func TestDriftedIgnores(t *testing.T) {
 		{"scaled, a rule for another kind", Policy{Setting: Setting{Mode: Repair,
 			Ignore: []Ignore{{"StatefulSet", "/spec/replicas"}}}}, readerWith(liveDeployment(5, "m")), true},
 	} {
-		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: tc.live, Owner: memcachedGVK, GVK: deploymentGVK, Policy: tc.policy}
+		inf := Filter{Manifests: statusManifests{}, Reader: readerWith(cr), Live: tc.live, Owner: actiontest.MemcachedGVK, GVK: actiontest.DeploymentGVK, Policy: tc.policy}
 		if got := inf.Drifted(context.Background(), key); got != tc.want {
 			t.Errorf("%s: drifted %v, want %v", tc.name, got, tc.want)
 		}

@@ -11,20 +11,6 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 )
 
-// memcached is a Memcached CR ns/m, with status if not nil (as the operator's tests have it).
-func memcached(status map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.example.com/v1alpha1",
-		"kind":       "Memcached",
-		"metadata":   map[string]any{"name": "m", "namespace": "ns"},
-		"spec":       map[string]any{"size": int64(3)},
-	}}
-	if status != nil {
-		u.Object["status"] = status
-	}
-	return u
-}
-
 // statusManifests are the Manifests of CRs whose status holds their release's manifest
 // (--status-release-manifest): the operator's releases.Manifests without release records. No
 // Helm operation ever holds a release.

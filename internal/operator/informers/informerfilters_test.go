@@ -22,10 +22,11 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/releasesign"
 	"transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
 func version(rv string, mutate func(u *unstructured.Unstructured)) *unstructured.Unstructured {
-	u := memcached(map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True"}}})
+	u := actiontest.Memcached(map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True"}}})
 	u.SetResourceVersion(rv)
 	u.SetGeneration(1)
 	if mutate != nil {
@@ -124,9 +125,9 @@ func (c *capturing) OnDelete(obj any)       { c.got = append(c.got, obj) }
 func TestFilteringCacheReleaseObjectsAsMetadata(t *testing.T) {
 	var added toolscache.ResourceEventHandler
 	var asked []string
-	c := filteringCache{Cache: stubCache{added: &added, asked: &asked}, gvk: memcachedGVK}
+	c := filteringCache{Cache: stubCache{added: &added, asked: &asked}, gvk: actiontest.MemcachedGVK}
 	d := &unstructured.Unstructured{}
-	d.SetGroupVersionKind(deploymentGVK)
+	d.SetGroupVersionKind(actiontest.DeploymentGVK)
 	inf, err := c.GetInformer(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestFilteringCacheReleaseObjectsAsMetadata(t *testing.T) {
 		t.Fatalf("the handler got %d events, want the add and the delete: %v", len(rec.got), rec.got)
 	}
 	u, ok := rec.got[0].(*unstructured.Unstructured)
-	if !ok || u.GroupVersionKind() != deploymentGVK || u.GetName() != "m" || u.GetLabels()["app"] != "m" {
+	if !ok || u.GroupVersionKind() != actiontest.DeploymentGVK || u.GetName() != "m" || u.GetLabels()["app"] != "m" {
 		t.Errorf("added: %#v, want the Deployment's metadata as an unstructured Deployment", rec.got[0])
 	}
 	tomb, ok := rec.got[1].(toolscache.DeletedFinalStateUnknown)
@@ -206,7 +207,7 @@ func TestFilteringCache(t *testing.T) {
 func TestReleaseSecretDeletions(t *testing.T) {
 	keys := releasesign.Keys{Current: releasesign.Key(bytes.Repeat([]byte("k"), releasesign.MinKeySize))}
 	var added toolscache.ResourceEventHandler
-	c := filteringCache{Cache: stubCache{added: &added}, gvk: memcachedGVK, signedRecord: func(m metav1.Object) bool {
+	c := filteringCache{Cache: stubCache{added: &added}, gvk: actiontest.MemcachedGVK, signedRecord: func(m metav1.Object) bool {
 		return keys.VerifyMetadata(m.GetNamespace(), m) == nil
 	}}
 	inf, err := c.GetInformer(context.Background(), &corev1.Secret{})
@@ -270,7 +271,7 @@ func TestForcedReconcilesRateLimitedPerCR(t *testing.T) {
 		passed = append(passed, u.GetName()+":"+u.GetAnnotations()[statuscontract.RequestAnnotation]+":"+u.GetResourceVersion())
 	}}, &PerCRInterval{})
 	version := func(name, request, rv string, size int64) *unstructured.Unstructured {
-		u := memcached(nil)
+		u := actiontest.Memcached(nil)
 		u.SetName(name)
 		u.SetResourceVersion(rv)
 		if request != "" {
@@ -310,7 +311,7 @@ func TestForcedReconcilesShareTheSourcesBudget(t *testing.T) {
 	budget := &PerCRInterval{}
 	var passed atomic.Int32
 	h := newSkipStatusUpdates(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { passed.Add(1) }}, budget)
-	old := memcached(nil)
+	old := actiontest.Memcached(nil)
 	old.SetNamespace("ns")
 	old.SetName("a")
 	old.SetResourceVersion("1")
@@ -361,7 +362,7 @@ func TestMetadataChurnBudgeted(t *testing.T) {
 	}
 	rv := 1
 	for name, change := range churn {
-		prev := memcached(nil)
+		prev := actiontest.Memcached(nil)
 		prev.SetName(name)
 		prev.SetResourceVersion(strconv.Itoa(rv))
 		for i := range 5 {
@@ -403,7 +404,7 @@ func TestMetadataChurnBudgeted(t *testing.T) {
 	}
 	for _, c := range steering {
 		passed = nil
-		old := memcached(nil)
+		old := actiontest.Memcached(nil)
 		old.SetName("steered: " + c.name)
 		old.SetResourceVersion("1")
 		old.SetFinalizers([]string{"f"})

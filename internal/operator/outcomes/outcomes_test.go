@@ -8,24 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
+	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
 )
 
-// Copies of the fixtures of internal/operator's tests that these tests use.
-func memcached(status map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.example.com/v1alpha1",
-		"kind":       "Memcached",
-		"metadata":   map[string]any{"name": "m", "namespace": "ns"},
-		"spec":       map[string]any{"size": int64(3)},
-	}}
-	if status != nil {
-		u.Object["status"] = status
-	}
-	return u
-}
-
 func crAt(gen int64, status map[string]any) *unstructured.Unstructured {
-	u := memcached(status)
+	u := actiontest.Memcached(status)
 	u.SetGeneration(gen)
 	u.SetUID("uid-1")
 	return u
@@ -103,7 +90,7 @@ func TestOutcomesBoundTheEchoedRequest(t *testing.T) {
 // which the reconciler goes on changing while the controller's handler reads the event.
 func TestTellSendsNoSharedObject(t *testing.T) {
 	o := New()
-	cr := memcached(nil)
+	cr := actiontest.Memcached(nil)
 	o.tell(cr)
 	e := <-o.notify
 	if u, ok := e.Object.(*unstructured.Unstructured); ok && u == cr {

@@ -213,6 +213,12 @@ func StorageClass(name string, annotations map[string]string) *storagev1.Storage
 // StorageClassGVK is a cluster-scoped kind a chart may declare.
 var StorageClassGVK = schema.GroupVersionKind{Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass"}
 
+// The kinds of the tests' CRs and of their releases' workloads.
+var (
+	MemcachedGVK  = schema.GroupVersionKind{Group: "cache.example.com", Version: "v1alpha1", Kind: "Memcached"}
+	DeploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+)
+
 // Memcached is Memcached ns/m of size 3, with status if not nil.
 func Memcached(status map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -248,3 +254,19 @@ func PoolOwner() map[string]string {
 		ownership.HelmReleaseNameAnnotation: "x", ownership.HelmReleaseNamespaceAnnotation: "team-a",
 	}
 }
+
+// MemcachedManifest is the manifest of a Memcached release: a PodDisruptionBudget and a
+// Deployment, as the drift tests compare them with the live objects.
+const MemcachedManifest = `---
+# Source: memcached/templates/pdb.yaml
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: m, namespace: ns}
+spec: {maxUnavailable: 1}
+---
+# Source: memcached/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: m, namespace: ns}
+spec: {replicas: 3}
+`
