@@ -7,13 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/repofiles"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -107,13 +107,13 @@ func Add(o Options) (*Report, error) {
 		return nil, err
 	}
 
-	before, err := snapshot(o.Root, generatedPaths)
+	before, err := repofiles.Snapshot(o.Root, generatedPaths)
 	if err != nil {
 		return nil, err
 	}
 	// undo puts the repository back as it was after err, and returns err with any failure to.
 	undo := func(err error) error {
-		if undoErr := errors.Join(os.RemoveAll(dest), restore(o.Root, before)); undoErr != nil {
+		if undoErr := errors.Join(os.RemoveAll(dest), repofiles.Restore(o.Root, generatedPaths, before)); undoErr != nil {
 			return fmt.Errorf("%w; putting the repository back failed too: %w", err, undoErr)
 		}
 		return err
@@ -132,14 +132,14 @@ func Add(o Options) (*Report, error) {
 	if err != nil {
 		return nil, undo(fmt.Errorf("make manifests failed, and every file is put back as it was:\n%s\n%w", out, err))
 	}
-	after, err := snapshot(o.Root, generatedPaths)
+	after, err := repofiles.Snapshot(o.Root, generatedPaths)
 	if err != nil {
 		return nil, err
 	}
 
 	r := &Report{
 		Kind: gvk, ChartDir: chartRel, Chart: chartSummary(c), Annotations: changes, ManifestsOutput: string(out),
-		Written: changedFiles(before, after),
+		Written: repofiles.Changed(before, after),
 	}
 	r.review(c, crd, safe, before, after)
 	r.reviewLint(c, safe.Overrides, kubeScoreBinary(o))
@@ -154,77 +154,6 @@ func makeManifests(root string) ([]byte, error) {
 	cmd := exec.Command("make", "manifests")
 	cmd.Dir = root
 	return cmd.CombinedOutput()
-}
-
-// snapshot reads the files under each of paths (files or directories) of root, by their
-// slash-separated path relative to root.
-func snapshot(root string, paths []string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	for _, p := range paths {
-		err := filepath.WalkDir(filepath.Join(root, p), func(path string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			out[filepath.ToSlash(rel)] = data
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// restore puts back the files of snapshot before, and removes those created since under its
-// paths. It runs after a failure: its own errors are added to that one.
-func restore(root string, before map[string][]byte) error {
-	now, err := snapshot(root, generatedPaths)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for rel := range now {
-		if _, ok := before[rel]; !ok {
-			errs = append(errs, os.Remove(filepath.Join(root, filepath.FromSlash(rel))))
-		}
-	}
-	for rel, data := range before {
-		if string(now[rel]) != string(data) {
-			path := filepath.Join(root, filepath.FromSlash(rel))
-			errs = append(errs, os.MkdirAll(filepath.Dir(path), 0o755), os.WriteFile(path, data, 0o644))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// changedFiles lists the files new, changed or removed from before to after, sorted, each
-// with what happened to it.
-func changedFiles(before, after map[string][]byte) []string {
-	var out []string
-	for rel, data := range after {
-		old, ok := before[rel]
-		switch {
-		case !ok:
-			out = append(out, rel+" (new)")
-		case string(old) != string(data):
-			out = append(out, rel)
-		}
-	}
-	for rel := range before {
-		if _, ok := after[rel]; !ok {
-			out = append(out, rel+" (removed)")
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // chartSummary is what the report says of the copied chart.

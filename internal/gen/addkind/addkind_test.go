@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 
+	"transwarp.io/tos/warpdrive-operator/internal/gen/repofiles"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -60,7 +61,7 @@ func write(t *testing.T, path, data string) {
 
 func tree(t *testing.T, root string) map[string][]byte {
 	t.Helper()
-	s, err := snapshot(root, []string{"."})
+	s, err := repofiles.Snapshot(root, []string{"."})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/repofiles"
 )
 
 // Options say which version to add to which kind, in which repository.
@@ -170,12 +171,12 @@ func Add(o Options) (*Report, error) {
 	}
 
 	paths := append([]string{k.chartRel}, generatedPaths...)
-	before, err := snapshot(o.Root, paths)
+	before, err := repofiles.Snapshot(o.Root, paths)
 	if err != nil {
 		return nil, err
 	}
 	undo := func(err error) error {
-		if undoErr := restore(o.Root, paths, before); undoErr != nil {
+		if undoErr := repofiles.Restore(o.Root, paths, before); undoErr != nil {
 			return fmt.Errorf("%w; putting the repository back failed too: %w", err, undoErr)
 		}
 		return err
@@ -205,7 +206,7 @@ func Add(o Options) (*Report, error) {
 	if err != nil {
 		return nil, undo(fmt.Errorf("make manifests failed, and every file is put back as it was:\n%s\n%w", out, err))
 	}
-	after, err := snapshot(o.Root, paths)
+	after, err := repofiles.Snapshot(o.Root, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func Add(o Options) (*Report, error) {
 		r.Drops = append(r.Drops, d.reason)
 	}
 	r.Sample = newSample
-	r.Written = changedFiles(before, after)
+	r.Written = repofiles.Changed(before, after)
 	r.Output = string(out)
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/repofiles"
 	"transwarp.io/tos/warpdrive-operator/internal/watchfile"
 )
 
@@ -96,14 +97,14 @@ func checkIdempotent(t *testing.T, root string) {
 	if _, err := generate(root); err != nil {
 		t.Fatal(err)
 	}
-	if changed := changedFiles(before, tree(t, root)); len(changed) > 0 {
+	if changed := repofiles.Changed(before, tree(t, root)); len(changed) > 0 {
 		t.Errorf("make manifests after add-version changed %v", changed)
 	}
 }
 
 func tree(t *testing.T, root string) map[string][]byte {
 	t.Helper()
-	s, err := snapshot(root, []string{"."})
+	s, err := repofiles.Snapshot(root, []string{"."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestAddRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one saying %q", err, tc.want)
 			}
-			if changed := changedFiles(before, tree(t, root)); len(changed) > 0 {
+			if changed := repofiles.Changed(before, tree(t, root)); len(changed) > 0 {
 				t.Errorf("a refused add-version changed %v", changed)
 			}
 		})

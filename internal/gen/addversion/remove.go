@@ -14,6 +14,7 @@ import (
 
 	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/repofiles"
 )
 
 // CheckNotStored refuses to remove version while storedVersions, the CRD's
@@ -104,12 +105,12 @@ func Remove(o RemoveOptions) ([]string, error) {
 	}
 
 	paths := append([]string{k.chartRel}, generatedPaths...)
-	before, err := snapshot(o.Root, paths)
+	before, err := repofiles.Snapshot(o.Root, paths)
 	if err != nil {
 		return nil, err
 	}
 	undo := func(err error) error {
-		if undoErr := restore(o.Root, paths, before); undoErr != nil {
+		if undoErr := repofiles.Restore(o.Root, paths, before); undoErr != nil {
 			return fmt.Errorf("%w; putting the repository back failed too: %w", err, undoErr)
 		}
 		return err
@@ -142,11 +143,11 @@ func Remove(o RemoveOptions) ([]string, error) {
 	if out, err := manifests(o.Root); err != nil {
 		return nil, undo(fmt.Errorf("make manifests failed, and every file is put back as it was:\n%s\n%w", out, err))
 	}
-	after, err := snapshot(o.Root, paths)
+	after, err := repofiles.Snapshot(o.Root, paths)
 	if err != nil {
 		return nil, err
 	}
-	return changedFiles(before, after), nil
+	return repofiles.Changed(before, after), nil
 }
 
 // removeStep returns the text of conversions.yaml without the step from version, and the

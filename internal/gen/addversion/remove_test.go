@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/repofiles"
 )
 
 func TestCheckNotStored(t *testing.T) {
@@ -51,7 +52,7 @@ func TestRemove(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("removing %s: error %v, want one saying %q", version, err, want)
 		}
-		if changed := changedFiles(before, tree(t, root)); len(changed) > 0 {
+		if changed := repofiles.Changed(before, tree(t, root)); len(changed) > 0 {
 			t.Errorf("a refused remove-version changed %v", changed)
 		}
 	}

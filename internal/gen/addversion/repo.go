@@ -1,13 +1,11 @@
 package addversion
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -101,76 +99,6 @@ func copyDir(src, dst string, skip func(rel string) bool) error {
 		}
 		return os.WriteFile(target, data, info.Mode().Perm())
 	})
-}
-
-// snapshot reads the files under each of paths (files or directories) of root, by their
-// slash-separated path relative to root.
-func snapshot(root string, paths []string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	for _, p := range paths {
-		err := filepath.WalkDir(filepath.Join(root, p), func(path string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			out[filepath.ToSlash(rel)] = data
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// restore puts back the files of before, a snapshot of paths, and removes those created
-// since under paths. It runs after a failure: its own errors are added to that one.
-func restore(root string, paths []string, before map[string][]byte) error {
-	now, err := snapshot(root, paths)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for rel := range now {
-		if _, ok := before[rel]; !ok {
-			errs = append(errs, os.Remove(filepath.Join(root, filepath.FromSlash(rel))))
-		}
-	}
-	for rel, data := range before {
-		if old, ok := now[rel]; !ok || string(old) != string(data) {
-			path := filepath.Join(root, filepath.FromSlash(rel))
-			errs = append(errs, os.MkdirAll(filepath.Dir(path), 0o755), os.WriteFile(path, data, 0o644))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// changedFiles lists the files new, changed or removed from before to after, sorted.
-func changedFiles(before, after map[string][]byte) []string {
-	var out []string
-	for rel, data := range after {
-		old, ok := before[rel]
-		switch {
-		case !ok:
-			out = append(out, rel+" (new)")
-		case string(old) != string(data):
-			out = append(out, rel)
-		}
-	}
-	for rel := range before {
-		if _, ok := after[rel]; !ok {
-			out = append(out, rel+" (removed)")
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // makeManifests runs make manifests in root.
