@@ -9,7 +9,7 @@
 //     only a change of what the release should be does;
 //   - release records are signed, and Helm reads only the operator's own (trustedconfig/,
 //     internal/releasesign): a namespace editor cannot forge or alter a record to steer
-//     the operator; refused records are reported on the CR (layer_recordreport.go);
+//     the operator; refused records are reported on the CR (pipeline/layer_recordreport.go);
 //   - every release operation is confined to the release's namespace and the cluster-scoped
 //     kinds its chart declares (trustedconfig/confinement.go), and hooks run only for charts that have
 //     them;
@@ -22,22 +22,25 @@
 //   - a watch's own reconcilePeriod and maxConcurrentReconciles in watches.yaml are honoured
 //     (the stock command reads only its flags);
 //   - a release left pending by an interrupted operation is marked failed and retried
-//     (layer_pendingrepair.go); a CR whose release Secrets were deleted under it (with its
-//     namespace) still has its cluster-scoped objects deleted (layer_orphansweep.go), and so does
+//     (pipeline/layer_pendingrepair.go); a CR whose release Secrets were deleted under it (with its
+//     namespace) still has its cluster-scoped objects deleted (pipeline/layer_orphansweep.go), and so does
 //     a CR that went without any uninstall, such as by a finalizer removed by hand
 //     (orphan_controller.go); failed Helm operations are recorded as Events on the CR
-//     (layer_releaseevents.go);
+//     (pipeline/layer_releaseevents.go);
 //   - status.deployedRelease names the release's revision and chart version instead of
-//     copying its rendered manifest (statusclient.go, layer_releaseversions.go), unless
+//     copying its rendered manifest (statusclient.go, pipeline/layer_releaseversions.go), unless
 //     Options.StatusReleaseManifest asks for the stock shape.
 //
 // # How it is built
 //
 // Setup makes what the kinds share and, for each kind, its controllers (kind.go: setupKind,
-// and kindControllers, whose doc draws how a CR moves between them). Each helm reconciler
-// runs Helm through a pipeline of layers, listed once, in pipeline.go; the Helm action
-// configurations under every pipeline (signed records, confinement, take-over) are
-// trustedconfig's.
+// and kindControllers, whose doc draws how a CR moves between them). The parts of a CR's
+// story are packages below this one, each with a doc.go, which import nothing of this
+// package: the CR's values (values), the layers Helm is run through (pipeline, listed once in
+// its pipeline.go, with two layers of their own: renderjournal and releaseguard), the Helm
+// action configurations under every pipeline (trustedconfig: signed records, confinement,
+// take-over; restconfig: what Helm reads the cluster with), what starts a reconcile
+// (informers, drift), and what a visit found (outcomes, releases, metrics).
 package operator
 
 import (
