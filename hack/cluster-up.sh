@@ -114,7 +114,12 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 # bridge that this host reaches, rather than at its cluster IP: this cluster runs no
 # kube-proxy, so nothing would answer at a cluster IP. (hack/cluster-restart.sh and
 # etcd-snapshot.sh restart it with these same arguments, read from /proc.)
+# --feature-gates=StorageVersionMigrator=true and --runtime-config=...v1beta1: the API server
+# serves StorageVersionMigrations (beta in 1.35, off by default), which the manager's storage
+# migration creates where they are served (internal/storagemigration) instead of its own pass.
 start kube-apiserver "$BIN/kube-apiserver" \
+  --feature-gates=StorageVersionMigrator=true \
+  --runtime-config=storagemigration.k8s.io/v1beta1=true \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
@@ -132,7 +137,12 @@ wait_for kube-apiserver 90 kubectl get --raw /readyz
 # --resource-quota-sync-period: a quota created before the controller-manager discovered a new
 # CRD's kind reports "status unknown" for that kind, refusing every create, until its next
 # full sync (5 minutes by default); the attack suite's tenants each get such a quota.
+# --feature-gates=StorageVersionMigrator=true: its storage-version-migrator-controller runs the
+# StorageVersionMigrations. It also needs client-go's InformerResourceVersion and
+# InOrderInformers gates (set with KUBE_FEATURE_<gate>=true), which client-go 0.35 has on by
+# default (GA and beta), so no environment is set for them.
 start kube-controller-manager "$BIN/kube-controller-manager" \
+  --feature-gates=StorageVersionMigrator=true \
   --kubeconfig="$KUBECONFIG_FILE" \
   --resource-quota-sync-period=20s \
   --kube-api-qps="$KCM_API_QPS" --kube-api-burst="$KCM_API_BURST" \
