@@ -2,6 +2,7 @@ package storagemigration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,10 +10,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
@@ -21,40 +22,42 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// The manager's rights for the pass: the kinds' objects it updates are granted with the kinds;
-// their CRDs' status, only by name (internal/gen/kindgen).
+// The manager's rights for the migration: the kinds' objects the pass updates are granted with
+// the kinds; their CRDs' status, only by name (internal/gen/kindgen).
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=update
 
-// remaining is how many objects of a kind the pass has still to rewrite.
+// remaining is how many objects of a kind are still to be rewritten.
 var remaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "warpdrive_storage_migration_remaining",
-	Help: "Objects of the kind still stored at a version other than the storage version, as the migration pass last counted them.",
+	Help: "Objects of the kind still to be rewritten at the storage version: counted down by the operator's pass; " +
+		"with a StorageVersionMigration, the kind's objects when it started, then 0 once it succeeded.",
 }, []string{"kind"})
 
 func init() { metrics.Registry.MustRegister(remaining) }
 
-// pageSize bounds each list of the pass, so that a kind of 10,000 objects is not one answer.
-const pageSize = 500
-
-// Migrator is the pass, a runnable of the leader.
+// Migrator migrates the stored objects of the kinds, a runnable of the leader.
 type Migrator struct {
 	// Kinds are the kinds of watches.yaml, each at its storage version (the one it watches).
 	Kinds []schema.GroupVersionKind
-	// Client writes the objects and the CRDs' status; Reader lists and reads them, uncached.
+	// Client writes the objects, the StorageVersionMigrations and the CRDs' status; Reader
+	// lists and reads them, uncached.
 	Client   client.Client
 	Reader   client.Reader
 	Mapper   meta.RESTMapper
 	Recorder record.EventRecorder
 	Log      logr.Logger
+	// OwnPassOnly makes the operator's own pass rewrite the objects even where the API server
+	// serves StorageVersionMigrations (TestStorageMigration tests the pass so).
+	OwnPassOnly bool
 }
 
 // NeedLeaderElection says that only the leader migrates.
 func (*Migrator) NeedLeaderElection() bool { return true }
 
-// Start migrates each kind, retrying a kind whose pass failed with back-off, until all are done
-// or ctx ends. A failure is logged, never fatal: the objects stay readable at every served
-// version meanwhile.
+// Start migrates each kind, retrying a kind whose migration failed with back-off, until all
+// are done or ctx ends. A failure is logged, never fatal: the objects stay readable at every
+// served version meanwhile.
 func (m *Migrator) Start(ctx context.Context) error {
 	for _, gvk := range m.Kinds {
 		backoff := wait.Backoff{Duration: 5 * time.Second, Factor: 2, Steps: 8, Cap: 5 * time.Minute}
@@ -87,7 +90,7 @@ func (m *Migrator) migrate(ctx context.Context, gvk schema.GroupVersionKind) err
 		remaining.WithLabelValues(gvk.Kind).Set(0)
 		return nil
 	}
-	rewritten, err := m.rewrite(ctx, gvk)
+	done, err := m.rewriteStored(ctx, gvk, mapping.Resource.GroupResource(), crd)
 	if err != nil {
 		return err
 	}
@@ -100,10 +103,38 @@ func (m *Migrator) migrate(ctx context.Context, gvk schema.GroupVersionKind) err
 	if err := m.Client.Status().Update(ctx, crd); err != nil {
 		return fmt.Errorf("pruning the stored versions of %s: %w", crd.Name, err)
 	}
+	remaining.WithLabelValues(gvk.Kind).Set(0)
 	m.Recorder.Eventf(crd, corev1.EventTypeNormal, "StorageMigrated",
-		"%d objects rewritten at %s; status.storedVersions %v is now [%s]", rewritten, gvk.Version, before, gvk.Version)
-	m.Log.Info("stored objects migrated", "kind", gvk.GroupKind().String(), "rewritten", rewritten, "storedVersions", before)
+		"%s; status.storedVersions %v is now [%s]", done, before, gvk.Version)
+	m.Log.Info("stored objects migrated", "kind", gvk.GroupKind().String(), "how", done, "storedVersions", before)
 	return nil
+}
+
+// rewriteStored has every object of gr, crd's resource, rewritten at gvk's version: by a
+// StorageVersionMigration where the API server serves them, else (or if it failed) by the
+// operator's own pass. It says how, for the Event.
+func (m *Migrator) rewriteStored(ctx context.Context, gvk schema.GroupVersionKind, gr schema.GroupResource,
+	crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
+	if !m.OwnPassOnly {
+		served, err := m.migrationsServed()
+		if err != nil {
+			return "", err
+		}
+		if served {
+			name := migrationName(crd, gvk.Version)
+			err := m.viaAPIServer(ctx, gvk, gr, name)
+			var failed *migrationFailed
+			if !errors.As(err, &failed) {
+				return fmt.Sprintf("objects rewritten at %s by StorageVersionMigration %s", gvk.Version, name), err
+			}
+			m.Log.Info("StorageVersionMigration did not migrate, the operator's pass does", "kind", gvk.GroupKind().String(),
+				"storageVersionMigration", name, "reason", failed.why)
+			m.Recorder.Eventf(crd, corev1.EventTypeWarning, "StorageVersionMigrationFailed",
+				"StorageVersionMigration %s: %s; the operator rewrites the objects itself", name, failed.why)
+		}
+	}
+	rewritten, err := m.rewrite(ctx, gvk)
+	return fmt.Sprintf("%d objects rewritten at %s", rewritten, gvk.Version), err
 }
 
 // stale reports whether stored lists a version other than storage.
@@ -111,53 +142,12 @@ func stale(stored []string, storage string) bool {
 	return slices.ContainsFunc(stored, func(v string) bool { return v != storage })
 }
 
-// rewrite updates each object of gvk's kind as it is listed, so that the API server stores it
-// at the storage version, and returns how many it rewrote.
-func (m *Migrator) rewrite(ctx context.Context, gvk schema.GroupVersionKind) (int, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := m.Reader.List(ctx, list, client.Limit(pageSize)); err != nil {
-		return 0, err
-	}
-	left := int(ptrOr(list.GetRemainingItemCount(), 0)) + len(list.Items)
-	remaining.WithLabelValues(gvk.Kind).Set(float64(left))
-	rewritten := 0
-	for {
-		for i := range list.Items {
-			switch err := m.Client.Update(ctx, &list.Items[i]); {
-			case err == nil:
-				rewritten++
-			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-				// Written since it was listed (stored at the new version, the edit kept), or gone.
-			default:
-				return rewritten, fmt.Errorf("rewriting %s %s/%s: %w", gvk.Kind, list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
-			}
-			left--
-			remaining.WithLabelValues(gvk.Kind).Set(float64(left))
-		}
-		next := list.GetContinue()
-		if next == "" {
-			return rewritten, nil
-		}
-		list = &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := m.Reader.List(ctx, list, client.Limit(pageSize), client.Continue(next)); err != nil {
-			return rewritten, err
-		}
-	}
-}
-
-func ptrOr(p *int64, or int64) int64 {
-	if p == nil {
-		return or
-	}
-	return *p
-}
-
-// Add adds the pass over kinds to mgr.
+// Add adds the migration of kinds to mgr.
 func Add(mgr manager.Manager, kinds []schema.GroupVersionKind) error {
-	if err := apiextensionsv1.AddToScheme(mgr.GetScheme()); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, svmv1beta1.AddToScheme} {
+		if err := add(mgr.GetScheme()); err != nil {
+			return err
+		}
 	}
 	return mgr.Add(&Migrator{Kinds: kinds, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
 		Recorder: mgr.GetEventRecorderFor("storage-migration"), Log: mgr.GetLogger().WithName("storage-migration")})

@@ -3,9 +3,11 @@ package storagemigration
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
+	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,8 +37,10 @@ func cr(name string) *unstructured.Unstructured {
 func migrator(t *testing.T, stored []string, funcs interceptor.Funcs, names ...string) (*Migrator, client.Client, *record.FakeRecorder) {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, svmv1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
 	}
 	scheme.AddKnownTypeWithName(memcached, &unstructured.Unstructured{})
 	scheme.AddKnownTypeWithName(memcached.GroupVersion().WithKind("MemcachedList"), &unstructured.UnstructuredList{})
@@ -118,5 +122,98 @@ func TestMigrateFailureKeepsStoredVersions(t *testing.T) {
 	}
 	if !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1", "v1"}) {
 		t.Errorf("storedVersions %v after a failed pass, want them kept", crd.Status.StoredVersions)
+	}
+}
+
+var svmKind = svmv1beta1.SchemeGroupVersion.WithKind("StorageVersionMigration")
+
+// withMigrations serves StorageVersionMigrations in m's mapper, whose controller ends each
+// with the condition done as it is read.
+func withMigrations(m *Migrator, done svmv1beta1.MigrationConditionType) interceptor.Funcs {
+	m.Mapper.(*meta.DefaultRESTMapper).Add(svmKind, meta.RESTScopeRoot)
+	return interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if err := c.Get(ctx, key, obj, opts...); err != nil {
+			return err
+		}
+		if svm, ok := obj.(*svmv1beta1.StorageVersionMigration); ok {
+			meta.SetStatusCondition(&svm.Status.Conditions, metav1.Condition{Type: string(done), Status: metav1.ConditionTrue,
+				Reason: "Test", Message: "as the test says"})
+		}
+		return nil
+	}}
+}
+
+// TestMigrateByStorageVersionMigration: where the API server serves StorageVersionMigrations,
+// the operator creates one for the resource (or finds the one a previous leader created),
+// rewrites nothing itself, and prunes storedVersions once it succeeded.
+func TestMigrateByStorageVersionMigration(t *testing.T) {
+	var updated []string
+	m, c, rec := migrator(t, []string{"v1alpha1", "v1"}, interceptor.Funcs{}, "a")
+	funcs := withMigrations(m, svmv1beta1.MigrationSucceeded)
+	funcs.Update = countUpdates(&updated).Update
+	m.Client = interceptor.NewClient(c.(client.WithWatch), funcs)
+	m.Reader = m.Client
+	if err := m.migrate(context.Background(), memcached); err != nil {
+		t.Fatal(err)
+	}
+	if len(updated) > 0 {
+		t.Errorf("the operator updated %v itself", updated)
+	}
+	svm := &svmv1beta1.StorageVersionMigration{}
+	name := "memcacheds.cache.example.com-v1-0"
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, svm); err != nil {
+		t.Fatal(err)
+	}
+	if svm.Spec.Resource != (metav1.GroupResource{Group: "cache.example.com", Resource: "memcacheds"}) {
+		t.Errorf("StorageVersionMigration of %v", svm.Spec.Resource)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "memcacheds.cache.example.com"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+	if e := <-rec.Events; e != "Normal StorageMigrated objects rewritten at v1 by StorageVersionMigration "+name+
+		"; status.storedVersions [v1alpha1 v1] is now [v1]" {
+		t.Errorf("Event %q", e)
+	}
+
+	// A restarted leader finds the migration it created.
+	crd.Status.StoredVersions = []string{"v1alpha1", "v1"}
+	if err := c.Status().Update(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.migrate(context.Background(), memcached); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "by StorageVersionMigration "+name) {
+		t.Errorf("Event %q", e)
+	}
+}
+
+// TestFailedStorageVersionMigrationFallsBack: a StorageVersionMigration that failed is said in
+// a Warning Event, and the operator's own pass rewrites the objects.
+func TestFailedStorageVersionMigrationFallsBack(t *testing.T) {
+	var updated []string
+	m, c, rec := migrator(t, []string{"v1alpha1", "v1"}, interceptor.Funcs{}, "a", "b")
+	funcs := withMigrations(m, svmv1beta1.MigrationFailed)
+	funcs.Update = countUpdates(&updated).Update
+	m.Client = interceptor.NewClient(c.(client.WithWatch), funcs)
+	m.Reader = m.Client
+	if err := m.migrate(context.Background(), memcached); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(updated, []string{"a", "b"}) {
+		t.Errorf("updated %v, want [a b]", updated)
+	}
+	want := []string{
+		"Warning StorageVersionMigrationFailed StorageVersionMigration memcacheds.cache.example.com-v1-0: failed: as the test says; the operator rewrites the objects itself",
+		"Normal StorageMigrated 2 objects rewritten at v1; status.storedVersions [v1alpha1 v1] is now [v1]",
+	}
+	for _, w := range want {
+		if e := <-rec.Events; e != w {
+			t.Errorf("Event %q, want %q", e, w)
+		}
 	}
 }
