@@ -26,6 +26,19 @@ sidecar_args=$(podargs -container=sidecar \
   -metrics-bind-address="${SIDECAR_METRICS_ADDR:-127.0.0.1:8082}" -health-probe-bind-address="${SIDECAR_PROBE_ADDR:-127.0.0.1:8083}") || exit
 mapfile -t manager_args <<<"$manager_args"
 mapfile -t sidecar_args <<<"$sidecar_args"
+# The CRD conversion webhook, which the pod serves behind its Service: the host's sidecar
+# serves it on CONVERSION_PORT of every interface, with a certificate for the Service's DNS
+# names made for this run, and hack/hostconversion points the Service (an EndpointSlice) at
+# this host and the port, and puts the certificate's CA into the caBundle of the served kinds'
+# CRDs (internal/hostconversion). Nothing to undo when the run stops or is killed: the next
+# run points them at itself again. Against a cluster where the operator is deployed, its
+# sidecar serves the webhook and this one serves none.
+CONVERSION_PORT=${CONVERSION_PORT:-9443}
+cert_dir=$(mktemp -d "${TMPDIR:-/tmp}/warpdrive-run-conversion.XXXXXX") || exit
+trap 'rm -rf "$cert_dir"' EXIT
+conversion_args=$(go run ./hack/hostconversion -watches-file=watches.yaml -port="$CONVERSION_PORT" -cert-dir="$cert_dir") || exit
+[ -n "$conversion_args" ] && mapfile -t -O "${#sidecar_args[@]}" sidecar_args <<<"$conversion_args"
+
 # And the variables the kubelet gives each container from its resources (MEMORY_LIMIT, from
 # which each process sets the Go runtime's soft memory limit).
 manager_env=$(podargs -container=manager -env) || exit

@@ -227,8 +227,9 @@ var Translated = map[string]string{
 	// The pod serves the CRD conversion webhook behind its Service, from the mounted Secret
 	// that its rotator keeps; a process on the host has neither the mount nor the Service, and
 	// its rotator would overwrite the deployed pod's Secret and the CRDs' caBundle. On the
-	// host it serves none unless the caller gives its own flags (test/framework
-	// LocalConversion: a certificate for localhost, not rotated).
+	// host it serves none unless the caller gives its own port and cert dir
+	// (internal/hostconversion: a certificate of its own for the Service, not rotated, and an
+	// EndpointSlice of the Service at the host; make run and test/framework's LocalConversion).
 	"conversion-webhook-port": "the pod's webhook is behind its Service; on the host it is served only where the caller gives a port",
 	"conversion-cert-dir":     "the pod's mounted Secret is not on the host",
 	"conversion-cert-secret":  "the host must not rotate the deployed pod's Secret and the CRDs' caBundle",

@@ -38,7 +38,8 @@ var keyValueGVK = schema.GroupVersionKind{Group: "kv.example.com", Version: "v1a
 //  2. make add-version VERSION=v1 takes the chart's next major version (1.0.0), whose values
 //     moved; a reviewer turns the drop it could not place (servicePort, renamed service.port)
 //     into a move, as docs/versions.md says; the CRD now serves both versions through the
-//     conversion webhook of the sidecar, which runs on the host here (LocalConversion);
+//     conversion webhook of the sidecar, which runs on the host here and is reached, as in
+//     make run, through the webhook's Service (LocalConversion.Register);
 //  3. the same CRs, untouched, are upgraded to chart 1.0.0 from their values converted to v1,
 //     and the chart renders the same objects as before;
 //  4. read at v1alpha1 they are as written, the dropped usePassword included; at v1 their
@@ -103,9 +104,16 @@ func TestChartWhoseValuesMoved(t *testing.T) {
 	if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
 		t.Fatalf("the CRD's conversion is %+v, want the webhook: the versions differ", crd.Spec.Conversion)
 	}
-	local.Point(crd)
 	if err := env.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
 		t.Fatalf("applying the CRD of two versions: %v", err)
+	}
+	// As make run does: the CRD keeps crdgen's Service, which reaches the host's sidecar.
+	injected, err := local.Register(ctx, env.Client, keyValueGVK.GroupKind())
+	if err != nil {
+		t.Fatalf("serving the conversion webhook from the host: %v", err)
+	}
+	if !slices.Equal(injected, []string{crd.Name}) {
+		t.Fatalf("the CA was injected into the CRDs %v, want [%s]", injected, crd.Name)
 	}
 	if env.Impersonating() {
 		grantGeneratedRole(t, dir) // with the storage migration's rights on the CRD

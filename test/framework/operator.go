@@ -69,9 +69,9 @@ var SuiteFlags = map[string]string{
 	// test/security's output bomb: far below the memory bound, which a 16 MiB output races.
 	"render-max-output": "test/security's output bomb is refused at 4Mi, far from the memory bound",
 	// The sidecar on the host serves the conversion webhook of a test's kind to the API server
-	// at localhost (LocalConversion), where the pod's is behind its Service.
+	// (LocalConversion: through the webhook's Service, pointed at the host, or at localhost).
 	"conversion-webhook-port": "a test's kind whose versions differ is converted by the host's sidecar",
-	"conversion-cert-dir":     "the host's sidecar serves a certificate for localhost the test made",
+	"conversion-cert-dir":     "the host's sidecar serves a certificate the test made",
 }
 
 // StockArgs is the stock helm-operator's configuration: the arguments operator-sdk's Helm
