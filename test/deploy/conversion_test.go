@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,8 +41,13 @@ const (
 // new operator version with such a kind would be deployed. Then the sidecar's leader fills the
 // Secret and injects its CA into that CRD; a Memcached written at v1alpha1 and at v1 reads
 // back at both versions, through the Service (the API server calls its endpoints, pod IPs on
-// the real node's bridge, --enable-aggregator-routing); and deleting the sidecar leader's pod
-// fails no read at v1alpha1 while the other pod serves and a new one starts.
+// the real node's bridge, --enable-aggregator-routing); deleting the sidecar leader's pod
+// fails no read at v1alpha1 while the other pod serves and a new one starts; and when the
+// processes of the new leader's pod are killed, the other pod serves every read from the
+// moment the killed pod is out of the endpoints until it is back. The reads the API server
+// sent to the killed pod before the kubelet reported it are counted in the log, not refused:
+// the API server calls a conversion webhook once, without retrying, so no webhook served
+// from pods avoids them (docs/versions.md, "How the API server converts").
 func TestConversionWebhookInPod(t *testing.T) {
 	if os.Getenv(PodEnv) == "" {
 		t.Skipf("%s is not set: needs the real node (make node-up image-load)", PodEnv)
@@ -158,58 +162,150 @@ func TestConversionWebhookInPod(t *testing.T) {
 	}
 
 	// The sidecar leader's pod deleted: the other pod serves every read meanwhile.
+	leader := sidecarLeader(t)
+	t.Logf("deleting the sidecar leader's pod %s", leader.Name)
+	samples := readsDuring(t, ns, len(names), leader.Name, func() {
+		final := watchToDeletion(t, leader)
+		if err := env.Client.Delete(ctx, leader); err != nil {
+			t.Fatal(err)
+		}
+		deletedGracefully(t, final, leader.Name)
+		waitRolledOut(t, 2)
+		time.Sleep(5 * time.Second) // reads with the new pod among the endpoints
+	})
+	if failed := failedReads(samples, func(sample) bool { return true }); len(failed) != 0 {
+		t.Errorf("%d of %d reads at v1alpha1 failed while the sidecar leader's pod was deleted:\n%s",
+			len(failed), len(samples), strings.Join(failed, "\n"))
+	}
+
+	// The processes of the sidecar leader's pod killed, as a crash: until the kubelet reports
+	// them ended, the pod stays among the Service's endpoints, and a read the API server sends
+	// there fails (it calls a conversion webhook once, without retrying); from then until the
+	// restarted processes are Ready, the other pod serves every read.
+	leader = sidecarLeader(t)
+	restarts := int32(0)
+	for _, s := range leader.Status.ContainerStatuses {
+		restarts += s.RestartCount
+	}
+	samples = readsDuring(t, ns, len(names), leader.Name, func() {
+		killProcesses(t, leader)
+		framework.Eventually(t, converge, func(ctx context.Context) error {
+			pod := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(leader), pod); err != nil {
+				return err
+			}
+			now := int32(0)
+			for _, s := range pod.Status.ContainerStatuses {
+				now += s.RestartCount
+			}
+			if now < restarts+int32(len(pod.Status.ContainerStatuses)) || !podReady(pod) {
+				return fmt.Errorf("pod %s: %d restarts (%d before the kill), Ready %v", pod.Name, now, restarts, podReady(pod))
+			}
+			return nil
+		})
+		time.Sleep(5 * time.Second) // reads with the restarted pod among the endpoints again
+	})
+	down := 0
+	for _, s := range samples {
+		if !s.podReady && s.err == nil {
+			down++
+		}
+	}
+	if down == 0 {
+		t.Errorf("no read at v1alpha1 succeeded while the killed pod %s was not Ready: the other pod served none", leader.Name)
+	}
+	inEndpoints := failedReads(samples, func(s sample) bool { return !s.outOfEndpoints && !s.afterRecovery })
+	t.Logf("kill of %s: %d reads at v1alpha1, %d served while it was not Ready, %d failed before the kubelet reported it (measured, the API server does not retry a conversion call):\n%s",
+		leader.Name, len(samples), down, len(inEndpoints), strings.Join(inEndpoints, "\n"))
+	if failed := failedReads(samples, func(s sample) bool { return s.outOfEndpoints || s.afterRecovery }); len(failed) != 0 {
+		t.Errorf("%d of %d reads at v1alpha1 failed once the killed pod %s was out of the endpoints, or back:\n%s",
+			len(failed), len(samples), leader.Name, strings.Join(failed, "\n"))
+	}
+}
+
+// sidecarLeader is the pod whose sidecar holds the sidecar's Lease (its rotator's).
+func sidecarLeader(t *testing.T) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
 	lease := &coordinationv1.Lease{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: sidecarLease}, lease); err != nil {
 		t.Fatal(err)
 	}
-	leader, _, _ := strings.Cut(ptr.Deref(lease.Spec.HolderIdentity, ""), "_")
+	name, _, _ := strings.Cut(ptr.Deref(lease.Spec.HolderIdentity, ""), "_")
 	pod := &corev1.Pod{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: leader}, pod); err != nil {
-		t.Fatalf("the sidecar's leader %q: %v", leader, err)
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		t.Fatalf("the sidecar's leader %q: %v", name, err)
 	}
+	return pod
+}
+
+// sample is one list of the CRs at v1alpha1 made while a pod of the operator went away.
+type sample struct {
+	at  time.Time
+	err error // nil if the list held every CR
+	// podReady is whether the pod going away was Ready just before the list (false once
+	// deleted); outOfEndpoints, whether it was not Ready at the list before too, so that the
+	// endpoints had time to follow; afterRecovery, whether it had been not Ready and was
+	// Ready again.
+	podReady, outOfEndpoints, afterRecovery bool
+}
+
+// readsDuring lists the CRs of ns at v1alpha1 every 100 ms while act runs, each after reading
+// whether the pod named pod is Ready, and returns the lists.
+func readsDuring(t *testing.T, ns string, want int, pod string, act func()) []sample {
+	t.Helper()
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var reads int
-	var failures []string
-	wg.Add(1)
+	done := make(chan []sample)
 	go func() {
-		defer wg.Done()
+		var samples []sample
+		wasDown, downBefore := false, false
 		for {
 			select {
 			case <-stop:
+				done <- samples
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
+			ctx := context.Background()
+			p := &corev1.Pod{}
+			ready := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, p) == nil && podReady(p)
+			wasDown = wasDown || !ready
 			list := &unstructured.UnstructuredList{}
 			list.SetAPIVersion("cache.example.com/v1alpha1")
 			list.SetKind("MemcachedList")
-			err := env.Client.List(context.Background(), list, client.InNamespace(ns))
-			mu.Lock()
-			reads++
-			if err != nil {
-				failures = append(failures, time.Now().Format("15:04:05.000")+" "+err.Error())
-			} else if len(list.Items) != len(names) {
-				failures = append(failures, fmt.Sprintf("%d CRs listed at v1alpha1, want %d", len(list.Items), len(names)))
+			err := env.Client.List(ctx, list, client.InNamespace(ns))
+			if err == nil && len(list.Items) != want {
+				err = fmt.Errorf("%d CRs listed at v1alpha1, want %d", len(list.Items), want)
 			}
-			mu.Unlock()
+			samples = append(samples, sample{at: time.Now(), err: err, podReady: ready,
+				outOfEndpoints: !ready && downBefore, afterRecovery: wasDown && ready})
+			downBefore = !ready
 		}
 	}()
-	t.Logf("deleting the sidecar leader's pod %s", leader)
-	final := watchToDeletion(t, pod)
-	if err := env.Client.Delete(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	deletedGracefully(t, final, leader)
-	waitRolledOut(t, 2)
-	time.Sleep(5 * time.Second) // reads with the new pod among the endpoints
+	act()
 	close(stop)
-	wg.Wait()
-	t.Logf("%d reads at v1alpha1 through the deletion of %s", reads, leader)
-	if len(failures) != 0 {
-		t.Errorf("%d of %d reads at v1alpha1 failed while the sidecar leader's pod was deleted:\n%s",
-			len(failures), reads, strings.Join(failures, "\n"))
+	return <-done
+}
+
+// failedReads are the failed samples that count says to, one line each.
+func failedReads(samples []sample, count func(sample) bool) []string {
+	var out []string
+	for _, s := range samples {
+		if s.err != nil && count(s) {
+			out = append(out, s.at.Format("15:04:05.000")+" "+s.err.Error())
+		}
 	}
+	return out
+}
+
+// podReady reports whether pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func keys(m map[string][]byte) []string {
