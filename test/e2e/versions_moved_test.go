@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +15,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +27,8 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addversion"
+	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
+	"transwarp.io/tos/warpdrive-operator/internal/hostconversion"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
@@ -107,13 +113,26 @@ func TestChartWhoseValuesMoved(t *testing.T) {
 	if err := env.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
 		t.Fatalf("applying the CRD of two versions: %v", err)
 	}
-	// As make run does: the CRD keeps crdgen's Service, which reaches the host's sidecar.
+	// As make run does: the CRD keeps crdgen's Service, which reaches the host's sidecar. Where
+	// the operator is deployed (make test-deploy runs this suite beside it), that Service is
+	// its pods', whose sidecars serve no kind of this test's: the CRD points at the host's
+	// sidecar by URL instead.
 	injected, err := local.Register(ctx, env.Client, keyValueGVK.GroupKind())
-	if err != nil {
+	switch {
+	case errors.Is(err, hostconversion.ErrDeployed):
+		t.Logf("the operator is deployed: the CRD points at the host's sidecar by URL (%v)", err)
+		local.Point(crd)
+		crd.ManagedFields = nil
+		if err := env.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("warpdrive-e2e"), client.ForceOwnership); err != nil {
+			t.Fatalf("pointing the CRD at the host's sidecar: %v", err)
+		}
+	case err != nil:
 		t.Fatalf("serving the conversion webhook from the host: %v", err)
-	}
-	if !slices.Equal(injected, []string{crd.Name}) {
-		t.Fatalf("the CA was injected into the CRDs %v, want [%s]", injected, crd.Name)
+	default:
+		t.Cleanup(func() { unregisterHostConversion(t) })
+		if !slices.Equal(injected, []string{crd.Name}) {
+			t.Fatalf("the CA was injected into the CRDs %v, want [%s]", injected, crd.Name)
+		}
 	}
 	if env.Impersonating() {
 		grantGeneratedRole(t, dir) // with the storage migration's rights on the CRD
@@ -378,4 +397,21 @@ func kubectlGet(t *testing.T, resource, ns, name string) *unstructured.Unstructu
 		t.Fatal(err)
 	}
 	return obj
+}
+
+// unregisterHostConversion deletes the Service and EndpointSlice that LocalConversion.Register
+// applied, which would send the API server's conversions to the test's closed port: the
+// operator's own Service, made by make deploy later on the same cluster, would find them.
+func unregisterHostConversion(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ns, name := crdgen.WebhookServiceNamespace, crdgen.WebhookServiceName
+	for _, obj := range []client.Object{
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+	} {
+		if err := env.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting %T %s/%s of the host's conversion webhook: %v", obj, ns, name, err)
+		}
+	}
 }
