@@ -1,6 +1,7 @@
 package storagemigration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -24,10 +25,11 @@ import (
 const (
 	// pollCap bounds the wait between two reads of a StorageVersionMigration.
 	pollCap = 10 * time.Second
-	// pickupTimeout is how long a StorageVersionMigration may go without any status before
-	// the operator's pass does the work instead: the API server serves them, but no
-	// kube-controller-manager runs its storage-version-migrator-controller (its feature gate off).
-	pickupTimeout = 2 * time.Minute
+	// DefaultPickupTimeout is how long a StorageVersionMigration may go without any status
+	// before the operator's pass does the work instead (Migrator.PickupTimeout): the API
+	// server serves them, but no kube-controller-manager runs its
+	// storage-version-migrator-controller (its feature gate off).
+	DefaultPickupTimeout = 2 * time.Minute
 )
 
 // migrationFailed is why a StorageVersionMigration did not migrate: its Failed condition, or
@@ -84,7 +86,7 @@ func (m *Migrator) viaAPIServer(ctx context.Context, gvk schema.GroupVersionKind
 // await reads the StorageVersionMigration name, every second at first, then less often,
 // until it succeeded or failed.
 func (m *Migrator) await(ctx context.Context, name string) error {
-	since := time.Now()
+	since, pickup := time.Now(), cmp.Or(m.PickupTimeout, DefaultPickupTimeout)
 	for delay := time.Second; ; delay = min(2*delay, pollCap) {
 		svm := &svmv1beta1.StorageVersionMigration{}
 		if err := m.Reader.Get(ctx, client.ObjectKey{Name: name}, svm); err != nil {
@@ -96,8 +98,8 @@ func (m *Migrator) await(ctx context.Context, name string) error {
 		if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1beta1.MigrationFailed)); c != nil && c.Status == metav1.ConditionTrue {
 			return &migrationFailed{why: "failed: " + c.Message}
 		}
-		if svm.Status.ResourceVersion == "" && len(svm.Status.Conditions) == 0 && time.Since(since) > pickupTimeout {
-			return &migrationFailed{why: fmt.Sprintf("no status after %s (does kube-controller-manager run its storage-version-migrator-controller?)", pickupTimeout)}
+		if svm.Status.ResourceVersion == "" && len(svm.Status.Conditions) == 0 && time.Since(since) > pickup {
+			return &migrationFailed{why: fmt.Sprintf("no status after %s (does kube-controller-manager run its storage-version-migrator-controller?)", pickup)}
 		}
 		select {
 		case <-ctx.Done():

@@ -50,6 +50,9 @@ type Migrator struct {
 	// OwnPassOnly makes the operator's own pass rewrite the objects even where the API server
 	// serves StorageVersionMigrations (TestStorageMigration tests the pass so).
 	OwnPassOnly bool
+	// PickupTimeout is how long a StorageVersionMigration may go without any status before
+	// the operator's pass does the work instead; zero is DefaultPickupTimeout.
+	PickupTimeout time.Duration
 }
 
 // NeedLeaderElection says that only the leader migrates.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
@@ -135,7 +136,7 @@ func withMigrations(m *Migrator, done svmv1beta1.MigrationConditionType) interce
 		if err := c.Get(ctx, key, obj, opts...); err != nil {
 			return err
 		}
-		if svm, ok := obj.(*svmv1beta1.StorageVersionMigration); ok {
+		if svm, ok := obj.(*svmv1beta1.StorageVersionMigration); ok && done != "" {
 			meta.SetStatusCondition(&svm.Status.Conditions, metav1.Condition{Type: string(done), Status: metav1.ConditionTrue,
 				Reason: "Test", Message: "as the test says"})
 		}
@@ -215,5 +216,30 @@ func TestFailedStorageVersionMigrationFallsBack(t *testing.T) {
 		if e := <-rec.Events; e != w {
 			t.Errorf("Event %q, want %q", e, w)
 		}
+	}
+}
+
+// TestUnpickedStorageVersionMigrationFallsBack: a StorageVersionMigration that no controller
+// picks up (no status within PickupTimeout: the API is served, the controller does not run)
+// is said in a Warning Event, and the operator's own pass rewrites the objects.
+func TestUnpickedStorageVersionMigrationFallsBack(t *testing.T) {
+	var updated []string
+	m, c, rec := migrator(t, []string{"v1alpha1", "v1"}, interceptor.Funcs{}, "a")
+	m.PickupTimeout = time.Millisecond
+	funcs := withMigrations(m, "")
+	funcs.Update = countUpdates(&updated).Update
+	m.Client = interceptor.NewClient(c.(client.WithWatch), funcs)
+	m.Reader = m.Client
+	if err := m.migrate(context.Background(), memcached); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(updated, []string{"a"}) {
+		t.Errorf("updated %v, want [a]", updated)
+	}
+	if e := <-rec.Events; !strings.HasPrefix(e, "Warning StorageVersionMigrationFailed ") || !strings.Contains(e, "no status after 1ms") {
+		t.Errorf("Event %q, want a Warning StorageVersionMigrationFailed saying it had no status", e)
+	}
+	if e := <-rec.Events; !strings.HasPrefix(e, "Normal StorageMigrated 1 objects rewritten") {
+		t.Errorf("Event %q, want StorageMigrated by the operator's pass", e)
 	}
 }
