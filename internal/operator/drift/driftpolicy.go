@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 )
 
 // The HPA default: a HorizontalPodAutoscaler owns the replicas of what it scales, and a repair
@@ -326,4 +328,42 @@ func plainNumber(v any) any {
 		return f
 	}
 	return v
+}
+
+// OwnedManifest is the release manifest with Helm's ownership annotations on each object, the
+// release's name and namespace, as Helm sets them on every object it creates or adopts (they
+// are not in the manifest it records). The repair creates what is missing from the manifest
+// it is given: without them, an object it re-created (one deleted by a person's helm rollback
+// to a revision without it) is one the release's next upgrade refuses to import, and every
+// upgrade of the CR then fails ("exists and cannot be imported into the current release").
+func OwnedManifest(manifest, release, namespace string) (string, error) {
+	docs := splitManifest(manifest)
+	changed := false
+	for i, doc := range docs {
+		if doc.obj == nil {
+			continue
+		}
+		a := doc.obj.GetAnnotations()
+		if a[ownership.HelmReleaseNameAnnotation] == release && a[ownership.HelmReleaseNamespaceAnnotation] == namespace {
+			continue
+		}
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[ownership.HelmReleaseNameAnnotation], a[ownership.HelmReleaseNamespaceAnnotation] = release, namespace
+		doc.obj.SetAnnotations(a)
+		j, err := json.Marshal(doc.obj.Object)
+		if err != nil {
+			return "", err
+		}
+		docs[i].text, changed = docHeader(doc.text)+string(j)+"\n", true
+	}
+	if !changed {
+		return manifest, nil
+	}
+	texts := make([]string, len(docs))
+	for i, doc := range docs {
+		texts[i] = doc.text
+	}
+	return strings.Join(texts, manifestSeparator), nil
 }

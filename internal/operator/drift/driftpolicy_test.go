@@ -136,3 +136,37 @@ func TestDriftedIgnores(t *testing.T) {
 		}
 	}
 }
+
+// The repair's manifest carries Helm's ownership annotations on each object, as Helm sets
+// them when it creates one, so that an object the repair re-creates is the release's own for
+// its next upgrade; objects that have them already, and documents that are no object, are
+// left as they were.
+func TestOwnedManifest(t *testing.T) {
+	manifest := "---\n# Source: c/templates/pdb.yaml\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: app\n  annotations:\n    team: a\nspec:\n  maxUnavailable: 1\n" +
+		"---\n# Source: c/templates/empty.yaml\n" +
+		"---\napiVersion: v1\nkind: Service\nmetadata:\n  name: app\n  annotations:\n    meta.helm.sh/release-name: rel\n    meta.helm.sh/release-namespace: ns\n"
+	got, err := OwnedManifest(manifest, "rel", "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := splitManifest(got)
+	if len(docs) != 3 {
+		t.Fatalf("%d documents, want 3:\n%s", len(docs), got)
+	}
+	pdb := docs[0].obj.GetAnnotations()
+	if pdb["meta.helm.sh/release-name"] != "rel" || pdb["meta.helm.sh/release-namespace"] != "ns" || pdb["team"] != "a" {
+		t.Errorf("PodDisruptionBudget annotations %v, want Helm's ownership beside team", pdb)
+	}
+	if !strings.HasPrefix(docs[0].text, "---\n# Source: c/templates/pdb.yaml\n") {
+		t.Errorf("the rewritten document lost its header:\n%s", docs[0].text)
+	}
+	if !strings.Contains(got, "maxUnavailable") {
+		t.Errorf("the rewritten document lost its spec:\n%s", got)
+	}
+	if docs[1].obj != nil || !strings.HasSuffix(got, "meta.helm.sh/release-namespace: ns\n") {
+		t.Errorf("the documents that need nothing changed:\n%s", got)
+	}
+	if again, _ := OwnedManifest(got, "rel", "ns"); again != got {
+		t.Errorf("OwnedManifest of an owned manifest changed it:\n%s", again)
+	}
+}

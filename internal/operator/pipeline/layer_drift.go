@@ -67,6 +67,9 @@ func (c driftClient) Reconcile(rel *release.Release) error {
 	if err != nil {
 		return err
 	}
+	if manifest, err = drift.OwnedManifest(manifest, rel.Name, rel.Namespace); err != nil {
+		return err
+	}
 	if manifest != rel.Manifest {
 		stripped := *rel
 		stripped.Manifest = manifest

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
+	"transwarp.io/tos/warpdrive-operator/internal/operator/ownership"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/releases"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/internal/testutil/actiontest"
@@ -123,10 +124,20 @@ func TestDriftLayer(t *testing.T) {
 			t.Errorf("the release was changed, or events %q", evs)
 		}
 	})
-	t.Run("repair, nothing ignored", func(t *testing.T) {
+	t.Run("repair, nothing ignored: every object owned by the release", func(t *testing.T) {
 		engine, _, _, err := run(drift.NewPolicy(drift.Setting{Mode: drift.Repair}, nil), nil, cr())
-		if err != nil || engine.repaired != rel {
-			t.Errorf("Reconcile: %v; the engine got %p, want the release itself", err, engine.repaired)
+		if err != nil || engine.repaired == nil {
+			t.Fatalf("Reconcile: %v, repaired %v", err, engine.repaired)
+		}
+		objects := objectsOf(t, engine.repaired.Manifest)
+		for _, kind := range []string{"Service", "Deployment"} {
+			a, _, _ := unstructured.NestedStringMap(objects[kind], "metadata", "annotations")
+			if a[ownership.HelmReleaseNameAnnotation] != "m" || a[ownership.HelmReleaseNamespaceAnnotation] != "ns" {
+				t.Errorf("the repair's %s has annotations %v, want Helm's ownership of release ns/m", kind, a)
+			}
+		}
+		if rel.Manifest != driftManifest {
+			t.Errorf("the release was changed")
 		}
 	})
 	t.Run("off", func(t *testing.T) {
