@@ -17,6 +17,17 @@ import (
 // FileName is the file of a chart directory that lists its kind's conversions.
 const FileName = "conversions.yaml"
 
+// VersionsDir is the directory of a chart that keeps what its kind's older versions were:
+// the chart holds only the newest version's chart, and the CRD serves every version.
+const VersionsDir = "versions"
+
+// IsVersionHistory reports whether the file at rel, a slash-separated path in a chart
+// directory, records the versions of the chart's kind (FileName and VersionsDir) rather than
+// being a part of the chart.
+func IsVersionHistory(rel string) bool {
+	return rel == FileName || rel == VersionsDir || strings.HasPrefix(rel, VersionsDir+"/")
+}
+
 // Move is one move of conversions.yaml: the value at From, a JSON pointer into the spec of a
 // step's older version, is at To in the newer version's spec. The tags are the file's keys,
 // so that a Move marshals as the file writes it.

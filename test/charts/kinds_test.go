@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/crdgen"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/kindgen"
@@ -56,7 +57,7 @@ func TestAddingAKind(t *testing.T) {
 	// Not the versions Memcached has had, if any: the new kind has one.
 	copyTree(t, chartDir("memcached"), filepath.Join(dir, "helm-charts", "cache"), func(path string) bool {
 		rel, _ := filepath.Rel(chartDir("memcached"), path)
-		return !addkind.IsVersionHistory(filepath.ToSlash(rel))
+		return !conversion.IsVersionHistory(filepath.ToSlash(rel))
 	})
 	chartYAML := filepath.Join(dir, "helm-charts", "cache", "Chart.yaml")
 	data, err := os.ReadFile(chartYAML)

@@ -60,7 +60,7 @@ func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
 	}
 	// The copy is a kind of its own, at one version: Memcached's history of versions
 	// (conversions.yaml, versions/) is not its.
-	for _, history := range []string{conversion.FileName, crdgen.VersionsDir} {
+	for _, history := range []string{conversion.FileName, conversion.VersionsDir} {
 		if err := os.RemoveAll(filepath.Join(c.Dir, "memcached", history)); err != nil {
 			t.Fatal(err)
 		}

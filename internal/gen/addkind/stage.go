@@ -27,7 +27,7 @@ type Chart struct {
 }
 
 // PrepareChart reads the chart at src, a directory or a packaged chart (.tgz), but for the
-// record of the versions its kind has had (IsVersionHistory), for the kind kind, and sets the annotations of its Chart.yaml: crdgen's plural, the category, and
+// record of the versions its kind has had (conversion.IsVersionHistory: a new kind has one version), for the kind kind, and sets the annotations of its Chart.yaml: crdgen's plural, the category, and
 // chartpolicy's template functions. It refuses a chart that does not load, declares a
 // dependency it does not vendor, or has a template that does not parse. kept are the
 // crdgen annotations of the kind's current chart, when src replaces it: a new chart without
@@ -40,7 +40,7 @@ func PrepareChart(src, kind string, kept map[string]string) (*Chart, error) {
 	}
 	var files []chartFile
 	for _, f := range all {
-		if !IsVersionHistory(f.Name) {
+		if !conversion.IsVersionHistory(f.Name) {
 			files = append(files, f)
 		}
 	}
@@ -96,14 +96,6 @@ func PrepareChart(src, kind string, kept map[string]string) (*Chart, error) {
 		return nil, fmt.Errorf("chart %s has no Chart.yaml", src)
 	}
 	return p, nil
-}
-
-// IsVersionHistory reports whether the file at rel, a slash-separated path in a chart
-// directory, records the versions of the chart's kind (crdgen's conversions.yaml and
-// versions/): a chart copied from a kind of this repository leaves them behind, since a new
-// kind has one version and a new version's chart takes its kind's history.
-func IsVersionHistory(rel string) bool {
-	return rel == conversion.FileName || strings.HasPrefix(rel, crdgen.VersionsDir+"/")
 }
 
 // Write writes the chart's files under dir, which must not exist yet.

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -86,9 +85,7 @@ func Add(o Options) (*Report, error) {
 	}
 	defer os.RemoveAll(staging)
 	stage := filepath.Join(staging, filepath.Base(k.chartDir))
-	kept := func(rel string) bool {
-		return rel == conversion.FileName || strings.HasPrefix(rel+"/", crdgen.VersionsDir+"/")
-	}
+	kept := conversion.IsVersionHistory
 	r := &Report{Kind: gvk, Previous: prev, ChartDir: k.chartRel}
 	if o.Chart != "" {
 		annotations, err := chartAnnotations(k.chartDir)
@@ -143,10 +140,10 @@ func Add(o Options) (*Report, error) {
 	if err := copyDir(k.chartDir, stage, func(rel string) bool { return !kept(rel) }); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(stage, crdgen.VersionsDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(stage, conversion.VersionsDir), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(stage, crdgen.VersionsDir, crdgen.SchemaFile(prev)), schemaData, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(stage, conversion.VersionsDir, crdgen.SchemaFile(prev)), schemaData, 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(stage, conversion.FileName), conversions, 0o644); err != nil {

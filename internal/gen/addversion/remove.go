@@ -98,7 +98,7 @@ func Remove(o RemoveOptions) ([]string, error) {
 			return nil, fmt.Errorf("%s without the step from %s does not read as the chain %v (%v): remove it by hand", convPath, o.Version, versions[1:], err)
 		}
 	}
-	versionsDir := filepath.Join(k.chartDir, crdgen.VersionsDir)
+	versionsDir := filepath.Join(k.chartDir, conversion.VersionsDir)
 	deprecated, err := withoutDeprecated(filepath.Join(versionsDir, crdgen.DeprecatedFile), o.Version)
 	if err != nil {
 		return nil, err

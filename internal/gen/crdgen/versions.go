@@ -18,17 +18,13 @@ import (
 	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 )
 
-// VersionsDir is the directory of a chart that keeps what its kind's older versions were:
-// the chart holds only the newest version's chart, and the CRD serves every version.
-const VersionsDir = "versions"
-
-// DeprecatedFile, in VersionsDir, maps older versions to the warning the API server gives a
+// DeprecatedFile, in conversion.VersionsDir, maps older versions to the warning the API server gives a
 // client of a deprecated version; an empty warning gives the API server's own.
 //
 //	v1alpha1: "v1alpha1 is deprecated: use v1beta1"
 const DeprecatedFile = "deprecated.yaml"
 
-// SchemaFile is the file of VersionsDir that holds the spec schema of the older version
+// SchemaFile is the file of conversion.VersionsDir that holds the spec schema of the older version
 // version, as the CRD's openAPIV3Schema.properties.spec had it when version was the newest.
 func SchemaFile(version string) string {
 	return version + ".schema.json"
@@ -37,11 +33,11 @@ func SchemaFile(version string) string {
 // allVersions is every version of the kind, oldest first, and the CRD's conversion: the
 // versions of the chart's conversions.yaml, whose newest must be newest (the version
 // watches.yaml names, which the chart renders and the API server stores), each older one
-// served with the spec schema of its file in VersionsDir. A chart without conversions.yaml
+// served with the spec schema of its file in conversion.VersionsDir. A chart without conversions.yaml
 // has one version, and no conversion (the API server's default, None), as before versions.
 func allVersions(chartDir string, gvk schema.GroupVersionKind, chartName string, newest apiextv1.CustomResourceDefinitionVersion,
 	spec *apiextv1.JSONSchemaProps, status apiextv1.JSONSchemaProps, info kindInfo) ([]apiextv1.CustomResourceDefinitionVersion, *apiextv1.CustomResourceConversion, error) {
-	dir := filepath.Join(chartDir, VersionsDir)
+	dir := filepath.Join(chartDir, conversion.VersionsDir)
 	files, err := schemaFiles(dir)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +46,7 @@ func allVersions(chartDir string, gvk schema.GroupVersionKind, chartName string,
 	if errors.Is(err, fs.ErrNotExist) {
 		if len(files) > 0 {
 			return nil, nil, fmt.Errorf("%s/%s is there but %s is not: it lists the versions and the conversions between them",
-				VersionsDir, files[0], conversion.FileName)
+				conversion.VersionsDir, files[0], conversion.FileName)
 		}
 		return []apiextv1.CustomResourceDefinitionVersion{newest}, nil, nil
 	}
@@ -65,7 +61,7 @@ func allVersions(chartDir string, gvk schema.GroupVersionKind, chartName string,
 	older := names[:len(names)-1]
 	for _, f := range files {
 		if !slices.Contains(older, strings.TrimSuffix(f, SchemaFile(""))) {
-			return nil, nil, fmt.Errorf("%s/%s is of no older version of %s (%s)", VersionsDir, f, conversion.FileName, strings.Join(older, ", "))
+			return nil, nil, fmt.Errorf("%s/%s is of no older version of %s (%s)", conversion.VersionsDir, f, conversion.FileName, strings.Join(older, ", "))
 		}
 	}
 	deprecated, err := readDeprecated(dir, older)
@@ -100,7 +96,7 @@ func allVersions(chartDir string, gvk schema.GroupVersionKind, chartName string,
 	return versions, webhookConversion(), nil
 }
 
-// schemaFiles lists the schema files in dir, a chart's VersionsDir, if any.
+// schemaFiles lists the schema files in dir, a chart's conversion.VersionsDir, if any.
 func schemaFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 )
 
 // widgetWithVersions writes the Widget chart with conversions.yaml and, for v1alpha1, the
@@ -38,7 +40,7 @@ func widgetWithVersions(t *testing.T, conversions string, renamed bool) string {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(VersionsDir, SchemaFile("v1alpha1")), string(data))
+	write(filepath.Join(conversion.VersionsDir, SchemaFile("v1alpha1")), string(data))
 	write("conversions.yaml", conversions)
 	return dir
 }
@@ -65,7 +67,7 @@ func TestGenerateVersions(t *testing.T) {
 
 	t.Run("moved values", func(t *testing.T) {
 		dir := widgetWithVersions(t, "- from: v1alpha1\n  to: v1\n  moves: [{from: /replicaCount, to: /replicas}]\n", true)
-		if err := os.WriteFile(filepath.Join(dir, VersionsDir, DeprecatedFile), []byte("v1alpha1: use v1\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, conversion.VersionsDir, DeprecatedFile), []byte("v1alpha1: use v1\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		crd, err := Generate(dir, widgetGVK)
@@ -108,10 +110,10 @@ func TestGenerateVersions(t *testing.T) {
 			var err error
 			switch tc.extra {
 			case DeprecatedFile:
-				err = os.WriteFile(filepath.Join(dir, VersionsDir, DeprecatedFile), []byte("v1: no\n"), 0o644)
+				err = os.WriteFile(filepath.Join(dir, conversion.VersionsDir, DeprecatedFile), []byte("v1: no\n"), 0o644)
 			case "":
 			default:
-				err = os.WriteFile(filepath.Join(dir, VersionsDir, tc.extra), []byte("{}"), 0o644)
+				err = os.WriteFile(filepath.Join(dir, conversion.VersionsDir, tc.extra), []byte("{}"), 0o644)
 			}
 			if err != nil {
 				t.Fatal(err)
