@@ -47,15 +47,18 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"transwarp.io/tos/warpdrive-operator/internal/chartpolicy"
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/drift"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/metrics"
 	"transwarp.io/tos/warpdrive-operator/internal/operator/pipeline"
@@ -108,9 +111,9 @@ type Options struct {
 // Setup adds to mgr, for every kind in the watches file, the kind's controllers (setupKind,
 // kind.go), and the orphan collectors of the cluster-scoped kinds the charts declare.
 func Setup(mgr ctrl.Manager, opts Options) error {
-	ws, err := watches.Load(opts.WatchesFile)
+	ws, err := loadWatches(opts.WatchesFile)
 	if err != nil {
-		return fmt.Errorf("loading %s: %w", opts.WatchesFile, err)
+		return err
 	}
 	if opts.SigningKey.Name == "" || opts.SigningKey.Namespace == "" {
 		return fmt.Errorf("the Secret of the release signing key needs a namespace and a name, got %q", opts.SigningKey)
@@ -220,3 +223,19 @@ type leaderRunnable func(context.Context)
 func (f leaderRunnable) Start(ctx context.Context) error { f(ctx); return nil }
 
 func (leaderRunnable) NeedLeaderElection() bool { return true }
+
+// loadWatches loads the watches file and each kind's chart, less the kind's version history
+// (conversion.IsVersionHistory: conversions.yaml, versions/). That history is the CRD's,
+// which the sidecar reads from the chart directory: no template of the chart reads it, a
+// release record need not carry it, and a new version of the kind's API is no new chart to
+// roll out to every CR (rollout.Digest).
+func loadWatches(path string) ([]watches.Watch, error) {
+	ws, err := watches.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	for _, w := range ws {
+		w.Chart.Files = slices.DeleteFunc(w.Chart.Files, func(f *chart.File) bool { return conversion.IsVersionHistory(f.Name) })
+	}
+	return ws, nil
+}

@@ -13,6 +13,8 @@ import (
 	"sort"
 
 	"helm.sh/helm/v3/pkg/chart"
+
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 )
 
 // Digest identifies a chart's content: its metadata, default values, schema, templates and
@@ -22,13 +24,20 @@ import (
 // roll out. Why not a hash of the chart directory: a Helm release record keeps the chart it
 // was made with, but only these parts of it (no raw files), so the digest of the chart in a
 // release must equal the digest of the chart it was made from.
+//
+// The files of the kind's version history (conversion.IsVersionHistory: conversions.yaml,
+// versions/) are not a part of it: they are the CRD's, add-version writes them with a new
+// version of the kind's API, and a new API version is no new chart to roll out to every CR.
+// The operator drops them from the chart it loads; a release made before it did keeps them,
+// and is current all the same.
 func Digest(c *chart.Chart) string {
 	h := sha256.New()
-	writeChart(h, c)
+	writeChart(h, c, true)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func writeChart(h hash.Hash, c *chart.Chart) {
+// writeChart writes c's parts to h; top says c is the kind's chart, not a dependency.
+func writeChart(h hash.Hash, c *chart.Chart, top bool) {
 	meta, _ := json.Marshal(c.Metadata) // plain data: it always marshals
 	vals, _ := json.Marshal(c.Values)   // map keys come out sorted
 	field(h, "metadata", meta)
@@ -41,6 +50,9 @@ func writeChart(h hash.Hash, c *chart.Chart) {
 		files := append([]*chart.File(nil), group.files...)
 		sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 		for _, f := range files {
+			if top && conversion.IsVersionHistory(f.Name) {
+				continue
+			}
 			field(h, group.kind+":"+f.Name, f.Data)
 		}
 	}
@@ -48,7 +60,7 @@ func writeChart(h hash.Hash, c *chart.Chart) {
 	sort.Slice(deps, func(i, j int) bool { return deps[i].Name() < deps[j].Name() })
 	for _, d := range deps {
 		field(h, "dependency", []byte(d.Name()))
-		writeChart(h, d)
+		writeChart(h, d, false)
 	}
 }
 

@@ -3,10 +3,13 @@ package rollout
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 )
 
 // The chart in a release record is the loaded chart through JSON (Helm's storage encoding):
@@ -62,5 +65,38 @@ func TestDigestSeesEveryPart(t *testing.T) {
 		if Digest(c) == d {
 			t.Errorf("a change of the %s left the digest as it was", name)
 		}
+	}
+}
+
+// A new version of a kind's API (add-version writes conversions.yaml and versions/ into the
+// chart) is no new chart: the digest leaves out the kind's version history, both when the
+// operator has dropped it from the chart it loads and in a release made before it did. A
+// dependency's files of those names are the dependency's own, and count.
+func TestDigestLeavesOutVersionHistory(t *testing.T) {
+	c, err := loader.Load(filepath.Join("..", "..", "helm-charts", "memcached"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var history []string
+	for _, f := range c.Files {
+		if conversion.IsVersionHistory(f.Name) {
+			history = append(history, f.Name)
+		}
+	}
+	if !slices.Contains(history, conversion.FileName) || len(history) < 2 {
+		t.Fatalf("memcached's chart has no version history to leave out (files of it: %v)", history)
+	}
+	loaded := Digest(c)
+	c.Files = slices.DeleteFunc(c.Files, func(f *chart.File) bool { return conversion.IsVersionHistory(f.Name) })
+	if got := Digest(c); got != loaded {
+		t.Errorf("digest %s without the version history %v, %s with it", got, history, loaded)
+	}
+
+	dep := &chart.Chart{Metadata: &chart.Metadata{Name: "sub", Version: "1"}}
+	c.AddDependency(dep)
+	before := Digest(c)
+	dep.Files = append(dep.Files, &chart.File{Name: conversion.FileName, Data: []byte("[]")})
+	if Digest(c) == before {
+		t.Errorf("a dependency's %s left the digest as it was", conversion.FileName)
 	}
 }
