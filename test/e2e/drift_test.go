@@ -112,9 +112,6 @@ func TestDriftIgnoreAndReport(t *testing.T) {
 	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
 		t.Skip("the stock helm-operator has no drift settings")
 	}
-	if env.Impersonating() {
-		t.Skip("the test kind's CRD is not in the operator's RBAC")
-	}
 	ns, chart, lease := env.Namespace(t), env.NewChartCopy(t), "drift-e2e-"+rand.String(5)
 	kind := framework.RolloutGVK.Kind
 	var manager *framework.Process

@@ -11,6 +11,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,9 @@ func (e *Env) NewChartCopy(t testing.TB) *ChartCopy {
 		t.Fatal(err)
 	}
 	c.Write(t, "0.1.0", "")
+	if e.Impersonating() {
+		e.grantRolloutKind(t)
+	}
 	crd, err := crdgen.Generate(filepath.Join(c.Dir, "memcached"), RolloutGVK)
 	if err != nil {
 		t.Fatal(err)
@@ -420,4 +424,26 @@ func (e *Env) WaitForTakeOver(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// grantRolloutKind gives the ServiceAccount the operator impersonates what config/rbac gives
+// it on each kind of watches.yaml, on RolloutGVK, until the end of t: a deployment that
+// watched the copy would have it.
+func (e *Env) grantRolloutKind(t testing.TB) {
+	t.Helper()
+	rule := func(resource string, verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{RolloutGVK.Group}, Resources: []string{RolloutGVR.Resource + resource}, Verbs: verbs}
+	}
+	name := "e2e-" + RolloutGVR.Resource
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		rule("", "get", "list", "watch", "update"), rule("/status", "patch", "update"), rule("/finalizers", "update")}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: e.ServiceAccount.Namespace, Name: e.ServiceAccount.Name}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := e.Client.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("granting the ServiceAccount the kind %s: %v", RolloutGVK.Kind, err)
+		}
+		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), obj) })
+	}
 }
