@@ -15,9 +15,10 @@
 // (and written to $WARPDRIVE_SECURITY_REPORT if set) instead of failing the test.
 //
 // WARPDRIVE_SECURITY_MANAGER_FLAGS (space-separated) are added after the pod's flags of the
-// manager: make test-security runs the suite a second time with
-// --release-list-secrets-per-get=0, so that the attacks also meet release records read by
-// name from the manager's cache, as in a namespace crowded with them (internal/releaserecords).
+// manager: make test-security runs the attacks that meet release records (the Makefile's
+// SECURITY_RECORD_TESTS) a second time with --release-list-secrets-per-get=0, so that they
+// also meet the records read by name from the manager's cache, as in a namespace crowded
+// with them (internal/releaserecords).
 package security
 
 import (
