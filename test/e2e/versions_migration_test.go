@@ -6,26 +6,33 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/release"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"transwarp.io/tos/warpdrive-operator/internal/conversion"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addkind"
 	"transwarp.io/tos/warpdrive-operator/internal/gen/addversion"
+	chartrollout "transwarp.io/tos/warpdrive-operator/internal/rollout"
 	"transwarp.io/tos/warpdrive-operator/internal/statuscontract"
 	"transwarp.io/tos/warpdrive-operator/test/framework"
 )
 
-// A new version of a kind's API, and the storage migration it brings, make no new Helm
-// revision: the CRs of KeyValue are Ready at v1alpha1; make add-version VERSION=v1 keeps the
-// chart (the CRD converts by None) but writes the kind's version history, conversions.yaml
-// and versions/, into the chart directory; the operator, restarted on it, migrates the
-// stored CRs to v1 (status.storedVersions [v1]) and, asked to reconcile each CR, finds its
-// release on the chart it carries (ChartRollout True) at the revision it had.
-func TestNewVersionUpgradesNoRelease(t *testing.T) {
+// A new version of a kind's API, with the chart kept, rolls out no chart, and its storage
+// migration upgrades nothing: the CRs of KeyValue are Ready at v1alpha1; make add-version
+// VERSION=v1 keeps the chart (the CRD converts by None) but writes the kind's version
+// history, conversions.yaml and versions/, into the chart directory; the operator, restarted
+// on it, migrates the stored CRs to v1 (status.storedVersions [v1]) and, asked to reconcile
+// each CR, has upgraded its release once, for the owner references of its objects, which
+// name the CR at the version the operator watches (v1 from now on, before v1alpha1 is ever
+// removed): the new revision's manifest is the old one with the CR's apiVersion at v1, and
+// nothing else; its chart is the same chart (rollout.Digest), without the version history.
+func TestNewVersionMovesOnlyOwnerReferences(t *testing.T) {
 	if os.Getenv("WARPDRIVE_E2E_OPERATOR") == "stock" {
 		t.Skip("make add-kind and make add-version make kinds for this operator's manager")
 	}
@@ -51,7 +58,7 @@ func TestNewVersionUpgradesNoRelease(t *testing.T) {
 	if out, err := env.Kubectl("apply", "-n", ns, "-f", manifest); err != nil {
 		t.Fatalf("kubectl apply of the v1alpha1 manifests: %v: %s", err, out)
 	}
-	revisions := map[string]int{} // name -> its release's revision at v1alpha1
+	releases := map[string]*release.Release{} // name -> its release at v1alpha1
 	for _, cr := range readManifests(t, manifest) {
 		cr.SetNamespace(ns)
 		crs = append(crs, cr)
@@ -60,7 +67,7 @@ func TestNewVersionUpgradesNoRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		revisions[cr.GetName()] = rel.Version
+		releases[cr.GetName()] = rel
 	}
 	stop()
 	running = false
@@ -94,7 +101,7 @@ func TestNewVersionUpgradesNoRelease(t *testing.T) {
 		return nil
 	})
 
-	// Each CR reconciled by the restarted manager, after the migration, on its revision.
+	// Each CR reconciled by the restarted manager after the migration, upgraded once.
 	requested := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, cr := range crs {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, statuscontract.RequestAnnotation, requested)
@@ -118,8 +125,24 @@ func TestNewVersionUpgradesNoRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := revisions[cr.GetName()]; rel.Version != want {
-			t.Errorf("%s: release revision %d after make add-version and the storage migration, want %d as before", cr.GetName(), rel.Version, want)
+		old := releases[cr.GetName()]
+		if rel.Version != old.Version+1 {
+			t.Errorf("%s: release revision %d after make add-version and the storage migration, want %d (one upgrade, for the owner references)",
+				cr.GetName(), rel.Version, old.Version+1)
+		}
+		ownedAtV1 := strings.ReplaceAll(old.Manifest, keyValueGVK.GroupVersion().String(), keyValueGVK.Group+"/v1")
+		if ownedAtV1 == old.Manifest || rel.Manifest != ownedAtV1 {
+			t.Errorf("%s: the new revision's manifest is not the old one with the CR's apiVersion at v1:\n%s\nwas:\n%s", cr.GetName(), rel.Manifest, old.Manifest)
+		}
+		if got, want := chartrollout.Digest(rel.Chart), chartrollout.Digest(old.Chart); got != want {
+			t.Errorf("%s: the new revision's chart has digest %s, the old one's %s: want the same chart", cr.GetName(), got, want)
+		}
+		t.Logf("%s: revision %d, then %d on the same chart (%s); the objects' owner references moved to v1", cr.GetName(), old.Version, rel.Version,
+			chartrollout.Digest(rel.Chart))
+		for _, f := range rel.Chart.Files {
+			if conversion.IsVersionHistory(f.Name) {
+				t.Errorf("%s: the new revision's chart carries the kind's version history (%s)", cr.GetName(), f.Name)
+			}
 		}
 	}
 }
